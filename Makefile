@@ -1,0 +1,66 @@
+# sluice — developer entry points. `make test` is what CI runs (see .ci/run).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV        := .venv
+BIN         := $(VENV)/bin
+PY          := $(BIN)/python
+STAMP       := $(VENV)/.installed
+REGION      ?= us-east-1
+export SAM_CLI_TELEMETRY := 0
+export AWS_DEFAULT_REGION ?= $(REGION)
+# sam build runs the layer's Makefile with this PATH, so it finds the venv's pip.
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: help venv lint typecheck validate build test unit functional bench deploy clean
+
+help:
+	@echo "make test      lint + types + sam validate --lint + sam build + all tests (what CI runs)"
+	@echo "make build     sam build (no Docker needed)"
+	@echo "make deploy    sam build && sam deploy (guided the first time; ENV=prod for production)"
+	@echo "make bench     run the benchmarks in benchmarks/"
+
+# Create or reuse .venv with Python 3.13 where the machine has it (the Lambda runtime's version).
+$(STAMP): pyproject.toml layers/common/requirements.txt
+	@test -x $(PY) || "$$(scripts/find-python.sh)" -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+venv: $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy layers/common/sluice
+	$(BIN)/mypy local/sluice_local benchmarks
+
+validate: $(STAMP)
+	$(BIN)/sam validate --lint --region $(REGION)
+
+build: $(STAMP)
+	$(BIN)/sam build
+	@du -sk .aws-sam/build/CommonLayer | awk '{printf "built CommonLayer: %.1f MiB unzipped\n", $$1/1024}'
+
+test: lint typecheck validate build
+	$(BIN)/pytest
+
+unit functional: $(STAMP)
+	$(BIN)/pytest tests/$@
+
+bench: $(STAMP)
+	$(PY) benchmarks/cold_start.py
+	$(PY) benchmarks/consumer_overhead.py
+
+ENV ?= default
+deploy: build
+	@if [ "$(ENV)" = default ] && ! grep -q '^\[default.deploy.parameters\]' samconfig.toml; then \
+	  $(BIN)/sam deploy --guided; \
+	else \
+	  $(BIN)/sam deploy --config-env $(ENV); \
+	fi
+
+clean:
+	rm -rf .aws-sam .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,22 @@
+"""Consumer Lambda: wiring only. Business logic lives in processor.py; behaviour in the sluice layer."""
+
+from typing import Any
+
+import processor
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from sluice.consumer import Consumer
+
+logger = Logger()
+metrics = Metrics()
+tracer = Tracer()
+
+# Cold start: a bad SLUICE_* setting fails here, naming the variable.
+consumer = Consumer.from_env(processor.process, model=processor.Order, logger=logger, metrics_sink=metrics)
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return consumer.handle(event, context)

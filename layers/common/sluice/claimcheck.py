@@ -1,0 +1,157 @@
+"""Claim check: large bodies live in S3, the message carries a pointer.
+
+Wire formats understood by the consumer:
+
+- AWS Extended Client (Java 2.x / Python ``amazon-sqs-extended-client``):
+  body ``["software.amazon.payloadoffloading.PayloadS3Pointer", {"s3BucketName": b, "s3Key": k}]``
+  with Number attribute ``ExtendedPayloadSize``;
+- its legacy form: class ``com.amazon.sqs.javamessaging.MessageS3Pointer``, attribute ``SQSLargePayloadSize``;
+- the simple form ``{"__type": "CLAIM_CHECK", "s3_bucket": b, "s3_key": k}``.
+
+The producer helper :func:`send` writes the first (most widely understood) format. Pointers are a
+security boundary: a bucket outside the allowlist or a key outside the claim-check prefix is a
+:class:`~sluice.errors.PermanentError`. Objects are never deleted here: the bucket's lifecycle rule
+expires them, so a message re-driven days later still finds its payload.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from sluice.errors import PermanentError, TransientError
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_sqs import SQSClient
+
+    from sluice.envelope import SendAttributes
+
+EXTENDED_POINTER_CLASS = "software.amazon.payloadoffloading.PayloadS3Pointer"
+LEGACY_POINTER_CLASS = "com.amazon.sqs.javamessaging.MessageS3Pointer"
+EXTENDED_SIZE_ATTRIBUTE = "ExtendedPayloadSize"
+LEGACY_SIZE_ATTRIBUTE = "SQSLargePayloadSize"
+SIMPLE_TYPE = "CLAIM_CHECK"
+DEFAULT_THRESHOLD = 256 * 1024
+SQS_MAX_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Pointer:
+    bucket: str
+    key: str
+    format: str  # "extended" | "legacy" | "simple"
+
+
+def parse_pointer(body: str) -> Pointer | None:
+    """The pointer a body carries, or None for an ordinary body. Cheap for ordinary bodies."""
+    head = body.lstrip()[:80]
+    if head.startswith("["):
+        if EXTENDED_POINTER_CLASS not in head and LEGACY_POINTER_CLASS not in head:
+            return None
+        try:
+            cls, ref = json.loads(body)
+            bucket, key = ref["s3BucketName"], ref["s3Key"]
+        except (ValueError, TypeError, KeyError) as exc:
+            raise PermanentError(f"malformed S3 pointer body: {exc}") from None
+        fmt = "extended" if cls == EXTENDED_POINTER_CLASS else "legacy"
+        return _checked(bucket, key, fmt)
+    if head.startswith("{") and SIMPLE_TYPE in body[:4096]:
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            return None  # not JSON at all: the consumer's JSON decoding reports it
+        if not isinstance(doc, dict) or doc.get("__type") != SIMPLE_TYPE:
+            return None
+        try:
+            return _checked(doc["s3_bucket"], doc["s3_key"], "simple")
+        except KeyError as exc:
+            raise PermanentError(f"claim check pointer lacks {exc}") from None
+    return None
+
+
+def _checked(bucket: Any, key: Any, fmt: str) -> Pointer:
+    if not isinstance(bucket, str) or not isinstance(key, str) or not bucket or not key:
+        raise PermanentError(f"claim check pointer ({fmt}) needs non-empty string bucket and key")
+    return Pointer(bucket=bucket, key=key, format=fmt)
+
+
+def authorize(pointer: Pointer, *, buckets: tuple[str, ...], prefix: str) -> None:
+    """Reject pointers outside the allowlist: a message must not make us read arbitrary objects."""
+    if pointer.bucket not in buckets:
+        raise PermanentError(f"claim check bucket {pointer.bucket!r} is not in the allowlist")
+    normalized = pointer.key.split("/")
+    if ".." in normalized or not pointer.key.startswith(prefix):
+        raise PermanentError(f"claim check key {pointer.key!r} is outside the prefix {prefix!r}")
+
+
+def fetch(s3: S3Client, pointer: Pointer) -> str:
+    """Download the payload. ``NoSuchKey`` is transient (read-after-write race, replication lag)."""
+    try:
+        obj = s3.get_object(Bucket=pointer.bucket, Key=pointer.key)
+        data = obj["Body"].read()
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code in {"NoSuchKey", "404"}:
+            raise TransientError(
+                f"claim check object s3://{pointer.bucket}/{pointer.key} not found yet"
+            ) from exc
+        if code in {"NoSuchBucket", "InvalidBucketName"}:
+            raise PermanentError(f"claim check bucket {pointer.bucket!r} does not exist") from exc
+        raise TransientError(f"claim check read failed ({code or 'error'})") from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise PermanentError("claim check payload is not UTF-8 text") from None
+
+
+def attribute_bytes(attributes: SendAttributes) -> int:
+    """Size SQS counts for message attributes: name + type + value."""
+    total = 0
+    for name, value in attributes.items():
+        total += len(name.encode()) + len(str(value.get("DataType", "")).encode())
+        if value.get("BinaryValue") is not None:
+            total += len(value["BinaryValue"])
+        else:
+            total += len(str(value.get("StringValue", "")).encode())
+    return total
+
+
+def send(
+    sqs: SQSClient,
+    s3: S3Client,
+    *,
+    queue_url: str,
+    body: str,
+    bucket: str,
+    prefix: str = "claim-check/",
+    threshold: int = DEFAULT_THRESHOLD,
+    attributes: SendAttributes | None = None,
+    delay_seconds: int = 0,
+) -> str:
+    """Send ``body``; when body + attributes exceed ``threshold`` bytes, offload the body to S3 first.
+
+    Returns the SQS message id. The pointer uses the AWS Extended Client format so Java and Python
+    extended clients can read sluice's messages and vice versa.
+    """
+    attrs: SendAttributes = dict(attributes or {})
+    payload = body.encode("utf-8")
+    if len(payload) + attribute_bytes(attrs) > min(threshold, SQS_MAX_BYTES):
+        if len(attrs) >= 10:
+            raise ValueError("a claim-check message needs one free attribute slot for ExtendedPayloadSize")
+        key = f"{prefix}{uuid.uuid4()}"
+        s3.put_object(Bucket=bucket, Key=key, Body=payload, ContentType="application/octet-stream")
+        body = json.dumps(
+            [EXTENDED_POINTER_CLASS, {"s3BucketName": bucket, "s3Key": key}], separators=(",", ":")
+        )
+        attrs[EXTENDED_SIZE_ATTRIBUTE] = {"DataType": "Number", "StringValue": str(len(payload))}
+    kwargs: dict[str, Any] = {"QueueUrl": queue_url, "MessageBody": body}
+    if attrs:
+        kwargs["MessageAttributes"] = attrs
+    if delay_seconds:
+        kwargs["DelaySeconds"] = delay_seconds
+    return sqs.send_message(**kwargs)["MessageId"]

@@ -1,0 +1,391 @@
+"""The partial-batch SQS consumer.
+
+Per record: envelope → claim check → JSON (→ optional pydantic model) → the user's processor under
+idempotency. Outcomes:
+
+- success, or a duplicate (skipped, counted): Lambda deletes the record;
+- :class:`~sluice.errors.PermanentError`, an undecodable or invalid body, a reused idempotency key:
+  sent at once to the poison queue with the envelope filled, and reported as success so it is not
+  retried pointlessly;
+- anything else (TransientError, RetryAfter, unexpected exceptions): the record's visibility is set
+  to a capped full-jitter backoff (or exactly RetryAfter's seconds) and it is reported in
+  ``batchItemFailures``; after ``maxReceiveCount`` receives the queue's redrive policy moves it to
+  the dead-letter queue.
+
+A visibility heartbeat keeps every unfinished record of a slow batch invisible, and records of one
+batch may be processed by a bounded thread pool (``SLUICE_CONCURRENCY``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from threading import Lock
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from pydantic import BaseModel, ValidationError
+
+from sluice import claimcheck, metrics
+from sluice.backoff import full_jitter
+from sluice.envelope import Envelope, SendAttributes, from_event_attributes, split
+from sluice.errors import PermanentError, RetryAfter
+from sluice.heartbeat import Heartbeat, InFlight
+from sluice.idempotency import Idempotency
+from sluice.poison import isolate
+from sluice.settings import ConsumerSettings
+from sluice.sqs import queue_url_from_arn
+
+if TYPE_CHECKING:
+    import boto3
+    from aws_lambda_powertools import Logger
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_sqs import SQSClient
+
+    from sluice.metrics import MetricSink
+
+AWS_TRACE_HEADER = "AWSTraceHeader"
+
+
+@dataclass(frozen=True)
+class SluiceRecord:
+    """What the user's processor receives."""
+
+    message_id: str
+    body: str
+    """The payload text (claim checks already resolved)."""
+    data: Any
+    """The parsed JSON body, or an instance of the consumer's pydantic model."""
+    attributes: SendAttributes
+    """The user's own message attributes, untouched (sluice's envelope removed)."""
+    envelope: Envelope
+    receive_count: int
+    idempotency_key: str
+    _idempotency: Idempotency = field(repr=False)
+
+    def once(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run side effect ``name`` of this record at most once, even across retries and redrives."""
+        return self._idempotency.once(f"{self.idempotency_key}#{name}", fn, *args, **kwargs)
+
+
+Processor = Callable[[SluiceRecord], object]
+
+
+class _Stats:
+    def __init__(self) -> None:
+        self._lock = Lock()
+        self.counts: Counter[str] = Counter()
+
+    def add(self, name: str, value: int = 1) -> None:
+        with self._lock:
+            self.counts[name] += value
+
+
+class _PoolBatchProcessor(BatchProcessor):
+    """Powertools BatchProcessor whose records run on a bounded thread pool (order of results kept)."""
+
+    def __init__(self, workers: int) -> None:
+        super().__init__(EventType.SQS, raise_on_entire_batch_failure=False)
+        self._workers = workers
+
+    def process(self) -> list[tuple[Any, ...]]:
+        if self._workers <= 1 or len(self.records) <= 1:
+            return super().process()
+        with ThreadPoolExecutor(max_workers=min(self._workers, len(self.records))) as pool:
+            return list(pool.map(self._process_record, self.records))
+
+
+class Consumer:
+    def __init__(
+        self,
+        processor: Processor,
+        *,
+        settings: ConsumerSettings,
+        sqs: SQSClient,
+        dynamodb: DynamoDBClient,
+        s3: Callable[[], S3Client],
+        logger: Logger,
+        metrics_sink: MetricSink,
+        model: type[BaseModel] | None = None,
+        name: str = "sluice",
+    ) -> None:
+        """``s3`` is a factory: the client is only built when a claim check first needs it."""
+        self._processor = processor
+        self._settings = settings
+        self._sqs = sqs
+        self._s3_factory = s3
+        self._s3: S3Client | None = None
+        self._log = logger
+        self._metrics = metrics_sink
+        self._model = model
+        self._idempotency = Idempotency(
+            table=settings.idempotency_table,
+            client=dynamodb,
+            ttl_seconds=settings.idempotency_ttl_seconds,
+            name=name,
+        )
+        self._key_expr: Any = None
+        if settings.idempotency_key_jmespath:
+            import jmespath  # noqa: PLC0415 - only when a key expression is configured
+
+            self._key_expr = jmespath.compile(settings.idempotency_key_jmespath)
+        self._urls: dict[str, str] = {}
+
+    @classmethod
+    def from_env(
+        cls,
+        processor: Processor,
+        *,
+        logger: Logger,
+        metrics_sink: MetricSink,
+        model: type[BaseModel] | None = None,
+        environ: Mapping[str, str] | None = None,
+        session: boto3.Session | None = None,
+    ) -> Consumer:
+        """Cold-start construction: validate ``SLUICE_*`` settings, build the clients."""
+        env = os.environ if environ is None else environ
+        settings = ConsumerSettings.from_env(env)
+        import boto3  # noqa: PLC0415 - keep the module importable without building clients
+
+        session = session or boto3.Session()
+        return cls(
+            processor,
+            settings=settings,
+            sqs=session.client("sqs"),
+            dynamodb=session.client("dynamodb"),
+            s3=lambda: session.client("s3"),
+            logger=logger,
+            metrics_sink=metrics_sink,
+            model=model,
+            name=env.get("AWS_LAMBDA_FUNCTION_NAME", "sluice-consumer"),
+        )
+
+    # --- batch ---------------------------------------------------------------------------------
+
+    def handle(self, event: Mapping[str, Any], context: LambdaContext | None) -> dict[str, Any]:
+        """Process one SQS event; returns ``{"batchItemFailures": [...]}``."""
+        self._idempotency.register_lambda_context(context)
+        records = list(event.get("Records", []))
+        stats = _Stats()
+        in_flight = [
+            InFlight(r["messageId"], r["receiptHandle"], self._queue_url(r["eventSourceARN"]))
+            for r in records
+        ]
+        heartbeat = Heartbeat(
+            self._sqs,
+            in_flight,
+            visibility_timeout=self._settings.visibility_timeout_seconds,
+            fraction=self._settings.heartbeat_fraction,
+            batch_window=self._settings.batch_window_seconds,
+            on_extended=lambda n: stats.add(metrics.VISIBILITY_EXTENDED, n),
+            on_error=lambda mid, why: self._log.warning(why, extra={"message_id": mid}),
+        )
+
+        def record_handler(record: SQSRecord) -> None:
+            self._handle_record(record, heartbeat, stats)
+
+        with heartbeat:
+            response = process_partial_response(
+                event=dict(event),
+                record_handler=record_handler,
+                processor=_PoolBatchProcessor(self._settings.concurrency),
+                context=context,
+            )
+        for name in metrics.CONSUMER_COUNTERS:
+            self._metrics.add_metric(name=name, unit="Count", value=stats.counts[name])
+        self._log.info(
+            "batch done",
+            extra={"records": len(records), "failed": len(response["batchItemFailures"]), **stats.counts},
+        )
+        return dict(response)
+
+    # --- record --------------------------------------------------------------------------------
+
+    def _handle_record(self, record: SQSRecord, heartbeat: Heartbeat, stats: _Stats) -> None:
+        """Returns normally when the record is done (processed, duplicate, isolated); raises to retry it."""
+        mid = record.message_id
+        self._log.thread_safe_append_keys(message_id=mid)
+        try:
+            attributes, envelope = self._read_envelope(record, stats)
+            try:
+                ran = self._process(record, attributes, envelope, stats)
+            except PermanentError as exc:
+                failure: Exception = exc
+                try:
+                    self._isolate(record, attributes, envelope, exc, stats)
+                except Exception as isolation_error:  # noqa: BLE001 - not isolated: retried, never lost
+                    failure = isolation_error
+                else:
+                    heartbeat.succeed(mid)  # reported as success: Lambda deletes it at batch end
+                    return
+                self._retry_later(record, failure, stats, heartbeat)
+            except Exception as exc:  # noqa: BLE001 - every other failure is retried with backoff
+                self._retry_later(record, exc, stats, heartbeat)
+            heartbeat.succeed(mid)
+            stats.add(metrics.RECORDS_PROCESSED if ran else metrics.DUPLICATES_SKIPPED)
+            if not ran:
+                self._log.info("duplicate skipped")
+        finally:
+            self._log.thread_safe_remove_keys(["message_id"])
+
+    def _read_envelope(self, record: SQSRecord, stats: _Stats) -> tuple[SendAttributes, Envelope]:
+        raw = record.raw_event.get("messageAttributes") or {}
+        attributes, envelope, problem = split(from_event_attributes(raw))
+        if problem:
+            stats.add(metrics.ENVELOPES_CORRUPT)
+            self._log.warning(problem)
+        if envelope is None:  # first hop: this message becomes the identity
+            system = record.raw_event.get("attributes") or {}
+            envelope = Envelope(
+                origin_id=record.message_id,
+                source=record.event_source_arn,
+                trace=system.get(AWS_TRACE_HEADER),
+            )
+        elif envelope.origin_id is None:
+            envelope = envelope.model_copy(update={"origin_id": record.message_id})
+        return attributes, envelope
+
+    def _receive_count(self, record: SQSRecord) -> int:
+        try:
+            return int(record.attributes.approximate_receive_count)
+        except (TypeError, ValueError):
+            return 1
+
+    def _process(
+        self, record: SQSRecord, attributes: SendAttributes, envelope: Envelope, stats: _Stats
+    ) -> bool:
+        receives = self._receive_count(record)
+        if receives >= self._settings.max_receive_count - 1:
+            stats.add(metrics.NEAR_DEAD_LETTER)
+            self._log.warning(
+                "record is near the dead-letter queue",
+                extra={"receive_count": receives, "max_receive_count": self._settings.max_receive_count},
+            )
+        body = record.body or ""
+        pointer = claimcheck.parse_pointer(body)
+        if pointer is not None:
+            claimcheck.authorize(
+                pointer, buckets=self._settings.claim_check_buckets, prefix=self._settings.claim_check_prefix
+            )
+            body = claimcheck.fetch(self._s3_client(), pointer)
+            stats.add(metrics.CLAIM_CHECKS_RESOLVED)
+        try:
+            payload = json.loads(body)
+        except ValueError as exc:
+            raise PermanentError(f"body is not valid JSON: {exc}") from None
+        data: Any = payload
+        if self._model is not None:
+            try:
+                data = self._model.model_validate(payload)
+            except ValidationError as exc:
+                raise PermanentError(
+                    f"body does not match {self._model.__name__}: "
+                    + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
+                ) from None
+        key = self._key(payload, envelope, record.message_id)
+        sluice_record = SluiceRecord(
+            message_id=record.message_id,
+            body=body,
+            data=data,
+            attributes=attributes,
+            envelope=envelope,
+            receive_count=receives,
+            idempotency_key=key,
+            _idempotency=self._idempotency,
+        )
+        return self._idempotency.run(key, payload, lambda: self._processor(sluice_record))
+
+    def _key(self, payload: Any, envelope: Envelope, message_id: str) -> str:
+        if self._key_expr is not None and isinstance(payload, dict | list):
+            value = self._key_expr.search(payload)
+            if value not in (None, "", [], {}):
+                return "body:" + (value if isinstance(value, str) else json.dumps(value, sort_keys=True))
+        return "msg:" + (envelope.origin_id or message_id)
+
+    def _isolate(
+        self,
+        record: SQSRecord,
+        attributes: SendAttributes,
+        envelope: Envelope,
+        exc: PermanentError,
+        stats: _Stats,
+    ) -> None:
+        failed = envelope.failed(exc, receives=self._receive_count(record))
+        try:
+            poison_id = isolate(
+                self._sqs,
+                poison_queue_url=self._settings.poison_queue_url,
+                body=record.body or "",
+                attributes=attributes,
+                envelope=failed,
+            )
+        except Exception:
+            # Not isolated, so not done: the caller retries the record rather than lose it.
+            self._log.exception("poison isolation failed; record will be retried")
+            raise
+        stats.add(metrics.RECORDS_ISOLATED)
+        self._log.error(
+            "record isolated to the poison queue",
+            extra={
+                "reason": failed.last_error.message if failed.last_error else "",
+                "poison_message_id": poison_id,
+                "error_type": exc.__class__.__name__,
+                "attempts": failed.attempts,
+            },
+        )
+
+    def _retry_later(
+        self, record: SQSRecord, exc: Exception, stats: _Stats, heartbeat: Heartbeat
+    ) -> NoReturn:
+        """Give the record its backoff visibility, then fail it (it lands in batchItemFailures)."""
+        heartbeat.settle(record.message_id)
+        receives = self._receive_count(record)
+        s = self._settings
+        if isinstance(exc, RetryAfter):
+            delay = exc.seconds
+        else:
+            delay = full_jitter(
+                receives,
+                base=s.backoff_base_seconds,
+                cap=s.backoff_cap_seconds,
+                floor=s.backoff_floor_seconds,
+            )
+        stats.add(metrics.RECORDS_FAILED)
+        try:
+            self._sqs.change_message_visibility(
+                QueueUrl=self._queue_url(record.event_source_arn),
+                ReceiptHandle=record.receipt_handle,
+                VisibilityTimeout=delay,
+            )
+        except Exception:  # noqa: BLE001 - the record is still retried, after the queue's own timeout
+            self._log.warning("could not set backoff visibility; the queue's timeout applies", exc_info=True)
+        self._log.warning(
+            "record failed; will be retried",
+            extra={
+                "error_type": exc.__class__.__name__,
+                "error": str(exc)[:512],
+                "retry_in_seconds": delay,
+                "receive_count": receives,
+            },
+        )
+        raise exc
+
+    # --- helpers -------------------------------------------------------------------------------
+
+    def _queue_url(self, arn: str) -> str:
+        url = self._urls.get(arn)
+        if url is None:
+            url = self._urls[arn] = queue_url_from_arn(arn, endpoint=self._sqs.meta.endpoint_url)
+        return url
+
+    def _s3_client(self) -> S3Client:
+        if self._s3 is None:
+            self._s3 = self._s3_factory()
+        return self._s3

@@ -1,0 +1,160 @@
+"""The sluice envelope: ALL of sluice's bookkeeping in ONE message attribute of compact JSON.
+
+A user's own message attributes (SQS allows 10 per message) therefore survive every hop: sluice
+only ever adds, reads or replaces the single attribute named :data:`ATTRIBUTE`. Field names are
+documented in docs/envelope.md. The envelope is versioned (``v``); unknown fields are kept as they
+are so an older sluice forwards what a newer one wrote.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+ATTRIBUTE = "sluice"
+VERSION = 1
+MAX_ERROR_MESSAGE = 512
+SQS_MAX_ATTRIBUTES = 10
+
+SendAttributes = dict[str, dict[str, Any]]
+"""Message attributes in the SendMessage shape: ``{"name": {"DataType": ..., "StringValue": ...}}``."""
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class ErrorInfo(BaseModel):
+    """The last failure of a message: what, why, when, on which receive."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    type: str
+    message: str = Field(max_length=MAX_ERROR_MESSAGE)
+    at: datetime
+    receives: int | None = None
+
+    @classmethod
+    def from_exception(cls, exc: BaseException, *, receives: int | None = None) -> ErrorInfo:
+        text = str(exc) or exc.__class__.__name__
+        if len(text) > MAX_ERROR_MESSAGE:
+            text = text[: MAX_ERROR_MESSAGE - 1] + "…"
+        return cls(type=exc.__class__.__name__, message=text, at=utcnow(), receives=receives)
+
+
+class Envelope(BaseModel):
+    """Bookkeeping that travels with a message across every sluice hop."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    v: Literal[1] = 1
+    origin_id: str | None = None
+    """SQS message id of the first hop; set once, never changed (the message's identity)."""
+    attempts: int = Field(default=0, ge=0)
+    """Delivery cycles that have failed so far (a cycle = one trip through a queue to a consumer)."""
+    first_failure: datetime | None = None
+    last_error: ErrorInfo | None = None
+    trace: str | None = None
+    """X-Ray trace header of the first hop (``Root=...;Parent=...;Sampled=...``)."""
+    deliver_at: datetime | None = None
+    source: str | None = None
+    """ARN of the queue the message was first consumed from."""
+    displaced: dict[str, dict[str, Any]] | None = None
+    """User attributes that did not fit beside the envelope (SQS allows 10); restored on read."""
+
+    def to_json(self) -> str:
+        return self.model_dump_json(exclude_none=True, exclude_defaults=False)
+
+    def failed(self, exc: BaseException, *, receives: int | None = None) -> Envelope:
+        """The envelope after one more failed cycle caused by ``exc``."""
+        error = ErrorInfo.from_exception(exc, receives=receives)
+        return self.model_copy(
+            update={
+                "attempts": self.attempts + 1,
+                "first_failure": self.first_failure or error.at,
+                "last_error": error,
+            }
+        )
+
+
+def decode(raw: str | None) -> tuple[Envelope | None, str | None]:
+    """Parse the attribute value; returns (envelope, problem). Corrupt or unknown → (None, reason)."""
+    if raw is None:
+        return None, None
+    try:
+        return Envelope.model_validate_json(raw), None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "envelope"
+        return None, f"ignoring unreadable sluice envelope ({where}: {first['msg']})"
+
+
+# --- attribute shapes --------------------------------------------------------------------------
+
+
+def from_event_attributes(attributes: dict[str, Any] | None) -> SendAttributes:
+    """Lambda SQS event ``messageAttributes`` (camelCase) → SendMessage shape, values untouched."""
+    out: SendAttributes = {}
+    for name, value in (attributes or {}).items():
+        data_type = value.get("dataType") or value.get("DataType") or "String"
+        if value.get("binaryValue") is not None or value.get("BinaryValue") is not None:
+            binary = value.get("binaryValue", value.get("BinaryValue"))
+            if isinstance(binary, str):  # the Lambda event carries binary values base64-encoded
+                try:
+                    binary = base64.b64decode(binary, validate=True)
+                except binascii.Error:
+                    binary = binary.encode()
+            out[name] = {"DataType": data_type, "BinaryValue": binary}
+        else:
+            string = value.get("stringValue", value.get("StringValue"))
+            out[name] = {"DataType": data_type, "StringValue": "" if string is None else str(string)}
+    return out
+
+
+def string_value(attributes: SendAttributes, name: str) -> str | None:
+    value = attributes.get(name)
+    if value is None:
+        return None
+    string = value.get("StringValue")
+    return None if string is None else str(string)
+
+
+def split(attributes: SendAttributes) -> tuple[SendAttributes, Envelope | None, str | None]:
+    """Separate user attributes from the envelope; restore any displaced user attributes."""
+    user = {k: v for k, v in attributes.items() if k != ATTRIBUTE}
+    env, problem = decode(string_value(attributes, ATTRIBUTE))
+    if env is not None and env.displaced:
+        for name, value in env.displaced.items():
+            restored = dict(value)
+            if "BinaryValue" in restored and isinstance(restored["BinaryValue"], str):
+                restored["BinaryValue"] = base64.b64decode(restored["BinaryValue"])
+            user.setdefault(name, restored)
+    return user, env, problem
+
+
+def merge(user: SendAttributes, env: Envelope) -> SendAttributes:
+    """User attributes plus the envelope, within SQS's 10-attribute limit.
+
+    When a message already carries 10 user attributes, the ones that do not fit (the last by name)
+    travel inside the envelope's ``displaced`` field and are restored by :func:`split`, so nothing
+    is lost.
+    """
+    names = sorted(user)
+    keep, spill = names[: SQS_MAX_ATTRIBUTES - 1], names[SQS_MAX_ATTRIBUTES - 1 :]
+    out: SendAttributes = {name: user[name] for name in keep}
+    if spill:
+        displaced = dict(env.displaced or {})
+        for name in spill:
+            value = dict(user[name])
+            if isinstance(value.get("BinaryValue"), bytes | bytearray):
+                value["BinaryValue"] = base64.b64encode(value["BinaryValue"]).decode()
+            displaced[name] = value
+        env = env.model_copy(update={"displaced": displaced})
+    elif env.displaced:
+        env = env.model_copy(update={"displaced": None})
+    out[ATTRIBUTE] = {"DataType": "String", "StringValue": env.to_json()}
+    return out

@@ -1,0 +1,44 @@
+"""The one exception tree of sluice.
+
+Business code raises these to tell the consumer what to do with a record:
+
+- :class:`PermanentError`: retrying cannot help (bad data, business rule). The record goes to the
+  poison queue at once, with the reason, and is not retried.
+- :class:`TransientError`: a retry may succeed (downstream unavailable). The record is retried
+  after a capped full-jitter backoff.
+- :class:`RetryAfter`: a transient error whose caller knows when to retry (e.g. a 429 with
+  ``Retry-After``). The record becomes visible again after exactly that many seconds.
+
+Any other exception is treated as transient: it is retried and, when it keeps failing, lands in the
+dead-letter queue through the queue's redrive policy. Nothing is dropped.
+"""
+
+from __future__ import annotations
+
+MAX_VISIBILITY_SECONDS = 43_200  # SQS: a message can stay invisible at most 12 hours
+
+
+class SluiceError(Exception):
+    """Root of every error sluice raises or understands."""
+
+
+class ConfigurationError(SluiceError):
+    """A setting is missing or invalid; raised at cold start, names the variable."""
+
+
+class PermanentError(SluiceError):
+    """Retrying cannot succeed: isolate the record in the poison queue."""
+
+
+class TransientError(SluiceError):
+    """A retry may succeed: back off and retry."""
+
+
+class RetryAfter(TransientError):  # noqa: N818 - reads as an instruction: raise RetryAfter(30)
+    """Retry after exactly ``seconds`` (0 to 12 hours)."""
+
+    def __init__(self, seconds: int, reason: str = "") -> None:
+        if not 0 <= seconds <= MAX_VISIBILITY_SECONDS:
+            raise ValueError(f"RetryAfter seconds must be within 0..{MAX_VISIBILITY_SECONDS}, got {seconds}")
+        self.seconds = int(seconds)
+        super().__init__(reason or f"retry after {seconds}s")

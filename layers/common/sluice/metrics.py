@@ -1,0 +1,31 @@
+"""Metric names (CloudWatch EMF through Powertools). Documented in docs/observability.md."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+RECORDS_PROCESSED = "RecordsProcessed"
+RECORDS_FAILED = "RecordsFailed"
+RECORDS_ISOLATED = "RecordsIsolated"
+DUPLICATES_SKIPPED = "DuplicatesSkipped"
+CLAIM_CHECKS_RESOLVED = "ClaimChecksResolved"
+VISIBILITY_EXTENDED = "VisibilityExtended"
+NEAR_DEAD_LETTER = "NearDeadLetter"
+ENVELOPES_CORRUPT = "EnvelopesCorrupt"
+
+CONSUMER_COUNTERS = (
+    RECORDS_PROCESSED,
+    RECORDS_FAILED,
+    RECORDS_ISOLATED,
+    DUPLICATES_SKIPPED,
+    CLAIM_CHECKS_RESOLVED,
+    VISIBILITY_EXTENDED,
+    NEAR_DEAD_LETTER,
+    ENVELOPES_CORRUPT,
+)
+
+
+class MetricSink(Protocol):
+    """What sluice needs of a metrics object; Powertools ``Metrics`` satisfies it."""
+
+    def add_metric(self, name: str, unit: str, value: float) -> None: ...  # pragma: no cover

@@ -1,0 +1,83 @@
+"""Configuration read from the environment at cold start and validated with pydantic.
+
+A bad or missing setting raises :class:`~sluice.errors.ConfigurationError` whose message names the
+environment variable, so a misconfigured function fails its cold start loudly instead of
+mis-processing messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Self, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from sluice.errors import MAX_VISIBILITY_SECONDS, ConfigurationError
+
+ENV_PREFIX = "SLUICE_"
+
+_Settings = TypeVar("_Settings", bound="EnvSettings")
+
+
+class EnvSettings(BaseModel):
+    """Base: fields are read from ``SLUICE_<FIELD_NAME_UPPER>`` environment variables."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    @classmethod
+    def from_env(cls: type[_Settings], environ: Mapping[str, str]) -> _Settings:
+        values = {
+            name: environ[ENV_PREFIX + name.upper()]
+            for name in cls.model_fields
+            if ENV_PREFIX + name.upper() in environ
+        }
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            problems = []
+            for err in exc.errors():
+                field = str(err["loc"][0]) if err["loc"] else ""
+                var = ENV_PREFIX + field.upper() if field else "(settings)"
+                problems.append(f"{var}: {err['msg']}")
+            raise ConfigurationError(f"invalid {cls.__name__}: " + "; ".join(problems)) from None
+
+
+def _split_csv(value: object) -> object:
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip())
+    return value
+
+
+Seconds = Annotated[int, Field(ge=0, le=MAX_VISIBILITY_SECONDS)]
+
+
+class ConsumerSettings(EnvSettings):
+    """Settings of the partial-batch consumer (``SLUICE_*`` variables; see docs/configuration.md)."""
+
+    idempotency_table: str = Field(min_length=3)
+    poison_queue_url: str = Field(pattern=r"^https?://")
+    claim_check_buckets: tuple[str, ...] = ()
+    claim_check_prefix: str = "claim-check/"
+    max_receive_count: int = Field(default=5, ge=1, le=1000)
+    backoff_base_seconds: float = Field(default=2.0, gt=0, le=MAX_VISIBILITY_SECONDS)
+    backoff_cap_seconds: float = Field(default=300.0, gt=0, le=MAX_VISIBILITY_SECONDS)
+    backoff_floor_seconds: float = Field(default=1.0, ge=0, le=MAX_VISIBILITY_SECONDS)
+    visibility_timeout_seconds: Seconds = 180
+    batch_window_seconds: Seconds = 0
+    heartbeat_fraction: float = Field(default=0.5, gt=0, lt=1)
+    concurrency: int = Field(default=1, ge=1, le=64)
+    idempotency_key_jmespath: str = ""
+    idempotency_ttl_seconds: int = Field(default=14 * 24 * 3600, ge=60)
+
+    _csv = field_validator("claim_check_buckets", mode="before")(_split_csv)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.backoff_floor_seconds > self.backoff_cap_seconds:
+            raise ValueError(
+                f"SLUICE_BACKOFF_FLOOR_SECONDS ({self.backoff_floor_seconds}) exceeds "
+                f"SLUICE_BACKOFF_CAP_SECONDS ({self.backoff_cap_seconds})"
+            )
+        if self.claim_check_prefix.startswith("/"):
+            raise ValueError("SLUICE_CLAIM_CHECK_PREFIX must not start with '/'")
+        return self

@@ -1,0 +1,19 @@
+"""Small SQS helpers shared by every function."""
+
+from __future__ import annotations
+
+
+def queue_url_from_arn(arn: str, *, endpoint: str | None = None) -> str:
+    """``arn:aws:sqs:eu-west-1:123456789012:name`` → ``https://sqs.eu-west-1.amazonaws.com/123456789012/name``.
+
+    Pass the SQS client's ``meta.endpoint_url`` as ``endpoint`` so the URL matches whatever endpoint
+    the client talks to (AWS, a VPC endpoint or a local emulator).
+    """
+    parts = arn.split(":")
+    if len(parts) != 6 or parts[0] != "arn" or parts[2] != "sqs":
+        raise ValueError(f"not an SQS queue ARN: {arn!r}")
+    _, partition, _, region, account, name = parts
+    if endpoint:
+        return f"{endpoint.rstrip('/')}/{account}/{name}"
+    suffix = "amazonaws.com.cn" if partition == "aws-cn" else "amazonaws.com"
+    return f"https://sqs.{region}.{suffix}/{account}/{name}"

@@ -1,0 +1,104 @@
+"""Shared fixtures: an in-process moto account holding the resources the consumer uses."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+ROOT = Path(__file__).resolve().parents[1]
+REGION = "us-east-1"
+
+
+@pytest.fixture(autouse=True)
+def _aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Never reach real AWS from tests."""
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_REGION": REGION,
+        "POWERTOOLS_SERVICE_NAME": "sluice",
+        "POWERTOOLS_METRICS_NAMESPACE": "Sluice",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_DEV": "false",
+    }.items():
+        monkeypatch.setenv(name, value)
+    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@dataclass
+class Resources:
+    sqs: Any
+    s3: Any
+    dynamodb: Any
+    work_url: str
+    work_arn: str
+    dlq_url: str
+    poison_url: str
+    table: str
+    bucket: str
+    prefix: str = "claim-check/"
+
+    def env(self, **overrides: object) -> dict[str, str]:
+        env = {
+            "SLUICE_IDEMPOTENCY_TABLE": self.table,
+            "SLUICE_POISON_QUEUE_URL": self.poison_url,
+            "SLUICE_CLAIM_CHECK_BUCKETS": self.bucket,
+            "SLUICE_CLAIM_CHECK_PREFIX": self.prefix,
+            "SLUICE_MAX_RECEIVE_COUNT": "5",
+            "SLUICE_BACKOFF_BASE_SECONDS": "2",
+            "SLUICE_BACKOFF_CAP_SECONDS": "300",
+            "SLUICE_VISIBILITY_TIMEOUT_SECONDS": "180",
+            "SLUICE_IDEMPOTENCY_KEY_JMESPATH": "order_id",
+            "AWS_LAMBDA_FUNCTION_NAME": "sluice-test-consumer",
+        }
+        env.update({f"SLUICE_{k.upper()}": str(v) for k, v in overrides.items()})
+        return env
+
+    def send(self, body: Any, **kwargs: Any) -> str:
+        text = body if isinstance(body, str) else json.dumps(body)
+        return self.sqs.send_message(QueueUrl=self.work_url, MessageBody=text, **kwargs)["MessageId"]
+
+
+def make_resources(visibility_timeout: int = 180) -> Resources:
+    sqs = boto3.client("sqs", region_name=REGION)
+    s3 = boto3.client("s3", region_name=REGION)
+    ddb = boto3.client("dynamodb", region_name=REGION)
+    dlq_url = sqs.create_queue(QueueName="work-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    work_url = sqs.create_queue(
+        QueueName="work",
+        Attributes={
+            "VisibilityTimeout": str(visibility_timeout),
+            "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 5}),
+        },
+    )["QueueUrl"]
+    work_arn = sqs.get_queue_attributes(QueueUrl=work_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    poison_url = sqs.create_queue(QueueName="poison")["QueueUrl"]
+    ddb.create_table(
+        TableName="idempotency",
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    s3.create_bucket(Bucket="sluice-claims")
+    return Resources(sqs, s3, ddb, work_url, work_arn, dlq_url, poison_url, "idempotency", "sluice-claims")
+
+
+@pytest.fixture
+def aws() -> Iterator[Resources]:
+    with mock_aws():
+        yield make_resources()

@@ -1,0 +1,381 @@
+"""The partial-batch consumer against in-process moto (Given / When / Then)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from pydantic import BaseModel
+from sluice import claimcheck
+from sluice.envelope import ATTRIBUTE, Envelope
+from sluice.errors import ConfigurationError
+
+from tests.support.sqs_events import drain, receive_event
+
+from .conftest import ScriptedProcessor
+
+
+class Order(BaseModel):
+    order_id: str
+    amount_cents: int
+
+
+def order(order_id: str, **extra: object) -> dict[str, object]:
+    return {"order_id": order_id, "customer_id": "c-1", "amount_cents": 1200, "currency": "EUR", **extra}
+
+
+def failed_ids(response: dict) -> set[str]:
+    return {f["itemIdentifier"] for f in response["batchItemFailures"]}
+
+
+def envelope_of(message: dict) -> Envelope:
+    return Envelope.model_validate_json(message["MessageAttributes"][ATTRIBUTE]["StringValue"])
+
+
+# --- idempotency -------------------------------------------------------------------------------
+
+
+def test_duplicate_is_skipped_and_processor_called_once(aws, processor, build_consumer, metrics, context):
+    # Given the same order delivered twice, in two separate batches
+    consumer = build_consumer(processor)
+    aws.send(order("o-1"))
+    first = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    aws.send(order("o-1"))
+    # When the duplicate is consumed
+    second = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    # Then the processor ran once, both records succeeded, and the duplicate was counted
+    assert processor.calls["o-1"] == 1
+    assert failed_ids(first) == failed_ids(second) == set()
+    assert metrics.values["RecordsProcessed"] == 1
+    assert metrics.values["DuplicatesSkipped"] == 1
+
+
+def test_duplicate_inside_one_batch_is_skipped_even_with_concurrency(
+    aws, processor, build_consumer, metrics, context
+):
+    consumer = build_consumer(processor, concurrency=4)
+    for _ in range(3):
+        aws.send(order("o-dup"))
+    response = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 3), context)
+    assert failed_ids(response) == set()
+    assert processor.calls["o-dup"] == 1
+    assert metrics.values["DuplicatesSkipped"] == 2
+
+
+def test_dynamodb_requests_per_record_match_powertools(aws, processor, build_consumer, api_calls, context):
+    consumer = build_consumer(processor)
+    aws.send(order("o-ddb"))
+    consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    new = {op: api_calls.count(op) for op in ("PutItem", "UpdateItem", "GetItem", "DeleteItem")}
+    aws.send(order("o-ddb"))
+    consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    total = {op: api_calls.count(op) for op in ("PutItem", "UpdateItem", "GetItem", "DeleteItem")}
+    assert new == {"PutItem": 1, "UpdateItem": 1, "GetItem": 0, "DeleteItem": 0}
+    assert {op: total[op] - new[op] for op in total} == {
+        "PutItem": 1,
+        "UpdateItem": 0,
+        "GetItem": 0,
+        "DeleteItem": 0,
+    }
+
+
+def test_side_effect_is_not_repeated_when_the_record_is_retried(aws, processor, build_consumer, context):
+    # Given a processor that charges, then fails on its first attempt
+    consumer = build_consumer(processor, backoff_floor_seconds=0, backoff_base_seconds=1)
+    aws.send(order("o-fx", behave="charge_then_fail"))
+    first = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    assert len(first["batchItemFailures"]) == 1
+    # When the record comes back and succeeds
+    second = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1, timeout=5), context)
+    # Then the record was processed twice but the card charged once
+    assert failed_ids(second) == set()
+    assert processor.calls["o-fx"] == 2
+    assert processor.effects["charge:o-fx"] == 1
+
+
+def test_same_key_with_a_different_payload_is_isolated(aws, processor, build_consumer, context):
+    consumer = build_consumer(processor)
+    aws.send(order("o-k"))
+    consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    aws.send(order("o-k", amount_cents=999))
+    response = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    assert failed_ids(response) == set()
+    [poisoned] = drain(aws.sqs, aws.poison_url)
+    assert "different payload" in envelope_of(poisoned).last_error.message
+
+
+# --- permanent / transient ---------------------------------------------------------------------
+
+
+def test_permanent_error_goes_to_poison_queue_with_envelope_and_is_not_reported_failed(
+    aws, processor, build_consumer, metrics, context
+):
+    consumer = build_consumer(processor)
+    mid = aws.send(
+        order("o-bad", behave="permanent"),
+        MessageAttributes={"tenant": {"DataType": "String", "StringValue": "acme"}},
+    )
+    response = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    assert failed_ids(response) == set()
+    [poisoned] = drain(aws.sqs, aws.poison_url)
+    assert json.loads(poisoned["Body"])["order_id"] == "o-bad"
+    assert poisoned["MessageAttributes"]["tenant"] == {"DataType": "String", "StringValue": "acme"}
+    env = envelope_of(poisoned)
+    assert env.origin_id == mid
+    assert env.attempts == 1
+    assert env.source == aws.work_arn
+    assert env.first_failure is not None
+    assert env.last_error.type == "PermanentError"
+    assert "cannot be settled" in env.last_error.message
+    assert env.last_error.receives == 1
+    assert metrics.values["RecordsIsolated"] == 1
+
+
+@pytest.mark.parametrize("body", ["{not json", json.dumps({"order_id": "o-x", "amount_cents": "many"})])
+def test_undecodable_or_invalid_bodies_are_isolated_with_a_clear_reason(aws, build_consumer, context, body):
+    consumer = build_consumer(lambda r: None, model=Order)
+    aws.send(body)
+    response = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    assert failed_ids(response) == set()
+    [poisoned] = drain(aws.sqs, aws.poison_url)
+    reason = envelope_of(poisoned).last_error.message
+    assert "not valid JSON" in reason or "does not match Order" in reason
+
+
+def test_transient_error_is_reported_with_visibility_inside_jitter_bounds(
+    aws, processor, build_consumer, api_calls, metrics, context
+):
+    consumer = build_consumer(
+        processor, backoff_base_seconds=10, backoff_cap_seconds=300, backoff_floor_seconds=1
+    )
+    mid = aws.send(order("o-t", behave="transient"))
+    response = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    assert failed_ids(response) == {mid}
+    [change] = api_calls.params("ChangeMessageVisibility")
+    # first receive: uniform(0, min(300, 10 * 2**0)) with a floor of 1, rounded up
+    assert 1 <= change["VisibilityTimeout"] <= 10
+    assert drain(aws.sqs, aws.work_url) == []  # still invisible
+    assert metrics.values["RecordsFailed"] == 1
+
+
+def test_retry_after_sets_exactly_the_requested_visibility(
+    aws, processor, build_consumer, api_calls, context
+):
+    consumer = build_consumer(processor)
+    aws.send(order("o-r", behave="retry_after", seconds=42))
+    consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    assert [p["VisibilityTimeout"] for p in api_calls.params("ChangeMessageVisibility")] == [42]
+
+
+def test_unexpected_exception_is_retried_not_isolated(aws, processor, build_consumer, context):
+    consumer = build_consumer(processor)
+    mid = aws.send(order("o-c", behave="crash"))
+    response = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    assert failed_ids(response) == {mid}
+    assert drain(aws.sqs, aws.poison_url) == []
+
+
+def test_poison_queue_failure_retries_the_record_instead_of_losing_it(
+    aws, processor, build_consumer, context
+):
+    consumer = build_consumer(processor, poison_queue_url=aws.poison_url + "-missing")
+    mid = aws.send(order("o-p", behave="permanent"))
+    response = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    assert failed_ids(response) == {mid}
+
+
+def test_near_dead_letter_is_warned_and_counted(aws, processor, build_consumer, metrics, context):
+    consumer = build_consumer(processor, max_receive_count=2)
+    aws.send(order("o-n"))
+    consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    assert metrics.values["NearDeadLetter"] == 1
+
+
+# --- claim checks ------------------------------------------------------------------------------
+
+
+def put_payload(aws, key: str, payload: dict) -> None:
+    aws.s3.put_object(Bucket=aws.bucket, Key=key, Body=json.dumps(payload).encode())
+
+
+def test_extended_client_pointer_is_resolved(aws, processor, build_consumer, metrics, context):
+    consumer = build_consumer(processor)
+    big = order("o-big", note="x" * 300_000)
+    claimcheck.send(aws.sqs, aws.s3, queue_url=aws.work_url, body=json.dumps(big), bucket=aws.bucket)
+    response = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    assert failed_ids(response) == set()
+    [record] = processor.records
+    assert record.data["note"] == big["note"]
+    assert record.attributes["ExtendedPayloadSize"]["StringValue"] == str(len(json.dumps(big)))
+    assert metrics.values["ClaimChecksResolved"] == 1
+
+
+@pytest.mark.parametrize("fmt", ["simple", "legacy"])
+def test_simple_and_legacy_pointers_are_resolved(aws, processor, build_consumer, context, fmt):
+    consumer = build_consumer(processor)
+    put_payload(aws, "claim-check/p1", order("o-ptr"))
+    if fmt == "simple":
+        body = json.dumps({"__type": "CLAIM_CHECK", "s3_bucket": aws.bucket, "s3_key": "claim-check/p1"})
+    else:
+        body = json.dumps(
+            [claimcheck.LEGACY_POINTER_CLASS, {"s3BucketName": aws.bucket, "s3Key": "claim-check/p1"}]
+        )
+    aws.send(body)
+    response = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    assert failed_ids(response) == set()
+    assert processor.calls["o-ptr"] == 1
+
+
+@pytest.mark.parametrize(
+    ("bucket", "key", "reason"),
+    [
+        ("someone-elses-bucket", "claim-check/p1", "not in the allowlist"),
+        (None, "secrets/p1", "outside the prefix"),
+    ],
+)
+def test_pointer_outside_the_allowlist_is_rejected_as_permanent(
+    aws, processor, build_consumer, context, bucket, key, reason
+):
+    consumer = build_consumer(processor)
+    aws.s3.create_bucket(Bucket="someone-elses-bucket")
+    put_payload(aws, key, order("o-evil"))
+    aws.send(json.dumps({"__type": "CLAIM_CHECK", "s3_bucket": bucket or aws.bucket, "s3_key": key}))
+    response = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    assert failed_ids(response) == set()
+    assert processor.calls["o-evil"] == 0
+    [poisoned] = drain(aws.sqs, aws.poison_url)
+    assert reason in envelope_of(poisoned).last_error.message
+
+
+def test_missing_claim_check_object_is_transient(aws, processor, build_consumer, context):
+    consumer = build_consumer(processor)
+    mid = aws.send(
+        json.dumps({"__type": "CLAIM_CHECK", "s3_bucket": aws.bucket, "s3_key": "claim-check/not-yet"})
+    )
+    response = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    assert failed_ids(response) == {mid}
+    assert drain(aws.sqs, aws.poison_url) == []
+
+
+# --- envelope ----------------------------------------------------------------------------------
+
+
+def test_corrupt_envelope_is_tolerated(aws, processor, build_consumer, metrics, context):
+    consumer = build_consumer(processor)
+    mid = aws.send(
+        order("o-env"), MessageAttributes={ATTRIBUTE: {"DataType": "String", "StringValue": "{oops"}}
+    )
+    response = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    assert failed_ids(response) == set()
+    assert processor.records[0].envelope.origin_id == mid
+    assert metrics.values["EnvelopesCorrupt"] == 1
+
+
+def test_envelope_identity_is_kept_across_hops(aws, processor, build_consumer, context):
+    # Given a message re-sent by sluice: its envelope names the first hop's id
+    consumer = build_consumer(processor, idempotency_key_jmespath="")
+    env = Envelope(origin_id="first-hop-id", attempts=2)
+    aws.send(
+        order("o-h"), MessageAttributes={ATTRIBUTE: {"DataType": "String", "StringValue": env.to_json()}}
+    )
+    consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    [record] = processor.records
+    assert record.envelope.origin_id == "first-hop-id"
+    assert record.idempotency_key == "msg:first-hop-id"
+
+
+def test_ten_user_attributes_survive_isolation(aws, processor, build_consumer, context):
+    consumer = build_consumer(processor)
+    attrs = {f"a{i}": {"DataType": "String", "StringValue": f"v{i}"} for i in range(10)}
+    aws.send(order("o-10", behave="permanent"), MessageAttributes=attrs)
+    consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    [poisoned] = drain(aws.sqs, aws.poison_url)
+    assert len(poisoned["MessageAttributes"]) == 10  # SQS's limit, envelope included
+    from sluice.envelope import split  # noqa: PLC0415
+
+    user, _, problem = split(poisoned["MessageAttributes"])
+    assert problem is None
+    assert user == attrs
+
+
+# --- heartbeat & concurrency -------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_heartbeat_keeps_every_unfinished_record_of_a_slow_batch_invisible(
+    aws, processor, build_consumer, metrics, context
+):
+    # Given a queue whose visibility timeout (2 s) is shorter than the batch (3 records, 1.5 s each)
+    aws.sqs.set_queue_attributes(QueueUrl=aws.work_url, Attributes={"VisibilityTimeout": "2"})
+    consumer = build_consumer(processor, visibility_timeout_seconds=2, heartbeat_fraction=0.4)
+    for i in range(3):
+        aws.send(order(f"o-slow-{i}", behave="slow", seconds=1.5))
+    event = receive_event(aws.sqs, aws.work_url, aws.work_arn, 3)
+    seen: list[dict] = []
+    import threading  # noqa: PLC0415
+
+    stop = threading.Event()
+
+    def spy() -> None:  # another consumer polling the queue during the batch
+        while not stop.is_set():
+            seen.extend(
+                aws.sqs.receive_message(QueueUrl=aws.work_url, MaxNumberOfMessages=10).get("Messages", [])
+            )
+            time.sleep(0.1)
+
+    thread = threading.Thread(target=spy)
+    thread.start()
+    try:
+        response = consumer.handle(event, context)  # 4.5 s > 2 s visibility
+    finally:
+        stop.set()
+        thread.join()
+    # Then no record was ever visible to the other consumer, and the heartbeat extended them
+    assert failed_ids(response) == set()
+    assert seen == []
+    assert metrics.values["VisibilityExtended"] >= 3
+
+
+def test_concurrency_4_gives_the_same_outcomes_as_concurrency_1(aws, build_consumer, context):
+    behaviours = ["ok", "permanent", "transient", "ok", "crash", "ok", "retry_after", "ok", "permanent", "ok"]
+    outcomes = {}
+    for concurrency in (1, 4):
+        processor = ScriptedProcessor()
+        consumer = build_consumer(processor, concurrency=concurrency)
+        ids = {}
+        for i, behave in enumerate(behaviours):
+            oid = f"o-{concurrency}-{i}"
+            ids[aws.send(order(oid, behave=behave, seconds=60))] = behave
+        response = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 10), context)
+        poisoned = drain(aws.sqs, aws.poison_url)
+        outcomes[concurrency] = (
+            sorted(ids[i] for i in failed_ids(response)),
+            sorted(json.loads(p["Body"])["behave"] for p in poisoned),
+            sorted(processor.calls.values()),
+        )
+    assert outcomes[1] == outcomes[4]
+    assert outcomes[1][0] == ["crash", "retry_after", "transient"]
+    assert outcomes[1][1] == ["permanent", "permanent"]
+
+
+def test_a_batch_of_10_mixed_records_fails_exactly_the_right_ids(aws, processor, build_consumer, context):
+    consumer = build_consumer(processor)
+    expected_failed = set()
+    plan = ["ok", "transient", "ok", "permanent", "ok", "crash", "ok", "ok", "retry_after", "ok"]
+    for i, behave in enumerate(plan):
+        mid = aws.send(order(f"o-m-{i}", behave=behave, seconds=30))
+        if behave in {"transient", "crash", "retry_after"}:
+            expected_failed.add(mid)
+    response = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 10), context)
+    assert failed_ids(response) == expected_failed
+
+
+# --- configuration -----------------------------------------------------------------------------
+
+
+def test_a_bad_setting_fails_the_cold_start_naming_the_variable(aws, build_consumer):
+    with pytest.raises(ConfigurationError, match="SLUICE_CONCURRENCY"):
+        build_consumer(lambda r: None, concurrency=0)
+    with pytest.raises(ConfigurationError, match="SLUICE_POISON_QUEUE_URL"):
+        build_consumer(lambda r: None, poison_queue_url="not-a-url")
