@@ -17,7 +17,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 help:
 	@echo "make test      lint + types + sam validate --lint + sam build + all tests (what CI runs)"
 	@echo "make build     sam build (no Docker needed)"
-	@echo "make deploy    sam build && sam deploy (guided the first time; ENV=prod for production)"
+	@echo "make deploy    sam build && sam deploy (guided when the stack does not exist yet; ENV=prod for production)"
 	@echo "make bench     run the benchmarks in benchmarks/"
 
 # Create or reuse .venv with Python 3.13 where the machine has it (the Lambda runtime's version).
@@ -55,11 +55,15 @@ bench: $(STAMP)
 	$(PY) benchmarks/consumer_overhead.py
 
 ENV ?= default
+# Guided the first time (no stack yet): sam asks for and saves the parameters; later runs reuse them.
 deploy: build
-	@if [ "$(ENV)" = default ] && ! grep -q '^\[default.deploy.parameters\]' samconfig.toml; then \
-	  $(BIN)/sam deploy --guided; \
-	else \
+	@stack="$$($(PY) -c 'import sys,tomllib; c=tomllib.load(open("samconfig.toml","rb")); print(c[sys.argv[1]]["global"]["parameters"]["stack_name"])' $(ENV))"; \
+	region="$$($(PY) -c 'import sys,tomllib; c=tomllib.load(open("samconfig.toml","rb")); print(c[sys.argv[1]]["global"]["parameters"]["region"])' $(ENV))"; \
+	if $(PY) -c 'import boto3,sys; boto3.client("cloudformation", region_name=sys.argv[2]).describe_stacks(StackName=sys.argv[1])' "$$stack" "$$region" >/dev/null 2>&1; then \
 	  $(BIN)/sam deploy --config-env $(ENV); \
+	else \
+	  echo "stack $$stack not found in $$region: guided deploy"; \
+	  $(BIN)/sam deploy --guided --config-env $(ENV); \
 	fi
 
 clean:

@@ -2,10 +2,12 @@
 
 from typing import Any
 
-import processor
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
+
 from sluice.consumer import Consumer
+
+import processor
 
 logger = Logger()
 metrics = Metrics()

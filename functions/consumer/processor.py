@@ -17,6 +17,7 @@ from typing import Literal
 
 from aws_lambda_powertools import Logger
 from pydantic import BaseModel, Field
+
 from sluice.consumer import SluiceRecord
 from sluice.errors import PermanentError
 
@@ -33,16 +34,22 @@ class Order(BaseModel):
     reward_points: int = Field(default=0, ge=0)
 
 
-def charge(customer_id: str, amount_cents: int, currency: str) -> dict[str, object]:
+def charge(order_id: str, customer_id: str, amount_cents: int, currency: str) -> dict[str, object]:
     """Deduct the customer's budget (here: the ledger line an integration would write)."""
     logger.info(
-        "charged", extra={"customer_id": customer_id, "amount_cents": amount_cents, "currency": currency}
+        "charged",
+        extra={
+            "order_id": order_id,
+            "customer_id": customer_id,
+            "amount_cents": amount_cents,
+            "currency": currency,
+        },
     )
     return {"charged_cents": amount_cents}
 
 
-def grant_reward(customer_id: str, points: int) -> None:
-    logger.info("reward granted", extra={"customer_id": customer_id, "points": points})
+def grant_reward(order_id: str, customer_id: str, points: int) -> None:
+    logger.info("reward granted", extra={"order_id": order_id, "customer_id": customer_id, "points": points})
 
 
 def notify(customer_id: str, order_id: str) -> None:
@@ -55,7 +62,7 @@ def process(record: SluiceRecord) -> None:
         raise PermanentError(
             f"order {order.order_id} exceeds the single-order limit of {SINGLE_ORDER_LIMIT_CENTS} cents"
         )
-    record.once("charge", charge, order.customer_id, order.amount_cents, order.currency)
+    record.once("charge", charge, order.order_id, order.customer_id, order.amount_cents, order.currency)
     if order.reward_points:
-        record.once("reward", grant_reward, order.customer_id, order.reward_points)
+        record.once("reward", grant_reward, order.order_id, order.customer_id, order.reward_points)
     record.once("notify", notify, order.customer_id, order.order_id)

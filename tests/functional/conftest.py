@@ -9,6 +9,7 @@ from typing import Any
 import boto3
 import pytest
 from aws_lambda_powertools import Logger
+
 from sluice.consumer import Consumer, SluiceRecord
 from sluice.errors import PermanentError, RetryAfter, TransientError
 from sluice_local.lambda_loader import LambdaContext

@@ -7,11 +7,11 @@ import time
 
 import pytest
 from pydantic import BaseModel
+
 from sluice import claimcheck
 from sluice.envelope import ATTRIBUTE, Envelope
 from sluice.errors import ConfigurationError
-
-from tests.support.sqs_events import drain, receive_event
+from sluice_local.sqs_events import drain, receive_event
 
 from .conftest import ScriptedProcessor
 

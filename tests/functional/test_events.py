@@ -85,7 +85,9 @@ def consumer_stack(monkeypatch):
         simple = {"order_id": "ord-3002", "customer_id": "cust-8", "amount_cents": 990, "currency": "GBP"}
         s3.put_object(Bucket=BUCKET, Key="claim-check/7d2b-simple-order", Body=json.dumps(simple).encode())
         s3.create_bucket(Bucket="attacker-controlled-bucket")
-        s3.put_object(Bucket="attacker-controlled-bucket", Key="claim-check/steal-me", Body=json.dumps(simple).encode())
+        s3.put_object(
+            Bucket="attacker-controlled-bucket", Key="claim-check/steal-me", Body=json.dumps(simple).encode()
+        )
         for name, value in {
             "AWS_LAMBDA_FUNCTION_NAME": "sluice-dev-ConsumerFunction",
             "SLUICE_IDEMPOTENCY_TABLE": "sluice-dev-idempotency",
@@ -113,7 +115,9 @@ def test_event_runs_through_its_handler(consumer_stack, capsys, event_file):
     assert {f["itemIdentifier"] for f in response["batchItemFailures"]} == failed
     seen = emf_metrics(capsys.readouterr().out)
     for name, value in metric_expectations.items():
-        assert seen.get(name, 0) == value, f"{name}: expected {value}, saw {seen.get(name, 0)} in {event_file}"
+        assert seen.get(name, 0) == value, (
+            f"{name}: expected {value}, saw {seen.get(name, 0)} in {event_file}"
+        )
     isolated = metric_expectations.get("RecordsIsolated", 0)
     poisoned = sqs.receive_message(QueueUrl=poison, MaxNumberOfMessages=10, MessageAttributeNames=["All"])
     assert len(poisoned.get("Messages", [])) == isolated

@@ -1,4 +1,4 @@
-"""Build Lambda SQS events from messages really received from a (moto) queue.
+"""Lambda SQS events from messages really received from a queue (local runtime pollers and tests).
 
 Receiving for real gives genuine receipt handles and receive counts, so visibility changes,
 heartbeats and backoff are exercised against the queue exactly as the event source mapping does.

@@ -1,0 +1,118 @@
+"""``python -m sluice_local up|demo`` — the whole sluice stack on a laptop (no AWS account, no Docker)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from sluice_local.cloud import ROOT, LocalCloud
+
+# Small values of real template parameters, so backoffs and dead-lettering happen in seconds
+# through the very same code paths as in AWS.
+FAST = {
+    "ConsumerTimeoutSeconds": "10",
+    "BackoffBaseSeconds": "1",
+    "BackoffCapSeconds": "2",
+    "MaxReceiveCount": "3",
+    "MaximumBatchingWindowInSeconds": "0",
+    "MaximumConcurrency": "2",
+    "LogLevel": "INFO",
+}
+
+
+def _params(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"--param expects KEY=VALUE, got {pair!r}")
+        out[key] = value
+    return out
+
+
+def _redirect_function_output(log_file: Path) -> None:
+    """Functions print JSON logs and EMF metrics to stdout, as in Lambda; keep them in a file."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout = log_file.open("a", buffering=1, encoding="utf-8")
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    console = sys.__stdout__ or sys.stderr
+    params = {**(FAST if args.fast else {}), **_params(args.param)}
+    if args.log_file:
+        _redirect_function_output(Path(args.log_file))
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    with LocalCloud(
+        template=Path(args.template) if args.template else None,
+        parameters=params,
+        stack_name=args.stack_name,
+        port=args.port,
+    ) as cloud:
+        info = {
+            "endpoint": cloud.endpoint,
+            "stack": cloud.stack_name,
+            "region": cloud.region,
+            "outputs": cloud.outputs,
+        }
+        if args.ready_file:
+            Path(args.ready_file).write_text(json.dumps(info))
+        print(f"sluice local stack {cloud.stack_name!r} is up at {cloud.endpoint}", file=console)
+        for key, value in cloud.outputs.items():
+            print(f"  {key:28} {value}", file=console)
+        print(
+            f"\nexport AWS_ENDPOINT_URL={cloud.endpoint} "
+            "AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing "
+            f"AWS_DEFAULT_REGION={cloud.region}\n"
+            f"aws sqs send-message --queue-url {cloud.outputs.get('WorkQueueUrl')} --message-body "
+            '\'{"order_id":"o-1","customer_id":"c-1","amount_cents":100,"currency":"EUR"}\'\n'
+            "Ctrl-C stops it.",
+            file=console,
+            flush=True,
+        )
+        while not stop.wait(0.5):
+            pass
+    print("stopped", file=console, flush=True)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from sluice_local.demo import run_demo  # noqa: PLC0415 - rich is only needed here
+
+    return run_demo(Path(args.log_file), _params(args.param))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sluice_local", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="deploy template.yaml into embedded AWS and keep it running")
+    up.add_argument("--port", type=int, default=None, help="loopback port (default: a free one)")
+    up.add_argument("--template", default=None, help=f"SAM template (default: {ROOT / 'template.yaml'})")
+    up.add_argument("--stack-name", default="sluice-local")
+    up.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="parameter override")
+    up.add_argument(
+        "--fast", action="store_true", help="small backoff/timeout parameters (seconds, not minutes)"
+    )
+    up.add_argument("--ready-file", default=None, help="write endpoint + outputs as JSON here once up")
+    up.add_argument("--log-file", default=None, help="send the functions' stdout (JSON logs, EMF) here")
+    up.set_defaults(func=cmd_up)
+    demo = sub.add_parser("demo", help="deploy, drive every scenario, print expected vs observed")
+    demo.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
+    demo.add_argument("--log-file", default=str(ROOT / ".sluice-local" / "demo-functions.log"))
+    demo.set_defaults(func=cmd_demo)
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    code: int = args.func(args)
+    if args.command == "demo":
+        print(f"wall time {time.monotonic() - started:.1f} s", file=sys.__stdout__ or sys.stderr)
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

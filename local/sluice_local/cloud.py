@@ -1,0 +1,314 @@
+"""The whole stack on a laptop: the real template.yaml deployed into embedded AWS (moto), live.
+
+``LocalCloud`` starts moto as a real HTTP endpoint on a free loopback port (Step Functions execution
+on, Lambda's Docker off), points boto3 at it, translates template.yaml with samtranslator, creates
+the stack through the CloudFormation API, and then runs the stack's functions in-process: Lambda
+Invoke API calls (from boto3, Step Functions tasks, SNS or EventBridge) land in
+:class:`~sluice_local.functions.FunctionHost`, and SQS event source mappings are polled by
+:class:`~sluice_local.pollers.SqsPoller`. Resources, names, environment variables and policies all come
+from the template, so a wiring mistake there fails here as it would in AWS.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+from pathlib import Path
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from sluice_local.functions import FunctionHost, FunctionSpec
+from sluice_local.pollers import MappingSpec, SqsPoller
+from sluice_local.template import ARTIFACT_BUCKET, Translated, samconfig_parameters, translate
+
+log = logging.getLogger("sluice_local")
+ROOT = Path(__file__).resolve().parents[2]
+ACCOUNT = "123456789012"
+_PATCH_LOCK = threading.Lock()
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class DeployError(RuntimeError):
+    """The stack could not be created; the message lists the failed resources and reasons."""
+
+
+class LocalCloud:
+    def __init__(
+        self,
+        project: Path = ROOT,
+        *,
+        template: Path | None = None,
+        parameters: dict[str, str] | None = None,
+        stack_name: str = "sluice-local",
+        region: str = "us-east-1",
+        port: int | None = None,
+        config_env: str = "default",
+    ) -> None:
+        self.project = project
+        self.template_path = template or project / "template.yaml"
+        self.parameters = {**samconfig_parameters(project, config_env), **(parameters or {})}
+        self.stack_name = stack_name
+        self.region = region
+        self.port = port or free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.outputs: dict[str, str] = {}
+        self.resources: dict[str, str] = {}
+        self.functions: dict[str, FunctionHost] = {}
+        self.pollers: list[SqsPoller] = []
+        self._server: Any = None
+        self._saved_env: dict[str, str | None] = {}
+        self._unpatch: list[Any] = []
+        self.translated: Translated | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def __enter__(self) -> LocalCloud:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> LocalCloud:
+        try:
+            self._start_server()
+            self._deploy()
+            self._start_pollers()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for poller in self.pollers:
+            poller.stop()
+        self.pollers.clear()
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+        for undo in reversed(self._unpatch):
+            undo()
+        self._unpatch.clear()
+        for key, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._saved_env.clear()
+
+    def client(self, service: str) -> Any:
+        return boto3.client(
+            service,  # type: ignore[call-overload]
+            region_name=self.region,
+            endpoint_url=self.endpoint,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            config=Config(retries={"max_attempts": 2, "mode": "standard"}),
+        )
+
+    # --- steps -------------------------------------------------------------------------------
+
+    def _set_env(self, **values: str) -> None:
+        for key, value in values.items():
+            self._saved_env.setdefault(key, os.environ.get(key))
+            os.environ[key] = value
+
+    def _start_server(self) -> None:
+        from moto.core.config import default_user_config  # noqa: PLC0415 - moto is heavy; load on start
+        from moto.server import ThreadedMotoServer  # noqa: PLC0415
+
+        self._set_env(
+            MOTO_PORT=str(self.port),
+            AWS_ENDPOINT_URL=self.endpoint,
+            AWS_ACCESS_KEY_ID="testing",
+            AWS_SECRET_ACCESS_KEY="testing",
+            AWS_DEFAULT_REGION=self.region,
+            AWS_REGION=self.region,
+            POWERTOOLS_TRACE_DISABLED="true",
+        )
+        os.environ.pop("AWS_SESSION_TOKEN", None)
+        os.environ.pop("AWS_PROFILE", None)
+        default_user_config["stepfunctions"] = {"execute_state_machine": True}
+        default_user_config["lambda"] = {"use_docker": False}
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no access log per request
+        self._install_invoke_patch()
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self._server.start()
+
+    def _install_invoke_patch(self) -> None:
+        from moto.awslambda.models import LambdaFunction  # noqa: PLC0415
+        from moto.awslambda_simple.models import LambdaSimpleBackend  # noqa: PLC0415
+
+        cloud = self
+
+        def function_invoke(fn: Any, body: Any, request_headers: Any, response_headers: Any) -> bytes:
+            host = cloud._host_for(fn.function_name)
+            if (request_headers or {}).get("X-Amz-Invocation-Type") == "Event":
+                threading.Thread(target=host.invoke_payload, args=(body, {}), daemon=True).start()
+                return b""
+            return host.invoke_payload(body, response_headers)
+
+        def backend_invoke(  # noqa: PLR0917 - moto's signature
+            backend: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any
+        ) -> bytes:
+            fn = backend.get_function(function_name, qualifier)
+            return function_invoke(fn, body, headers, response_headers)
+
+        with _PATCH_LOCK:
+            original_fn, original_backend = LambdaFunction.invoke, LambdaSimpleBackend.invoke
+            LambdaFunction.invoke = function_invoke  # type: ignore[method-assign,assignment]
+            LambdaSimpleBackend.invoke = backend_invoke  # type: ignore[method-assign,assignment]
+
+        def undo() -> None:
+            LambdaFunction.invoke = original_fn  # type: ignore[method-assign]
+            LambdaSimpleBackend.invoke = original_backend  # type: ignore[method-assign]
+
+        self._unpatch.append(undo)
+
+    def _host_for(self, name_or_arn: str) -> FunctionHost:
+        name = name_or_arn.rsplit(":function:", maxsplit=1)[-1].split(":", maxsplit=1)[0]
+        for host in self.functions.values():
+            if host.spec.name == name:
+                return host
+        raise KeyError(f"function {name} is not part of stack {self.stack_name}")
+
+    def _deploy(self) -> None:
+        translated, artifacts = translate(self.template_path, self.parameters, self.region)
+        self.translated = translated
+        s3 = self.client("s3")
+        s3.create_bucket(Bucket=ARTIFACT_BUCKET)
+        for key, blob in artifacts.items():
+            s3.put_object(Bucket=ARTIFACT_BUCKET, Key=key, Body=blob)
+        cfn = self.client("cloudformation")
+        declared = translated.template.get("Parameters", {})
+        cfn.create_stack(
+            StackName=self.stack_name,
+            TemplateBody=json.dumps(translated.template),
+            Parameters=[
+                {"ParameterKey": k, "ParameterValue": v} for k, v in self.parameters.items() if k in declared
+            ],
+            Capabilities=["CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND"],
+        )
+        stack = cfn.describe_stacks(StackName=self.stack_name)["Stacks"][0]
+        if stack["StackStatus"] != "CREATE_COMPLETE":
+            events = cfn.describe_stack_events(StackName=self.stack_name)["StackEvents"]
+            failed = [
+                f"{e['LogicalResourceId']}: {e.get('ResourceStatusReason')}"
+                for e in events
+                if "FAILED" in e["ResourceStatus"]
+            ]
+            raise DeployError(f"stack {self.stack_name} is {stack['StackStatus']}: " + "; ".join(failed))
+        self.outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+        for res in cfn.list_stack_resources(StackName=self.stack_name)["StackResourceSummaries"]:
+            self.resources[res["LogicalResourceId"]] = res.get("PhysicalResourceId", "")
+        self._register_functions(translated)
+
+    def _register_functions(self, translated: Translated) -> None:
+        lam = self.client("lambda")
+        layer_dirs = [d for key, d in translated.code_dirs.items() if self._is_layer(translated, key)]
+        for logical_id, resource in translated.template["Resources"].items():
+            if resource.get("Type") != "AWS::Lambda::Function":
+                continue
+            name = self.resources[logical_id]
+            config = lam.get_function_configuration(FunctionName=name)
+            key = resource["Properties"]["Code"]["S3Key"]
+            self.functions[logical_id] = FunctionHost(
+                FunctionSpec(
+                    logical_id=logical_id,
+                    name=config["FunctionName"],
+                    arn=config["FunctionArn"],
+                    code_dir=translated.code_dirs[key],
+                    handler=config["Handler"],
+                    environment={
+                        k: str(v) for k, v in config.get("Environment", {}).get("Variables", {}).items()
+                    },
+                    timeout=float(config.get("Timeout", 3)),
+                    memory=int(config.get("MemorySize", 128)),
+                    layer_dirs=layer_dirs,
+                )
+            )
+
+    @staticmethod
+    def _is_layer(translated: Translated, key: str) -> bool:
+        return any(
+            r.get("Type") == "AWS::Lambda::LayerVersion"
+            and r["Properties"].get("Content", {}).get("S3Key") == key
+            for r in translated.template["Resources"].values()
+        )
+
+    def _start_pollers(self) -> None:
+        from moto.sqs.models import sqs_backends  # noqa: PLC0415
+
+        lam = self.client("lambda")
+        sqs = self.client("sqs")
+        for mapping in lam.list_event_source_mappings()["EventSourceMappings"]:
+            source = mapping.get("EventSourceArn", "")
+            if ":sqs:" not in source:
+                continue
+            host = self._host_for(mapping["FunctionArn"])
+            declared = self._declared_mapping(host.spec.logical_id, source)
+            queue_name = source.rsplit(":", 1)[-1]
+            # Switch off moto's own synchronous invoke-on-send; the poller replaces it.
+            sqs_backends[ACCOUNT][self.region].queues[queue_name].lambda_event_source_mappings.clear()
+            spec = MappingSpec(
+                uuid=mapping["UUID"],
+                queue_arn=source,
+                queue_url=sqs.get_queue_url(QueueName=queue_name)["QueueUrl"],
+                function=host,
+                batch_size=int(mapping.get("BatchSize") or declared.get("BatchSize") or 10),
+                window=float(
+                    mapping.get("MaximumBatchingWindowInSeconds")
+                    or declared.get("MaximumBatchingWindowInSeconds")
+                    or 0
+                ),
+                max_concurrency=int(
+                    (mapping.get("ScalingConfig") or {}).get("MaximumConcurrency")
+                    or (declared.get("ScalingConfig") or {}).get("MaximumConcurrency")
+                    or 2
+                ),
+                report_failures="ReportBatchItemFailures"
+                in (mapping.get("FunctionResponseTypes") or declared.get("FunctionResponseTypes") or []),
+            )
+            poller = SqsPoller(self.client("sqs"), spec)
+            poller.start()
+            self.pollers.append(poller)
+
+    def _declared_mapping(self, function_logical_id: str, source_arn: str) -> dict[str, Any]:
+        """The mapping's properties as the template declares them, parameters resolved."""
+        if self.translated is None:
+            raise RuntimeError("not deployed")
+        params = self._parameter_values()
+        for resource in self.translated.template["Resources"].values():
+            if resource.get("Type") != "AWS::Lambda::EventSourceMapping":
+                continue
+            props = resource["Properties"]
+            if props.get("FunctionName", {}).get("Ref") == function_logical_id:
+                resolved: dict[str, Any] = _resolve_refs(props, params)
+                return resolved
+        return {}
+
+    def _parameter_values(self) -> dict[str, Any]:
+        if self.translated is None:
+            raise RuntimeError("not deployed")
+        values = {k: v.get("Default") for k, v in self.translated.template.get("Parameters", {}).items()}
+        values.update(self.parameters)
+        return values
+
+
+def _resolve_refs(value: Any, params: dict[str, Any]) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"Ref"} and value["Ref"] in params:
+            return params[value["Ref"]]
+        return {k: _resolve_refs(v, params) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_resolve_refs(v, params) for v in value]
+    return value

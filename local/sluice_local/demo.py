@@ -1,0 +1,81 @@
+"""``make demo``: deploy the real template into embedded AWS and drive every scenario, live."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from sluice_local.cloud import LocalCloud
+from sluice_local.scenarios import Outcome, Stack, consumer_scenarios, run
+
+QUEUES = (
+    ("work", "WorkQueueUrl"),
+    ("dead-letter", "WorkDeadLetterQueueUrl"),
+    ("poison", "PoisonPillQueueUrl"),
+)
+
+
+def run_demo(log_file: Path, overrides: dict[str, str]) -> int:
+    from sluice_local.__main__ import FAST  # noqa: PLC0415 - avoid an import cycle
+
+    console = Console(file=sys.__stdout__ or sys.stderr)
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    log_file.unlink(missing_ok=True)
+    sys.stdout = log_file.open("a", buffering=1, encoding="utf-8")
+    params = {**FAST, **overrides}
+    started = time.monotonic()
+    settings = ", ".join(f"{k}={v}" for k, v in params.items())
+    console.print(f"[bold]sluice demo[/]: deploying template.yaml into embedded AWS ({settings})")
+    with LocalCloud(parameters=params, stack_name="sluice-demo") as cloud:
+        console.print(
+            f"stack up at {cloud.endpoint} in {time.monotonic() - started:.1f} s; function logs → {log_file}"
+        )
+        stack = Stack(cloud.endpoint, cloud.outputs, log_file, cloud.region)
+        scenarios = consumer_scenarios(int(params["MaxReceiveCount"]))
+        progress = Progress(
+            TextColumn("scenarios"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+        )
+        task = progress.add_task("scenarios", total=len(scenarios))
+
+        def render(results: list[Outcome | None]) -> Group:
+            queues = Table(title="queues", expand=False)
+            for column in ("queue", "visible", "in flight"):
+                queues.add_column(column, justify="right" if column != "queue" else "left")
+            for label, output in QUEUES:
+                visible, in_flight = stack.queue_depths(output)
+                queues.add_row(label, str(visible), str(in_flight))
+            processed = sum(p.deleted for p in cloud.pollers)
+            failed = sum(p.failed for p in cloud.pollers)
+            isolated = stack.queue_depths("PoisonPillQueueUrl")[0]
+            counters = (
+                f"records done (deleted by the mapping): {processed}   "
+                f"failed (retried): {failed}   isolated: {isolated}"
+            )
+            progress.update(task, completed=sum(r is not None for r in results))
+            return Group(queues, counters, progress)
+
+        with Live(
+            render([None] * len(scenarios)), console=console, refresh_per_second=4, transient=False
+        ) as live:
+            results = run(stack, scenarios, on_tick=lambda r: live.update(render(r)))
+    table = Table(title="sluice demo: expected vs observed")
+    for column in ("scenario", "expected", "observed", "s", "result"):
+        table.add_column(column)
+    for r in results:
+        table.add_row(
+            r.name, r.expected, r.observed, f"{r.seconds:.1f}", "[green]PASS[/]" if r.ok else "[red]FAIL[/]"
+        )
+    console.print(table)
+    failed = [r.name for r in results if not r.ok]
+    summary = f"[bold]{len(results) - len(failed)} passed, {len(failed)} failed[/]"
+    console.print(
+        f"{summary} in {time.monotonic() - started:.1f} s"
+        + (f" — failed: {', '.join(failed)}" if failed else "")
+    )
+    return 1 if failed else 0

@@ -1,0 +1,129 @@
+"""SQS event source mappings, polled by the runtime itself.
+
+moto's own SQS→Lambda mapping invokes on every send and ignores ``batchItemFailures``; the real
+mapping long-polls, gathers up to BatchSize records within MaximumBatchingWindowInSeconds, invokes,
+and deletes exactly the records not reported as failed (none when the invocation fails). That is
+what this does, with MaximumConcurrency worker threads per mapping.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sluice_local.functions import FunctionError, FunctionHost
+from sluice_local.sqs_events import to_lambda_record
+
+log = logging.getLogger("sluice_local")
+
+
+@dataclass
+class MappingSpec:
+    uuid: str
+    queue_arn: str
+    queue_url: str
+    function: FunctionHost
+    batch_size: int
+    window: float
+    max_concurrency: int
+    report_failures: bool
+
+
+class SqsPoller:
+    def __init__(self, sqs: Any, spec: MappingSpec) -> None:
+        self._sqs = sqs
+        self.spec = spec
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self.batches = 0
+        self.deleted = 0
+        self.failed = 0
+
+    def start(self) -> None:
+        for i in range(max(1, self.spec.max_concurrency)):
+            thread = threading.Thread(
+                target=self._run, name=f"esm-{self.spec.function.spec.logical_id}-{i}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=15)
+        self._threads.clear()
+
+    def _receive(self, count: int, wait: int) -> list[dict[str, Any]]:
+        response = self._sqs.receive_message(
+            QueueUrl=self.spec.queue_url,
+            MaxNumberOfMessages=max(1, min(10, count)),
+            WaitTimeSeconds=wait,
+            MessageAttributeNames=["All"],
+            MessageSystemAttributeNames=["All"],
+        )
+        return list(response.get("Messages", []))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._poll_once()
+            except Exception:
+                if not self._stop.is_set():
+                    log.exception("poller %s failed; retrying", self.spec.uuid)
+                    self._stop.wait(1)
+
+    def _poll_once(self) -> None:
+        spec = self.spec
+        messages = self._receive(spec.batch_size, wait=1)
+        if not messages:
+            return
+        deadline = time.monotonic() + spec.window
+        while len(messages) < spec.batch_size and not self._stop.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            more = self._receive(spec.batch_size - len(messages), wait=min(1, max(0, int(remaining))))
+            if not more and remaining < 1:
+                time.sleep(min(remaining, 0.2))
+            messages.extend(more)
+        event = {"Records": [to_lambda_record(m, spec.queue_arn) for m in messages]}
+        ids = {m["MessageId"] for m in messages}
+        try:
+            result = spec.function.invoke(event)
+            failed = self._failures(result, ids) if spec.report_failures else set()
+        except FunctionError as exc:
+            log.warning("invocation of %s failed: %s", spec.function.spec.name, exc)
+            failed = set(ids)
+        done = [m for m in messages if m["MessageId"] not in failed]
+        for start in range(0, len(done), 10):
+            chunk = done[start : start + 10]
+            self._sqs.delete_message_batch(
+                QueueUrl=spec.queue_url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)],
+            )
+        with self._lock:
+            self.batches += 1
+            self.deleted += len(done)
+            self.failed += len(failed)
+
+    @staticmethod
+    def _failures(result: Any, ids: set[str]) -> set[str]:
+        """Lambda's rules: a malformed response or an unknown id fails the whole batch."""
+        if result is None:
+            return set()
+        if not isinstance(result, dict):
+            return set(ids)
+        items = result.get("batchItemFailures", [])
+        if not isinstance(items, list):
+            return set(ids)
+        failed: set[str] = set()
+        for item in items:
+            identifier = item.get("itemIdentifier") if isinstance(item, dict) else None
+            if not identifier or identifier not in ids:
+                return set(ids)
+            failed.add(identifier)
+        return failed

@@ -1,0 +1,161 @@
+"""Turn the project's SAM template into the CloudFormation template moto can create.
+
+Uses samtranslator (the library `sam` itself uses) and applies only the fixes moto needs:
+
+- local ``CodeUri`` / ``ContentUri`` folders become S3 locations of small zips uploaded to the
+  embedded S3 (moto's Lambda wants code it can fetch); the folders are remembered so functions run
+  from the real source;
+- state machine ``DefinitionUri`` files are inlined as ``DefinitionString`` (``Fn::Sub`` with the
+  ``DefinitionSubstitutions``), since moto does not read local files;
+- ``Fn::FindInMap`` keyed by parameters is resolved here (moto looks Number parameters up as
+  integers in string-keyed mappings, which CloudFormation never does);
+- ``AWS::CloudWatch::Alarm`` and ``AWS::Scheduler::Schedule`` resources, which moto does not create,
+  are set aside and emulated by the runtime (see :mod:`sluice_local.cloud`).
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import shlex
+import tomllib
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+from samtranslator.parser.parser import Parser
+from samtranslator.translator.translator import Translator
+from samtranslator.yaml_helper import yaml_parse
+
+ARTIFACT_BUCKET = "sluice-local-artifacts"
+EMULATED_TYPES = ("AWS::CloudWatch::Alarm", "AWS::Scheduler::Schedule")
+
+
+class _NoManagedPolicies:
+    """samtranslator asks IAM for managed policy ARNs by name; sluice names none."""
+
+    def load(self) -> dict[str, str]:
+        return {}
+
+
+@dataclass
+class Translated:
+    template: dict[str, Any]
+    code_dirs: dict[str, Path] = field(default_factory=dict)
+    """S3 key → local folder, for functions and layers."""
+    emulated: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Logical id → resource (alarms, schedules) the runtime emulates instead of moto."""
+
+
+def samconfig_parameters(project: Path, env: str = "default") -> dict[str, str]:
+    """``parameter_overrides`` of samconfig.toml's environment (deploy section) as a dict."""
+    path = project / "samconfig.toml"
+    if not path.is_file():
+        return {}
+    config = tomllib.loads(path.read_text())
+    raw = config.get(env, {}).get("deploy", {}).get("parameters", {}).get("parameter_overrides", "")
+    items = raw if isinstance(raw, list) else shlex.split(raw)
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"samconfig.toml [{env}] parameter_overrides: {item!r} is not KEY=VALUE")
+        out[key] = value
+    return out
+
+
+def _zip_of(folder: Path) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for path in sorted(folder.rglob("*.py"))[:50]:
+            zf.write(path, path.relative_to(folder).as_posix())
+        if not zf.namelist():
+            zf.writestr("placeholder.txt", "sluice local")
+    return buf.getvalue()
+
+
+def translate(
+    template_path: Path, parameters: dict[str, str], region: str = "us-east-1"
+) -> tuple[Translated, dict[str, bytes]]:
+    """Returns the CloudFormation template and the artifacts (S3 key → zip) to upload first."""
+    base = template_path.resolve().parent
+    sam = yaml_parse(template_path.read_text())
+    sam = copy.deepcopy(sam)
+    artifacts: dict[str, bytes] = {}
+    code_dirs: dict[str, Path] = {}
+    globals_fn = sam.get("Globals", {}).get("Function", {})
+    for logical_id, resource in sam.get("Resources", {}).items():
+        props = resource.setdefault("Properties", {})
+        kind = resource.get("Type")
+        if kind == "AWS::Serverless::Function":
+            uri = props.get("CodeUri", globals_fn.get("CodeUri"))
+            if isinstance(uri, str) and not uri.startswith("s3://"):
+                key = f"{logical_id}.zip"
+                code_dirs[key] = (base / uri).resolve()
+                artifacts[key] = _zip_of(code_dirs[key])
+                props["CodeUri"] = f"s3://{ARTIFACT_BUCKET}/{key}"
+        elif kind == "AWS::Serverless::LayerVersion":
+            uri = props.get("ContentUri")
+            if isinstance(uri, str) and not uri.startswith("s3://"):
+                key = f"{logical_id}.zip"
+                code_dirs[key] = (base / uri).resolve()
+                artifacts[key] = _zip_of(code_dirs[key])
+                props["ContentUri"] = f"s3://{ARTIFACT_BUCKET}/{key}"
+        elif kind == "AWS::Serverless::StateMachine" and "DefinitionUri" in props:
+            definition = json.loads((base / props.pop("DefinitionUri")).read_text())
+            substitutions = props.pop("DefinitionSubstitutions", {})
+            props["Definition"] = definition
+            props["DefinitionSubstitutions"] = substitutions
+    translator = Translator(None, Parser(), boto_session=boto3.Session(region_name=region))
+    cfn = translator.translate(
+        sam, parameter_values=dict(parameters), get_managed_policy_map=_NoManagedPolicies().load
+    )
+    _inline_state_machines(cfn)
+    values = {k: str(v.get("Default")) for k, v in cfn.get("Parameters", {}).items() if "Default" in v}
+    values.update({k: str(v) for k, v in parameters.items()})
+    cfn["Resources"] = _resolve_find_in_map(cfn["Resources"], cfn.get("Mappings", {}), values)
+    emulated = {
+        lid: res for lid, res in cfn.get("Resources", {}).items() if res.get("Type") in EMULATED_TYPES
+    }
+    for lid in emulated:
+        del cfn["Resources"][lid]
+    return Translated(cfn, code_dirs, emulated), artifacts
+
+
+def _inline_state_machines(cfn: dict[str, Any]) -> None:
+    """AWS::StepFunctions::StateMachine: Definition + DefinitionSubstitutions → DefinitionString Fn::Sub."""
+    for resource in cfn.get("Resources", {}).values():
+        if resource.get("Type") != "AWS::StepFunctions::StateMachine":
+            continue
+        props = resource["Properties"]
+        definition = props.pop("Definition", None)
+        if definition is None:
+            continue
+        substitutions = props.pop("DefinitionSubstitutions", {})
+        text = json.dumps(definition, indent=2)
+        props["DefinitionString"] = {"Fn::Sub": [text, substitutions]} if substitutions else text
+
+
+def _resolve_find_in_map(node: Any, mappings: dict[str, Any], params: dict[str, str]) -> Any:
+    """Replace ``Fn::FindInMap`` whose keys are literals or parameter Refs with the mapped value."""
+    if isinstance(node, list):
+        return [_resolve_find_in_map(v, mappings, params) for v in node]
+    if not isinstance(node, dict):
+        return node
+    if set(node) == {"Fn::FindInMap"}:
+        keys = []
+        for part in node["Fn::FindInMap"]:
+            if isinstance(part, dict) and set(part) == {"Ref"} and part["Ref"] in params:
+                keys.append(params[part["Ref"]])
+            elif isinstance(part, str | int):
+                keys.append(str(part))
+            else:
+                return node  # not resolvable here; leave it to CloudFormation
+        try:
+            return mappings[keys[0]][keys[1]][keys[2]]
+        except KeyError as exc:
+            raise ValueError(f"Fn::FindInMap {keys}: no such entry {exc} in Mappings") from None
+    return {k: _resolve_find_in_map(v, mappings, params) for k, v in node.items()}

@@ -1,0 +1,262 @@
+"""Visibility heartbeat: which records are extended, how, and what happens when SQS says no."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from sluice.errors import MAX_VISIBILITY_SECONDS
+from sluice.heartbeat import SAFETY_SECONDS, Heartbeat, InFlight
+
+QUEUE_A = "https://sqs.us-east-1.amazonaws.com/123456789012/a"
+QUEUE_B = "https://sqs.us-east-1.amazonaws.com/123456789012/b"
+
+
+class FakeSqs:
+    """Records change_message_visibility_batch calls; refuses chosen receipt handles or raises."""
+
+    def __init__(self, *, refuse: set[str] | None = None, error: Exception | None = None) -> None:
+        self.calls: list[tuple[str, list[dict[str, Any]]]] = []
+        self.refuse = refuse or set()
+        self.error = error
+        self.called = threading.Event()
+
+    def change_message_visibility_batch(self, **kwargs: Any) -> dict[str, Any]:
+        entries = [dict(entry) for entry in kwargs["Entries"]]
+        self.calls.append((kwargs["QueueUrl"], entries))
+        self.called.set()
+        if self.error is not None:
+            raise self.error
+        return {
+            "Successful": [{"Id": e["Id"]} for e in entries if e["ReceiptHandle"] not in self.refuse],
+            "Failed": [
+                {"Id": e["Id"], "Code": "ReceiptHandleIsInvalid", "SenderFault": True, "Message": "gone"}
+                for e in entries
+                if e["ReceiptHandle"] in self.refuse
+            ],
+        }
+
+    def handles(self, call: int | None = None) -> list[str]:
+        calls = self.calls if call is None else [self.calls[call]]
+        return [entry["ReceiptHandle"] for _, entries in calls for entry in entries]
+
+
+class Clock:
+    def __init__(self, now: float = 1_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _records(count: int, queue_url: str = QUEUE_A, prefix: str = "m") -> list[InFlight]:
+    return [InFlight(f"{prefix}{i}", f"rh-{prefix}{i}", queue_url) for i in range(count)]
+
+
+def _heartbeat(sqs: FakeSqs, records: list[InFlight], **kwargs: Any) -> Heartbeat:
+    kwargs.setdefault("visibility_timeout", 180)
+    kwargs.setdefault("clock", Clock())
+    return Heartbeat(sqs, records, **kwargs)  # type: ignore[arg-type]
+
+
+def test_given_pending_records_when_beating_then_each_is_extended_by_the_visibility_timeout() -> None:
+    sqs = FakeSqs()
+
+    _heartbeat(sqs, _records(3)).beat()
+
+    assert sqs.calls == [
+        (
+            QUEUE_A,
+            [
+                {"Id": "0", "ReceiptHandle": "rh-m0", "VisibilityTimeout": 180},
+                {"Id": "1", "ReceiptHandle": "rh-m1", "VisibilityTimeout": 180},
+                {"Id": "2", "ReceiptHandle": "rh-m2", "VisibilityTimeout": 180},
+            ],
+        )
+    ]
+
+
+def test_given_many_records_on_two_queues_when_beating_then_calls_hold_at_most_ten_of_one_queue() -> None:
+    sqs = FakeSqs()
+    records = _records(23, QUEUE_A, "a") + _records(3, QUEUE_B, "b")
+
+    _heartbeat(sqs, records).beat()
+
+    assert [(url, len(entries)) for url, entries in sqs.calls] == [
+        (QUEUE_A, 10),
+        (QUEUE_A, 10),
+        (QUEUE_A, 3),
+        (QUEUE_B, 3),
+    ]
+    assert sorted(sqs.handles()) == sorted(r.receipt_handle for r in records)
+    for _, entries in sqs.calls:
+        assert [e["Id"] for e in entries] == [str(i) for i in range(len(entries))]
+
+
+def test_given_records_on_interleaved_queues_when_beating_then_each_call_targets_the_records_queue() -> None:
+    sqs = FakeSqs()
+    records = [InFlight(f"m{i}", f"rh-m{i}", QUEUE_A if i % 2 else QUEUE_B) for i in range(6)]
+
+    _heartbeat(sqs, records).beat()
+
+    by_url = {url: [e["ReceiptHandle"] for e in entries] for url, entries in sqs.calls}
+    assert by_url == {QUEUE_A: ["rh-m1", "rh-m3", "rh-m5"], QUEUE_B: ["rh-m0", "rh-m2", "rh-m4"]}
+
+
+def test_given_a_succeeded_record_when_others_are_pending_then_it_is_still_extended() -> None:
+    sqs = FakeSqs()
+    heartbeat = _heartbeat(sqs, _records(3))
+
+    heartbeat.succeed("m0")
+    heartbeat.beat()
+
+    assert sorted(sqs.handles()) == ["rh-m0", "rh-m1", "rh-m2"]
+
+
+def test_given_a_settled_record_when_beating_then_it_is_no_longer_extended() -> None:
+    sqs = FakeSqs()
+    heartbeat = _heartbeat(sqs, _records(3))
+    heartbeat.beat()
+
+    heartbeat.settle("m1")
+    heartbeat.beat()
+
+    assert sorted(sqs.handles(1)) == ["rh-m0", "rh-m2"]
+
+
+def test_given_only_succeeded_records_remain_when_beating_then_nothing_is_extended() -> None:
+    sqs = FakeSqs()
+    heartbeat = _heartbeat(sqs, _records(2))
+
+    heartbeat.succeed("m0")
+    heartbeat.settle("m1")
+    heartbeat.beat()
+
+    assert sqs.calls == []
+
+
+def test_given_no_records_when_beating_then_nothing_is_extended() -> None:
+    sqs = FakeSqs()
+
+    _heartbeat(sqs, []).beat()
+
+    assert sqs.calls == []
+
+
+def test_given_successful_extensions_when_beating_then_they_are_counted_and_reported() -> None:
+    sqs = FakeSqs()
+    reported: list[int] = []
+    heartbeat = _heartbeat(sqs, _records(12), on_extended=reported.append)
+
+    heartbeat.beat()
+
+    assert reported == [10, 2]
+    assert heartbeat.extensions == 12
+
+
+def test_given_sqs_refuses_a_handle_when_beating_then_it_is_reported_and_dropped() -> None:
+    sqs = FakeSqs(refuse={"rh-m1", "rh-m2"})
+    errors: list[tuple[str, str]] = []
+    extended: list[int] = []
+    heartbeat = _heartbeat(
+        sqs, _records(4), on_error=lambda mid, why: errors.append((mid, why)), on_extended=extended.append
+    )
+    heartbeat.succeed("m2")
+
+    heartbeat.beat()
+    heartbeat.beat()
+
+    assert [mid for mid, _ in errors] == ["m1", "m2"]
+    assert all("ReceiptHandleIsInvalid" in why for _, why in errors)
+    assert sorted(sqs.handles(1)) == ["rh-m0", "rh-m3"]
+    assert extended == [2, 2]
+
+
+def test_given_sqs_raises_when_beating_then_every_record_of_the_chunk_is_reported_not_raised() -> None:
+    sqs = FakeSqs(error=ConnectionError("endpoint unreachable"))
+    errors: list[tuple[str, str]] = []
+    heartbeat = _heartbeat(sqs, _records(12), on_error=lambda mid, why: errors.append((mid, why)))
+
+    heartbeat.beat()
+
+    assert sorted(mid for mid, _ in errors) == sorted(f"m{i}" for i in range(12))
+    assert all("endpoint unreachable" in why for _, why in errors)
+    assert heartbeat.extensions == 0
+
+
+def test_given_sqs_raised_once_when_beating_again_then_the_records_are_still_extended() -> None:
+    sqs = FakeSqs(error=ConnectionError("blip"))
+    heartbeat = _heartbeat(sqs, _records(2))
+    heartbeat.beat()
+
+    sqs.error = None
+    heartbeat.beat()
+
+    assert sorted(sqs.handles(1)) == ["rh-m0", "rh-m1"]
+
+
+def test_given_the_twelve_hour_budget_is_nearly_spent_when_beating_then_only_the_remainder_is_requested() -> (
+    None
+):
+    sqs = FakeSqs()
+    clock = Clock(1_000.0)
+    heartbeat = _heartbeat(sqs, _records(1), visibility_timeout=900, batch_window=20, clock=clock)
+
+    clock.now += MAX_VISIBILITY_SECONDS - 20 - 100  # 100 s left of 12 h, counting the batching window
+    heartbeat.beat()
+
+    assert sqs.calls[0][1][0]["VisibilityTimeout"] == 100 - SAFETY_SECONDS
+
+
+def test_given_a_long_batch_when_beating_repeatedly_then_no_request_exceeds_the_remaining_budget() -> None:
+    sqs = FakeSqs()
+    clock = Clock(0.0)
+    window = 30
+    heartbeat = _heartbeat(sqs, _records(1), visibility_timeout=5400, batch_window=window, clock=clock)
+
+    requests: dict[int, int] = {}
+    for elapsed in range(0, MAX_VISIBILITY_SECONDS + 3600, 1800):
+        clock.now = elapsed
+        heartbeat.beat()
+        if sqs.calls:
+            requests[elapsed] = sqs.calls.pop()[1][0]["VisibilityTimeout"]
+
+    assert len(requests) == MAX_VISIBILITY_SECONDS // 1800
+    for elapsed, requested in requests.items():
+        assert 0 < requested <= 5400
+        assert elapsed + window + requested <= MAX_VISIBILITY_SECONDS
+
+
+def test_given_the_twelve_hour_budget_is_spent_when_beating_then_nothing_is_requested() -> None:
+    sqs = FakeSqs()
+    clock = Clock(0.0)
+    heartbeat = _heartbeat(sqs, _records(1), clock=clock)
+
+    clock.now = MAX_VISIBILITY_SECONDS - SAFETY_SECONDS
+    heartbeat.beat()
+
+    assert sqs.calls == []
+
+
+def test_given_a_running_heartbeat_when_the_interval_passes_then_the_thread_extends_and_stops_on_exit() -> (
+    None
+):
+    sqs = FakeSqs()
+
+    with Heartbeat(sqs, _records(2), visibility_timeout=1, fraction=0.2) as heartbeat:  # type: ignore[arg-type]
+        thread = heartbeat._thread
+        assert sqs.called.wait(timeout=5)
+
+    assert thread is not None
+    assert not thread.is_alive()
+    assert heartbeat.extensions >= 2
+    assert sqs.calls[0][1][0]["VisibilityTimeout"] == 1
+
+
+def test_given_no_records_when_entered_then_no_thread_is_started() -> None:
+    sqs = FakeSqs()
+
+    with Heartbeat(sqs, [], visibility_timeout=1, fraction=0.2) as heartbeat:  # type: ignore[arg-type]
+        assert heartbeat._thread is None
+
+    assert sqs.calls == []

@@ -1,0 +1,651 @@
+"""The template contract: what template.yaml must keep true, checked on the SAM source and on its translation.
+
+Each rule is a ``check_*`` function returning the problems it finds (empty = the rule holds). The
+contract tests run every rule on the real template; the mutation tests at the end break a copy of the
+template in one way each and assert the matching rule notices, so a rule cannot silently stop
+checking anything.
+
+The translation is done like ``sam validate``: local ``CodeUri``/``ContentUri`` become a dummy S3 URI,
+then samtranslator's ``Translator`` runs with the template's parameter defaults, a boto3 session for
+the region and a stub managed-policy loader (SAM's bundled map covers the policies it adds itself).
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+from samtranslator.parser.parser import Parser
+from samtranslator.translator.translator import Translator
+from samtranslator.yaml_helper import yaml_parse
+
+from sluice.errors import MAX_VISIBILITY_SECONDS
+from sluice.settings import ENV_PREFIX, ConsumerSettings
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE = ROOT / "template.yaml"
+REGION = "us-east-1"
+
+Template = dict[str, Any]
+Check = Callable[[Template, Template], list[str]]
+
+WORK_QUEUE = "WorkQueue"
+DEAD_LETTER_QUEUE = "WorkDeadLetterQueue"
+CONSUMER = "ConsumerFunction"
+VISIBILITY_MAPPING = "VisibilityTimeout"
+TIMEOUT_PARAMETER = "ConsumerTimeoutSeconds"
+WINDOW_PARAMETER = "MaximumBatchingWindowInSeconds"
+VISIBILITY_LOOKUP = {
+    "Fn::FindInMap": [VISIBILITY_MAPPING, {"Ref": TIMEOUT_PARAMETER}, {"Ref": WINDOW_PARAMETER}]
+}
+
+# Actions for which AWS offers no resource-level permissions: a statement may grant them on "*".
+WILDCARD_RESOURCE_ACTIONS: dict[str, str] = {
+    "xray:PutTraceSegments": "X-Ray has no resource-level permissions for writing segments",
+    "xray:PutTelemetryRecords": "X-Ray has no resource-level permissions for telemetry",
+    "xray:GetSamplingRules": "X-Ray sampling rules are read account-wide by the SDK",
+    "xray:GetSamplingTargets": "X-Ray sampling targets are read account-wide by the SDK",
+    "cloudwatch:PutMetricData": "CloudWatch metrics have no resource ARN (scope with cloudwatch:namespace)",
+}
+
+# AWS managed policies SAM may attach to a function role (their documents are not in the template).
+ALLOWED_MANAGED_POLICIES: dict[str, str] = {
+    "service-role/AWSLambdaBasicExecutionRole": "SAM default: the function writes its CloudWatch Logs",
+    "AWSXrayWriteOnlyAccess": "SAM adds it for Tracing: Active (X-Ray actions need Resource '*')",
+    "service-role/AWSLambdaSQSQueueExecutionRole": "SAM adds it for an SQS event (polls as the role)",
+}
+
+
+# --- loading -----------------------------------------------------------------------------------
+
+
+def load_template() -> Template:
+    return yaml_parse(TEMPLATE.read_text(encoding="utf-8"))
+
+
+class _StubManagedPolicyLoader:
+    """Stands in for ManagedPolicyLoader (which asks IAM); SAM falls back to its bundled map."""
+
+    def load(self) -> dict[str, str]:
+        return {}
+
+
+def translate(raw: Template) -> Template:
+    sam = copy.deepcopy(raw)
+    for resource in sam.get("Resources", {}).values():
+        properties = resource.get("Properties", {})
+        for key in ("CodeUri", "ContentUri", "DefinitionUri"):
+            if isinstance(properties.get(key), str) and not properties[key].startswith("s3://"):
+                properties[key] = "s3://bucket/value"
+    with pytest.MonkeyPatch.context() as env:
+        env.delenv("AWS_PROFILE", raising=False)
+        translator = Translator(
+            managed_policy_map=None,
+            sam_parser=Parser(),
+            plugins=[],
+            boto_session=boto3.session.Session(region_name=REGION),
+        )
+        translated = translator.translate(
+            sam_template=sam, parameter_values={}, get_managed_policy_map=_StubManagedPolicyLoader().load
+        )
+    translator.metrics.publish()  # to SAM's no-op publisher; otherwise it warns when collected
+    return translated
+
+
+@pytest.fixture(scope="module")
+def raw() -> Template:
+    return load_template()
+
+
+@pytest.fixture(scope="module")
+def cfn(raw: Template) -> Template:
+    return translate(raw)
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def _of_type(template: Template, resource_type: str) -> dict[str, dict[str, Any]]:
+    return {k: v for k, v in template.get("Resources", {}).items() if v.get("Type") == resource_type}
+
+
+def _properties(template: Template, logical_id: str) -> dict[str, Any]:
+    return template.get("Resources", {}).get(logical_id, {}).get("Properties", {})
+
+
+def _parameter(template: Template, name: str) -> dict[str, Any]:
+    return template.get("Parameters", {}).get(name, {})
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"Ref": name}
+
+
+def _arn(logical_id: str) -> dict[str, list[str]]:
+    return {"Fn::GetAtt": [logical_id, "Arn"]}
+
+
+def _consumer_env(cfn: Template) -> dict[str, Any]:
+    return _properties(cfn, CONSUMER).get("Environment", {}).get("Variables", {})
+
+
+def _consumer_mapping(cfn: Template) -> dict[str, Any]:
+    for mapping in _of_type(cfn, "AWS::Lambda::EventSourceMapping").values():
+        if mapping["Properties"].get("FunctionName") == _ref(CONSUMER):
+            return mapping["Properties"]
+    return {}
+
+
+# --- rules -------------------------------------------------------------------------------------
+
+
+def check_visibility_timeout(raw: Template, cfn: Template) -> list[str]:
+    """Work queue visibility >= 6 x consumer timeout + batching window, for every allowed pair."""
+    problems: list[str] = []
+    table = raw.get("Mappings", {}).get(VISIBILITY_MAPPING, {})
+    for timeout, row in table.items():
+        for window, cell in row.items():
+            if int(cell) < 6 * int(timeout) + int(window):
+                problems.append(
+                    f"{VISIBILITY_MAPPING}[{timeout}][{window}] = {cell} < 6 x {timeout} + {window}"
+                )
+            if int(cell) > MAX_VISIBILITY_SECONDS:
+                problems.append(f"{VISIBILITY_MAPPING}[{timeout}][{window}] = {cell} exceeds 12 hours")
+    timeouts = _parameter(raw, TIMEOUT_PARAMETER).get("AllowedValues")
+    windows = _parameter(raw, WINDOW_PARAMETER).get("AllowedValues")
+    if not timeouts or not windows:
+        problems.append(f"{TIMEOUT_PARAMETER} and {WINDOW_PARAMETER} must list AllowedValues (one cell each)")
+    for timeout in timeouts or []:
+        for window in windows or []:
+            if str(window) not in table.get(str(timeout), {}):
+                problems.append(f"no {VISIBILITY_MAPPING} cell for timeout {timeout}, window {window}")
+    for where, value in (
+        (f"{WORK_QUEUE}.VisibilityTimeout", _properties(raw, WORK_QUEUE).get("VisibilityTimeout")),
+        (
+            f"{CONSUMER} SLUICE_VISIBILITY_TIMEOUT_SECONDS",
+            _consumer_env(cfn).get("SLUICE_VISIBILITY_TIMEOUT_SECONDS"),
+        ),
+    ):
+        if value != VISIBILITY_LOOKUP:
+            problems.append(f"{where} must be {VISIBILITY_LOOKUP}, is {value}")
+    for where, value, parameter in (
+        (f"{CONSUMER}.Timeout", _properties(cfn, CONSUMER).get("Timeout"), TIMEOUT_PARAMETER),
+        (
+            "SQS event MaximumBatchingWindowInSeconds",
+            _consumer_mapping(cfn).get(WINDOW_PARAMETER),
+            WINDOW_PARAMETER,
+        ),
+        (
+            "SLUICE_BATCH_WINDOW_SECONDS",
+            _consumer_env(cfn).get("SLUICE_BATCH_WINDOW_SECONDS"),
+            WINDOW_PARAMETER,
+        ),
+    ):
+        if value != _ref(parameter):
+            problems.append(f"{where} must be Ref {parameter}, is {value}")
+    return problems
+
+
+def check_dead_letter_retention(raw: Template, cfn: Template) -> list[str]:
+    """The DLQ keeps messages longer than the work queue can (SQS keeps the original enqueue time)."""
+    problems: list[str] = []
+    dlq = _properties(raw, DEAD_LETTER_QUEUE).get("MessageRetentionPeriod")
+    work = _properties(raw, WORK_QUEUE).get("MessageRetentionPeriod")
+    if not isinstance(dlq, int):
+        return [f"{DEAD_LETTER_QUEUE}.MessageRetentionPeriod must be a number, is {dlq}"]
+    if isinstance(work, dict) and "Ref" in work:
+        parameter = _parameter(raw, work["Ref"])
+        limits = {"MaxValue": parameter.get("MaxValue"), "Default": parameter.get("Default")}
+        for name, limit in limits.items():
+            if limit is None or dlq <= int(limit):
+                problems.append(f"DLQ retention {dlq} must exceed {work['Ref']} {name} ({limit})")
+    elif not isinstance(work, int) or dlq <= work:
+        problems.append(f"DLQ retention {dlq} must exceed the work queue's ({work})")
+    return problems
+
+
+def check_queues_encrypted(raw: Template, cfn: Template) -> list[str]:
+    return [
+        f"{name} has neither SqsManagedSseEnabled nor KmsMasterKeyId"
+        for name, queue in _of_type(cfn, "AWS::SQS::Queue").items()
+        if queue.get("Properties", {}).get("SqsManagedSseEnabled") is not True
+        and not queue.get("Properties", {}).get("KmsMasterKeyId")
+    ]
+
+
+def check_tables(raw: Template, cfn: Template) -> list[str]:
+    """Encrypted, recoverable, and expiring on the attribute Powertools idempotency writes."""
+    defaults = inspect.signature(DynamoDBPersistenceLayer.__init__).parameters
+    expiry, key = defaults["expiry_attr"].default, defaults["key_attr"].default
+    problems: list[str] = []
+    tables = _of_type(cfn, "AWS::DynamoDB::Table")
+    if not tables:
+        problems.append("no DynamoDB table")
+    for name, table in tables.items():
+        p = table.get("Properties", {})
+        if p.get("SSESpecification", {}).get("SSEEnabled") is not True:
+            problems.append(f"{name} lacks SSESpecification.SSEEnabled")
+        if p.get("PointInTimeRecoverySpecification", {}).get("PointInTimeRecoveryEnabled") is not True:
+            problems.append(f"{name} lacks point-in-time recovery")
+        if p.get("TimeToLiveSpecification") != {"AttributeName": expiry, "Enabled": True}:
+            problems.append(f"{name} must expire items on {expiry!r} (Powertools' expiry attribute)")
+        if p.get("KeySchema") != [{"AttributeName": key, "KeyType": "HASH"}]:
+            problems.append(f"{name} must be keyed by {key!r} only (Powertools' key attribute)")
+    return problems
+
+
+def check_claim_check_bucket(raw: Template, cfn: Template) -> list[str]:
+    problems: list[str] = []
+    buckets = _of_type(cfn, "AWS::S3::Bucket")
+    if not buckets:
+        problems.append("no S3 bucket")
+    policies = [p["Properties"] for p in _of_type(cfn, "AWS::S3::BucketPolicy").values()]
+    for name, bucket in buckets.items():
+        p = bucket.get("Properties", {})
+        rules = p.get("BucketEncryption", {}).get("ServerSideEncryptionConfiguration", [])
+        algorithms = {r.get("ServerSideEncryptionByDefault", {}).get("SSEAlgorithm") for r in rules}
+        if not rules or not algorithms <= {"AES256", "aws:kms", "aws:kms:dsse"}:
+            problems.append(f"{name} lacks default encryption")
+        block = p.get("PublicAccessBlockConfiguration", {})
+        for setting in ("BlockPublicAcls", "BlockPublicPolicy", "IgnorePublicAcls", "RestrictPublicBuckets"):
+            if block.get(setting) is not True:
+                problems.append(f"{name} lacks PublicAccessBlockConfiguration.{setting}")
+        if not any(
+            policy.get("Bucket") == _ref(name)
+            and _denies_insecure_transport(policy.get("PolicyDocument", {}))
+            for policy in policies
+        ):
+            problems.append(f"{name} has no bucket policy denying aws:SecureTransport=false")
+        lifecycle = p.get("LifecycleConfiguration", {}).get("Rules", [])
+        if not any(
+            rule.get("Status") == "Enabled"
+            and (rule.get("Prefix") or rule.get("Filter", {}).get("Prefix")) == _ref("ClaimCheckPrefix")
+            and ("ExpirationInDays" in rule or "ExpirationDate" in rule)
+            for rule in lifecycle
+        ):
+            problems.append(f"{name} has no enabled expiration rule on the ClaimCheckPrefix")
+    env = _consumer_env(cfn)
+    if env.get("SLUICE_CLAIM_CHECK_PREFIX") != _ref("ClaimCheckPrefix"):
+        problems.append("SLUICE_CLAIM_CHECK_PREFIX must be Ref ClaimCheckPrefix (the prefix that expires)")
+    return problems
+
+
+def _denies_insecure_transport(document: dict[str, Any]) -> bool:
+    for statement in _as_list(document.get("Statement")):
+        condition = statement.get("Condition", {}).get("Bool", {}).get("aws:SecureTransport")
+        if (
+            statement.get("Effect") == "Deny"
+            and statement.get("Principal") in ("*", {"AWS": "*"})
+            and "s3:*" in _as_list(statement.get("Action"))
+            and str(condition).lower() == "false"
+        ):
+            return True
+    return False
+
+
+def _iam_documents(cfn: Template) -> list[tuple[str, dict[str, Any]]]:
+    documents: list[tuple[str, dict[str, Any]]] = []
+    for name, role in _of_type(cfn, "AWS::IAM::Role").items():
+        for policy in role.get("Properties", {}).get("Policies", []):
+            documents.append((f"{name}/{policy.get('PolicyName')}", policy.get("PolicyDocument", {})))
+    for resource_type in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy", "AWS::IAM::RolePolicy"):
+        for name, policy in _of_type(cfn, resource_type).items():
+            documents.append((name, policy.get("Properties", {}).get("PolicyDocument", {})))
+    return documents
+
+
+def check_no_wildcard_resources(raw: Template, cfn: Template) -> list[str]:
+    """An Allow on Resource '*' only for actions AWS offers no resource-level permission for."""
+    problems: list[str] = []
+    for where, document in _iam_documents(cfn):
+        for statement in _as_list(document.get("Statement")):
+            if statement.get("Effect") != "Allow":
+                continue
+            sid = statement.get("Sid", "?")
+            if "NotResource" in statement:
+                problems.append(f"{where} statement {sid} allows NotResource")
+            if "*" not in _as_list(statement.get("Resource")):
+                continue
+            others = [a for a in _as_list(statement.get("Action")) if a not in WILDCARD_RESOURCE_ACTIONS]
+            if others or "NotAction" in statement:
+                problems.append(f"{where} statement {sid} allows {others or 'NotAction'} on Resource '*'")
+    return problems
+
+
+def check_managed_policies(raw: Template, cfn: Template) -> list[str]:
+    problems: list[str] = []
+    for name, role in _of_type(cfn, "AWS::IAM::Role").items():
+        for arn in role.get("Properties", {}).get("ManagedPolicyArns", []):
+            text = arn.get("Fn::Sub", "") if isinstance(arn, dict) else str(arn)
+            if text.partition(":policy/")[2] not in ALLOWED_MANAGED_POLICIES:
+                problems.append(f"{name} attaches managed policy {arn} (not in ALLOWED_MANAGED_POLICIES)")
+    return problems
+
+
+def check_consumer_event(raw: Template, cfn: Template) -> list[str]:
+    problems: list[str] = []
+    mapping = _consumer_mapping(cfn)
+    if mapping.get("EventSourceArn") != _arn(WORK_QUEUE):
+        problems.append(f"{CONSUMER} must consume {WORK_QUEUE}")
+    if "ReportBatchItemFailures" not in mapping.get("FunctionResponseTypes", []):
+        problems.append("SQS event lacks FunctionResponseTypes: [ReportBatchItemFailures]")
+    concurrency = mapping.get("ScalingConfig", {}).get("MaximumConcurrency")
+    if not isinstance(concurrency, dict) or "Ref" not in concurrency:
+        problems.append(f"ScalingConfig.MaximumConcurrency must Ref a parameter, is {concurrency}")
+    else:
+        parameter = _parameter(raw, concurrency["Ref"])
+        if int(parameter.get("MinValue", 0)) < 2:
+            problems.append(f"{concurrency['Ref']} MinValue must be >= 2 (SQS MaximumConcurrency minimum)")
+        if int(parameter.get("MaxValue", 10**6)) > 1000:
+            problems.append(f"{concurrency['Ref']} MaxValue must be <= 1000")
+    return problems
+
+
+def check_redrive(raw: Template, cfn: Template) -> list[str]:
+    problems: list[str] = []
+    count = _parameter(raw, "MaxReceiveCount")
+    if (count.get("MinValue"), count.get("MaxValue"), count.get("Default")) != (3, 10, 5):
+        problems.append(f"MaxReceiveCount must allow 3..10 with default 5, is {count}")
+    redrive = _properties(cfn, WORK_QUEUE).get("RedrivePolicy", {})
+    if redrive.get("maxReceiveCount") != _ref("MaxReceiveCount"):
+        problems.append(f"{WORK_QUEUE} RedrivePolicy.maxReceiveCount must be Ref MaxReceiveCount")
+    if redrive.get("deadLetterTargetArn") != _arn(DEAD_LETTER_QUEUE):
+        problems.append(f"{WORK_QUEUE} must redrive to {DEAD_LETTER_QUEUE}")
+    if _consumer_env(cfn).get("SLUICE_MAX_RECEIVE_COUNT") != _ref("MaxReceiveCount"):
+        problems.append("SLUICE_MAX_RECEIVE_COUNT must be Ref MaxReceiveCount")
+    allow = _properties(cfn, DEAD_LETTER_QUEUE).get("RedriveAllowPolicy", {})
+    if allow.get("redrivePermission") != "byQueue":
+        problems.append(f"{DEAD_LETTER_QUEUE} RedriveAllowPolicy must be byQueue")
+    work_name = _properties(cfn, WORK_QUEUE).get("QueueName", {}).get("Fn::Sub")
+    sources = allow.get("sourceQueueArns", [])
+    names_work = [
+        s
+        for s in sources
+        if s == _arn(WORK_QUEUE)
+        or (
+            isinstance(s, dict)
+            and isinstance(work_name, str)
+            and s.get("Fn::Sub")
+            == f"arn:${{AWS::Partition}}:sqs:${{AWS::Region}}:${{AWS::AccountId}}:{work_name}"
+        )
+    ]
+    if len(sources) != 1 or not names_work:
+        problems.append(
+            f"{DEAD_LETTER_QUEUE} RedriveAllowPolicy must name exactly {WORK_QUEUE}, is {sources}"
+        )
+    return problems
+
+
+def check_globals(raw: Template, cfn: Template) -> list[str]:
+    problems: list[str] = []
+    function = raw.get("Globals", {}).get("Function", {})
+    expected = {"Runtime": "python3.13", "Architectures": ["arm64"], "Tracing": "Active"}
+    for key, value in expected.items():
+        if function.get(key) != value:
+            problems.append(f"Globals.Function.{key} must be {value}, is {function.get(key)}")
+    variables = function.get("Environment", {}).get("Variables", {})
+    for name in ("POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE", "LOG_LEVEL"):
+        if not variables.get(name):
+            problems.append(f"Globals.Function.Environment lacks {name}")
+    layers = _of_type(cfn, "AWS::Lambda::LayerVersion")
+    for name, fn in _of_type(cfn, "AWS::Lambda::Function").items():
+        p = fn["Properties"]
+        if p.get("Runtime") != "python3.13" or p.get("Architectures") != ["arm64"]:
+            problems.append(f"{name} is not python3.13 on arm64")
+        if p.get("TracingConfig") != {"Mode": "Active"}:
+            problems.append(f"{name} is not traced")
+        if not any(layer.get("Ref") in layers for layer in p.get("Layers", []) if isinstance(layer, dict)):
+            problems.append(f"{name} does not use the common layer")
+    return problems
+
+
+def check_common_layer(raw: Template, cfn: Template) -> list[str]:
+    problems: list[str] = []
+    layer = raw.get("Resources", {}).get("CommonLayer", {})
+    if layer.get("Metadata", {}).get("BuildMethod") != "makefile":
+        problems.append("CommonLayer must have Metadata.BuildMethod: makefile")
+    p = layer.get("Properties", {})
+    if "python3.13" not in p.get("CompatibleRuntimes", []) or "arm64" not in p.get(
+        "CompatibleArchitectures", []
+    ):
+        problems.append("CommonLayer must be compatible with python3.13 on arm64")
+    makefile = ROOT / str(p.get("ContentUri", "")) / "Makefile"
+    if not makefile.is_file() or "build-CommonLayer:" not in makefile.read_text(encoding="utf-8"):
+        problems.append(f"{makefile} must define the build-CommonLayer target")
+    return problems
+
+
+def check_outputs(raw: Template, cfn: Template) -> list[str]:
+    """Every queue (URL and ARN), table, bucket and function (name and ARN) is an output."""
+    values = [output.get("Value") for output in raw.get("Outputs", {}).values()]
+    required: list[Any] = []
+    for name in _of_type(raw, "AWS::SQS::Queue"):
+        required += [_ref(name), _arn(name)]
+    for name in _of_type(raw, "AWS::Serverless::Function"):
+        required += [_ref(name), _arn(name)]
+    for resource_type in ("AWS::DynamoDB::Table", "AWS::S3::Bucket", "AWS::Serverless::LayerVersion"):
+        required += [_ref(name) for name in _of_type(raw, resource_type)]
+    return [f"no output with Value {value}" for value in required if value not in values]
+
+
+def check_settings_variables(raw: Template, cfn: Template) -> list[str]:
+    """The consumer's SLUICE_* variables are exactly ConsumerSettings fields, required ones all set."""
+    fields = {ENV_PREFIX + name.upper(): info for name, info in ConsumerSettings.model_fields.items()}
+    env = {name for name in _consumer_env(cfn) if name.startswith(ENV_PREFIX)}
+    problems = [f"{name} is set but is no ConsumerSettings field" for name in sorted(env - fields.keys())]
+    problems += [
+        f"{name} is required by ConsumerSettings but not set"
+        for name, info in sorted(fields.items())
+        if info.is_required() and name not in env
+    ]
+    return problems
+
+
+RULES: list[Check] = [
+    check_visibility_timeout,
+    check_dead_letter_retention,
+    check_queues_encrypted,
+    check_tables,
+    check_claim_check_bucket,
+    check_no_wildcard_resources,
+    check_managed_policies,
+    check_consumer_event,
+    check_redrive,
+    check_globals,
+    check_common_layer,
+    check_outputs,
+    check_settings_variables,
+]
+
+
+# --- the contract ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda rule: rule.__name__.removeprefix("check_"))
+def test_given_the_template_when_checked_then_the_rule_holds(
+    rule: Check, raw: Template, cfn: Template
+) -> None:
+    assert rule(raw, cfn) == []
+
+
+def test_given_the_template_when_translated_then_the_consumer_and_its_resources_exist(cfn: Template) -> None:
+    assert _properties(cfn, CONSUMER)
+    assert _consumer_mapping(cfn)
+    assert {WORK_QUEUE, DEAD_LETTER_QUEUE} <= set(_of_type(cfn, "AWS::SQS::Queue"))
+    assert _iam_documents(cfn)
+
+
+# --- the rules notice a broken template ---------------------------------------------------------
+
+
+def _node(template: Template, path: list[str]) -> Any:
+    node: Any = template
+    for key in path:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    return node
+
+
+def _set(path: str, value: Any) -> Callable[[Template], None]:
+    def mutate(template: Template) -> None:
+        *parents, last = path.split(".")
+        node = _node(template, parents)
+        node[int(last) if isinstance(node, list) else last] = value
+
+    return mutate
+
+
+def _delete(path: str) -> Callable[[Template], None]:
+    def mutate(template: Template) -> None:
+        *parents, last = path.split(".")
+        node = _node(template, parents)
+        del node[int(last) if isinstance(node, list) else last]
+
+    return mutate
+
+
+def _append(path: str, value: Any) -> Callable[[Template], None]:
+    def mutate(template: Template) -> None:
+        _node(template, path.split(".")).append(value)
+
+    return mutate
+
+
+def _add_consumer_statement(statement: dict[str, Any]) -> Callable[[Template], None]:
+    def mutate(template: Template) -> None:
+        template["Resources"][CONSUMER]["Properties"]["Policies"].append(statement)
+
+    return mutate
+
+
+CONSUMER_ENV = f"Resources.{CONSUMER}.Properties.Environment.Variables"
+BUCKET = "Resources.ClaimCheckBucket.Properties"
+
+MUTATIONS: dict[str, tuple[Callable[[Template], None], Check]] = {
+    "visibility cell too small": (_set(f"Mappings.{VISIBILITY_MAPPING}.30.0", 179), check_visibility_timeout),
+    "visibility cell missing": (_delete(f"Mappings.{VISIBILITY_MAPPING}.900.300"), check_visibility_timeout),
+    "timeout value without cells": (
+        _append(f"Parameters.{TIMEOUT_PARAMETER}.AllowedValues", 600),
+        check_visibility_timeout,
+    ),
+    "window value without cells": (
+        _append(f"Parameters.{WINDOW_PARAMETER}.AllowedValues", 600),
+        check_visibility_timeout,
+    ),
+    "queue visibility literal": (
+        _set(f"Resources.{WORK_QUEUE}.Properties.VisibilityTimeout", 180),
+        check_visibility_timeout,
+    ),
+    "consumer visibility literal": (
+        _set(f"{CONSUMER_ENV}.SLUICE_VISIBILITY_TIMEOUT_SECONDS", "180"),
+        check_visibility_timeout,
+    ),
+    "consumer timeout literal": (
+        _set(f"Resources.{CONSUMER}.Properties.Timeout", 30),
+        check_visibility_timeout,
+    ),
+    "batching window literal": (
+        _set(f"Resources.{CONSUMER}.Properties.Events.Work.Properties.MaximumBatchingWindowInSeconds", 5),
+        check_visibility_timeout,
+    ),
+    "dlq retention at work maximum": (
+        _set(f"Resources.{DEAD_LETTER_QUEUE}.Properties.MessageRetentionPeriod", 1123200),
+        check_dead_letter_retention,
+    ),
+    "dlq retention below work default": (
+        _set(f"Resources.{DEAD_LETTER_QUEUE}.Properties.MessageRetentionPeriod", 86400),
+        check_dead_letter_retention,
+    ),
+    "queue unencrypted": (
+        _delete("Resources.PoisonPillQueue.Properties.SqsManagedSseEnabled"),
+        check_queues_encrypted,
+    ),
+    "table unencrypted": (_delete("Resources.IdempotencyTable.Properties.SSESpecification"), check_tables),
+    "table without pitr": (
+        _set(
+            "Resources.IdempotencyTable.Properties.PointInTimeRecoverySpecification.PointInTimeRecoveryEnabled",
+            False,
+        ),
+        check_tables,
+    ),
+    "table ttl on another attribute": (
+        _set("Resources.IdempotencyTable.Properties.TimeToLiveSpecification.AttributeName", "ttl"),
+        check_tables,
+    ),
+    "bucket unencrypted": (_delete(f"{BUCKET}.BucketEncryption"), check_claim_check_bucket),
+    "bucket allows public policies": (
+        _set(f"{BUCKET}.PublicAccessBlockConfiguration.BlockPublicPolicy", False),
+        check_claim_check_bucket,
+    ),
+    "bucket allows plain http": (
+        _set("Resources.ClaimCheckBucketPolicy.Properties.PolicyDocument.Statement.0.Effect", "Allow"),
+        check_claim_check_bucket,
+    ),
+    "bucket keeps claim checks forever": (
+        _delete(f"{BUCKET}.LifecycleConfiguration.Rules.0.Prefix"),
+        check_claim_check_bucket,
+    ),
+    "inline statement on every queue": (
+        _add_consumer_statement(
+            {"Statement": [{"Effect": "Allow", "Action": ["sqs:SendMessage"], "Resource": "*"}]}
+        ),
+        check_no_wildcard_resources,
+    ),
+    "sam policy template on every instance": (
+        _add_consumer_statement({"EC2DescribePolicy": {}}),
+        check_no_wildcard_resources,
+    ),
+    "broad managed policy": (_add_consumer_statement("AmazonSQSFullAccess"), check_managed_policies),
+    "no partial batch responses": (
+        _delete(f"Resources.{CONSUMER}.Properties.Events.Work.Properties.FunctionResponseTypes"),
+        check_consumer_event,
+    ),
+    "maximum concurrency of one": (_set("Parameters.MaximumConcurrency.MinValue", 1), check_consumer_event),
+    "receive count up to 20": (_set("Parameters.MaxReceiveCount.MaxValue", 20), check_redrive),
+    "any queue may redrive": (
+        _set(
+            f"Resources.{DEAD_LETTER_QUEUE}.Properties.RedriveAllowPolicy", {"redrivePermission": "allowAll"}
+        ),
+        check_redrive,
+    ),
+    "x86 functions": (_set("Globals.Function.Architectures", ["x86_64"]), check_globals),
+    "untraced functions": (_delete("Globals.Function.Tracing"), check_globals),
+    "no log level": (_delete("Globals.Function.Environment.Variables.LOG_LEVEL"), check_globals),
+    "layer built by pip": (_delete("Resources.CommonLayer.Metadata"), check_common_layer),
+    "no dead-letter queue url": (_delete("Outputs.WorkDeadLetterQueueUrl"), check_outputs),
+    "no function arn": (_delete("Outputs.ConsumerFunctionArn"), check_outputs),
+    "misspelt setting": (_set(f"{CONSUMER_ENV}.SLUICE_CONCURENCY", "4"), check_settings_variables),
+    "required setting unset": (_delete(f"{CONSUMER_ENV}.SLUICE_POISON_QUEUE_URL"), check_settings_variables),
+}
+
+
+@pytest.mark.parametrize("mutation", list(MUTATIONS))
+def test_given_a_broken_template_when_checked_then_the_rule_reports_it(mutation: str, raw: Template) -> None:
+    mutate, rule = MUTATIONS[mutation]
+    broken = copy.deepcopy(raw)
+    mutate(broken)
+
+    assert rule(broken, translate(broken)) != []
+
+
+@pytest.mark.parametrize("action", sorted(WILDCARD_RESOURCE_ACTIONS))
+def test_given_an_allowlisted_action_on_every_resource_when_checked_then_it_is_accepted(
+    action: str, raw: Template
+) -> None:
+    broadened = copy.deepcopy(raw)
+    _add_consumer_statement({"Statement": [{"Effect": "Allow", "Action": [action], "Resource": "*"}]})(
+        broadened
+    )
+
+    assert check_no_wildcard_resources(broadened, translate(broadened)) == []
