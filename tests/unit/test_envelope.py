@@ -276,11 +276,6 @@ def test_given_a_displaced_envelope_when_few_attributes_remain_then_displaced_is
     assert split(merged)[0] == _strings(2)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG envelope.merge: spilling starts from env.displaced, so attributes displaced on an earlier "
-    "hop but no longer among the user's attributes come back from split()",
-)
 def test_given_stale_displaced_attributes_when_merged_and_split_then_exactly_the_new_ones_return() -> None:
     earlier = Envelope(displaced={"zz-removed": {"DataType": "String", "StringValue": "stale"}})
     user = _strings(10)
@@ -290,11 +285,6 @@ def test_given_stale_displaced_attributes_when_merged_and_split_then_exactly_the
     assert restored == user
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG envelope.merge: a 'sluice' key among the user attributes is not dropped; when it sorts past "
-    "the 9th name the old envelope is carried in displaced and split() returns it as a user attribute",
-)
 def test_given_user_attributes_holding_an_old_envelope_when_merged_then_only_the_new_one_travels() -> None:
     user = _strings(10)
     with_old_envelope = {

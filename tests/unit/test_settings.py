@@ -129,3 +129,12 @@ def test_given_several_bad_values_when_read_then_every_variable_is_named() -> No
     message = str(raised.value)
     for variable in ("SLUICE_IDEMPOTENCY_TABLE", "SLUICE_POISON_QUEUE_URL", "SLUICE_CONCURRENCY"):
         assert variable in message
+
+
+def test_given_an_invalid_key_expression_when_read_then_the_error_names_the_variable() -> None:
+    with pytest.raises(ConfigurationError, match=r"SLUICE_IDEMPOTENCY_KEY_JMESPATH: .*not a valid JMESPath"):
+        _settings(SLUICE_IDEMPOTENCY_KEY_JMESPATH="order_id[")
+
+
+def test_given_a_valid_key_expression_when_read_then_it_is_kept() -> None:
+    assert _settings(SLUICE_IDEMPOTENCY_KEY_JMESPATH="detail.order_id").idempotency_key_jmespath == "detail.order_id"

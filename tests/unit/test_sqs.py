@@ -65,11 +65,6 @@ def test_given_something_other_than_a_queue_arn_when_building_then_it_is_rejecte
         queue_url_from_arn(arn)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG sqs.queue_url_from_arn: only the number of parts, 'arn' and 'sqs' are checked, so an ARN "
-    "with an empty queue name, account or region yields a URL instead of ValueError",
-)
 @pytest.mark.parametrize(
     "arn",
     [

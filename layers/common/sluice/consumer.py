@@ -154,13 +154,15 @@ class Consumer:
         settings = ConsumerSettings.from_env(env)
         import boto3  # noqa: PLC0415 - keep the module importable without building clients
 
-        session = session or boto3.Session()
+        # Without an explicit session, share boto3's default one: a second session would load the
+        # endpoint and service data again (tens of milliseconds of cold start).
+        client: Any = session.client if session is not None else boto3.client
         return cls(
             processor,
             settings=settings,
-            sqs=session.client("sqs"),
-            dynamodb=session.client("dynamodb"),
-            s3=lambda: session.client("s3"),
+            sqs=client("sqs"),
+            dynamodb=client("dynamodb"),
+            s3=lambda: client("s3"),
             logger=logger,
             metrics_sink=metrics_sink,
             model=model,
@@ -213,7 +215,10 @@ class Consumer:
         mid = record.message_id
         self._log.thread_safe_append_keys(message_id=mid)
         try:
-            attributes, envelope = self._read_envelope(record, stats)
+            try:
+                attributes, envelope = self._read_envelope(record, stats)
+            except Exception as exc:  # noqa: BLE001 - unreadable attributes: retry, never drop
+                self._retry_later(record, exc, stats, heartbeat)
             try:
                 ran = self._process(record, attributes, envelope, stats)
             except PermanentError as exc:
@@ -254,7 +259,7 @@ class Consumer:
 
     def _receive_count(self, record: SQSRecord) -> int:
         try:
-            return int(record.attributes.approximate_receive_count)
+            return max(1, int(record.attributes.approximate_receive_count))
         except (TypeError, ValueError):
             return 1
 

@@ -2,8 +2,9 @@
 
 A user's own message attributes (SQS allows 10 per message) therefore survive every hop: sluice
 only ever adds, reads or replaces the single attribute named :data:`ATTRIBUTE`. Field names are
-documented in docs/envelope.md. The envelope is versioned (``v``); unknown fields are kept as they
-are so an older sluice forwards what a newer one wrote.
+documented in docs/envelope.md. The envelope is versioned (``v``). Unknown fields of version 1 are
+kept as they are, so an older sluice forwards what a newer one added; an envelope of another version
+is treated as absent (with a warning), never as a crash.
 """
 
 from __future__ import annotations
@@ -131,7 +132,11 @@ def split(attributes: SendAttributes) -> tuple[SendAttributes, Envelope | None, 
         for name, value in env.displaced.items():
             restored = dict(value)
             if "BinaryValue" in restored and isinstance(restored["BinaryValue"], str):
-                restored["BinaryValue"] = base64.b64decode(restored["BinaryValue"])
+                try:
+                    restored["BinaryValue"] = base64.b64decode(restored["BinaryValue"], validate=True)
+                except binascii.Error:
+                    problem = f"displaced attribute {name!r} has an undecodable binary value; left out"
+                    continue
             user.setdefault(name, restored)
     return user, env, problem
 
@@ -143,11 +148,11 @@ def merge(user: SendAttributes, env: Envelope) -> SendAttributes:
     travel inside the envelope's ``displaced`` field and are restored by :func:`split`, so nothing
     is lost.
     """
-    names = sorted(user)
+    names = sorted(name for name in user if name != ATTRIBUTE)  # never carry an old envelope along
     keep, spill = names[: SQS_MAX_ATTRIBUTES - 1], names[SQS_MAX_ATTRIBUTES - 1 :]
     out: SendAttributes = {name: user[name] for name in keep}
     if spill:
-        displaced = dict(env.displaced or {})
+        displaced: dict[str, dict[str, Any]] = {}
         for name in spill:
             value = dict(user[name])
             if isinstance(value.get("BinaryValue"), bytes | bytearray):

@@ -71,6 +71,19 @@ class ConsumerSettings(EnvSettings):
 
     _csv = field_validator("claim_check_buckets", mode="before")(_split_csv)
 
+    @field_validator("idempotency_key_jmespath")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        if value:
+            import jmespath  # noqa: PLC0415 - only when an expression is configured
+            from jmespath.exceptions import JMESPathError  # noqa: PLC0415
+
+            try:
+                jmespath.compile(value)
+            except JMESPathError as exc:
+                raise ValueError(f"not a valid JMESPath expression: {exc}") from None
+        return value
+
     @model_validator(mode="after")
     def _consistent(self) -> Self:
         if self.backoff_floor_seconds > self.backoff_cap_seconds:

@@ -10,7 +10,7 @@ def queue_url_from_arn(arn: str, *, endpoint: str | None = None) -> str:
     the client talks to (AWS, a VPC endpoint or a local emulator).
     """
     parts = arn.split(":")
-    if len(parts) != 6 or parts[0] != "arn" or parts[2] != "sqs":
+    if len(parts) != 6 or parts[0] != "arn" or parts[2] != "sqs" or not all(parts[1:2] + parts[3:]):
         raise ValueError(f"not an SQS queue ARN: {arn!r}")
     _, partition, _, region, account, name = parts
     if endpoint:
