@@ -137,4 +137,5 @@ def test_given_an_invalid_key_expression_when_read_then_the_error_names_the_vari
 
 
 def test_given_a_valid_key_expression_when_read_then_it_is_kept() -> None:
-    assert _settings(SLUICE_IDEMPOTENCY_KEY_JMESPATH="detail.order_id").idempotency_key_jmespath == "detail.order_id"
+    settings = _settings(SLUICE_IDEMPOTENCY_KEY_JMESPATH="detail.order_id")
+    assert settings.idempotency_key_jmespath == "detail.order_id"

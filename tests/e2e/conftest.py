@@ -1,0 +1,118 @@
+"""e2e fixtures: the real template.yaml deployed into embedded AWS, running as its own process.
+
+One stack serves the whole test run (session scope). It runs in a separate process
+(``python -m sluice_local up``) so its moto state never mixes with the in-process ``mock_aws`` of
+the functional tests, exactly as a developer would run it beside their tools.
+
+Functions are invoked through a Lambda Invoke API endpoint with boto3: the embedded one by default,
+or the one ``sam local start-lambda`` serves (needs Docker) when ``SLUICE_LAMBDA_ENDPOINT`` names it,
+e.g. ``SLUICE_LAMBDA_ENDPOINT=http://127.0.0.1:3001``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sluice_local.scenarios import Stack
+
+ROOT = Path(__file__).resolve().parents[2]
+LAMBDA_ENDPOINT_VARIABLE = "SLUICE_LAMBDA_ENDPOINT"
+
+
+@dataclass
+class RunningStack:
+    stack: Stack
+    process: subprocess.Popen[bytes]
+    port: int
+    output: Path
+
+    def stop(self, timeout: float = 20) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+                raise AssertionError(f"local stack did not stop within {timeout}s of SIGTERM") from None
+        return int(self.process.returncode)
+
+
+def start_stack(
+    workdir: Path, *, stack_name: str, template: Path | None = None, timeout: float = 90
+) -> RunningStack:
+    ready = workdir / f"{stack_name}.ready.json"
+    log = workdir / f"{stack_name}.functions.log"
+    output = workdir / f"{stack_name}.out"
+    cmd = [
+        sys.executable, "-m", "sluice_local", "up", "--fast",
+        "--stack-name", stack_name, "--ready-file", str(ready), "--log-file", str(log),
+    ]  # fmt: skip
+    if template is not None:
+        cmd += ["--template", str(template)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SLUICE_", "MOTO_"))}
+    with output.open("wb") as sink:
+        process = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + timeout
+    while not ready.exists():
+        if process.poll() is not None:
+            raise AssertionError(
+                f"local stack exited with {process.returncode}:\n{output.read_text()[-4000:]}"
+            )
+        if time.monotonic() > deadline:
+            process.kill()
+            raise AssertionError(f"local stack not ready within {timeout}s:\n{output.read_text()[-4000:]}")
+        time.sleep(0.1)
+    info = json.loads(ready.read_text())
+    stack = Stack(info["endpoint"], info["outputs"], log, info["region"])
+    return RunningStack(stack, process, int(info["endpoint"].rsplit(":", 1)[1]), output)
+
+
+def port_is_closed(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+@pytest.fixture(scope="session")
+def running_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    running = start_stack(tmp_path_factory.mktemp("e2e"), stack_name="sluice-e2e")
+    yield running
+    code = running.stop()
+    assert code == 0, f"local stack exited with {code}:\n{running.output.read_text()[-4000:]}"
+    assert port_is_closed(running.port), "the embedded endpoint's port is still open after shutdown"
+
+
+@pytest.fixture(scope="session")
+def stack(running_stack: RunningStack) -> Stack:
+    return running_stack.stack
+
+
+@pytest.fixture(scope="session")
+def lambda_api(stack: Stack) -> tuple[Any, str]:
+    """(Lambda client, consumer function name) for the configured Invoke API endpoint."""
+    endpoint = os.environ.get(LAMBDA_ENDPOINT_VARIABLE)
+    if not endpoint:
+        return stack.client("lambda"), stack.outputs["ConsumerFunctionName"]
+    import boto3  # noqa: PLC0415
+
+    client = boto3.client(
+        "lambda",
+        endpoint_url=endpoint,
+        region_name=stack.region,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    return client, "ConsumerFunction"  # sam local start-lambda serves functions by logical id

@@ -1,0 +1,78 @@
+"""The consumer's flows through the deployed template: queue → event source mapping → function."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from sluice.envelope import ATTRIBUTE, Envelope
+from sluice_local import scenarios
+from sluice_local.__main__ import FAST
+
+MAX_RECEIVE_COUNT = int(FAST["MaxReceiveCount"])
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        scenarios.Normal,
+        scenarios.Duplicates,
+        scenarios.Poison,
+        scenarios.TransientThenSuccess,
+        lambda: scenarios.KeepsFailing(MAX_RECEIVE_COUNT),
+        scenarios.LargePayload,
+    ],
+    ids=["normal", "duplicate", "poison", "transient-then-success", "dead-letter", "claim-check"],
+)
+def test_consumer_scenario(stack, make):
+    [outcome] = scenarios.run(stack, [make()])
+    assert outcome.ok, f"{outcome.name}: expected {outcome.expected}; observed {outcome.observed}"
+
+
+def test_poison_message_carries_a_complete_envelope(stack):
+    sqs = stack.client("sqs")
+    mid = sqs.send_message(
+        QueueUrl=stack.outputs["WorkQueueUrl"],
+        MessageBody=json.dumps(scenarios.order("e2e-envelope", amount_cents=99_000_000)),
+        MessageAttributes={"tenant": {"DataType": "String", "StringValue": "acme"}},
+    )["MessageId"]
+    found = None
+    for _ in range(100):
+        for message in stack.peek("PoisonPillQueueUrl"):
+            env = Envelope.model_validate_json(message["MessageAttributes"][ATTRIBUTE]["StringValue"])
+            if env.origin_id == mid:
+                found = (message, env)
+        if found:
+            break
+        time.sleep(0.1)
+    assert found, "the over-limit order never reached the poison queue"
+    message, env = found
+    assert message["MessageAttributes"]["tenant"]["StringValue"] == "acme"
+    assert env.attempts == 1
+    assert env.source == stack.outputs["WorkQueueArn"]
+    assert env.first_failure is not None
+    assert env.last_error is not None
+    assert env.last_error.type == "PermanentError"
+    assert "single-order limit" in env.last_error.message
+
+
+def test_consumer_through_the_lambda_invoke_api(stack, lambda_api):
+    client, function = lambda_api
+    event = json.loads((Path(__file__).resolve().parents[2] / "events/consumer/duplicate.json").read_text())
+    for record in event["Records"]:
+        record["eventSourceARN"] = stack.outputs["WorkQueueArn"]
+        record["body"] = json.dumps(scenarios.order("e2e-invoke"))
+    response = client.invoke(FunctionName=function, Payload=json.dumps(event).encode())
+    assert "FunctionError" not in response, response["Payload"].read()
+    assert json.loads(response["Payload"].read()) == {"batchItemFailures": []}
+    assert stack.charges("e2e-invoke") == {"e2e-invoke": 1}
+
+
+def test_a_function_error_surfaces_as_function_error(stack, lambda_api):
+    client, function = lambda_api
+    response = client.invoke(FunctionName=function, Payload=b'{"Records": "not a list"}')
+    assert response.get("FunctionError") == "Unhandled"
+    assert "errorMessage" in json.loads(response["Payload"].read())

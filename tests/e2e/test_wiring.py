@@ -1,0 +1,39 @@
+"""The template is the source of truth: a wiring error in it makes the scenario fail, clearly."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sluice_local import scenarios
+
+from .conftest import ROOT, port_is_closed, start_stack
+
+
+def miswired_template(tmp: Path) -> Path:
+    """A copy of template.yaml whose consumer sends poison pills to the dead-letter queue."""
+    for folder in ("functions", "layers", "statemachines"):
+        os.symlink(ROOT / folder, tmp / folder)
+    text = (ROOT / "template.yaml").read_text()
+    wrong = text.replace(
+        "SLUICE_POISON_QUEUE_URL: !Ref PoisonPillQueue", "SLUICE_POISON_QUEUE_URL: !Ref WorkDeadLetterQueue"
+    )
+    assert wrong != text, "template.yaml no longer wires SLUICE_POISON_QUEUE_URL the expected way"
+    path = tmp / "template.yaml"
+    path.write_text(wrong)
+    return path
+
+
+def test_a_miswired_poison_queue_fails_the_poison_scenario_with_a_clear_message(tmp_path):
+    running = start_stack(tmp_path, stack_name="sluice-miswired", template=miswired_template(tmp_path))
+    try:
+        scenario = scenarios.Poison()
+        scenario.timeout = 8
+        [outcome] = scenarios.run(running.stack, [scenario])
+    finally:
+        code = running.stop()
+    assert not outcome.ok
+    assert "0 in PoisonPillQueue" in outcome.observed
+    assert "found instead in WorkDeadLetterQueue" in outcome.observed
+    assert code == 0
+    assert port_is_closed(running.port)
