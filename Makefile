@@ -12,9 +12,11 @@ export AWS_DEFAULT_REGION ?= $(REGION)
 # sam build runs the layer's Makefile with this PATH, so it finds the venv's pip.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help venv lint typecheck validate build test unit functional bench deploy clean
+.PHONY: help venv lint typecheck validate build test unit functional e2e demo up bench deploy clean
 
 help:
+	@echo "make demo      the whole app on this machine (embedded AWS, no Docker): scenarios, expected vs observed"
+	@echo "make up        deploy template.yaml into embedded AWS and keep it running (prints endpoint + names)"
 	@echo "make test      lint + types + sam validate --lint + sam build + all tests (what CI runs)"
 	@echo "make build     sam build (no Docker needed)"
 	@echo "make deploy    sam build && sam deploy (guided when the stack does not exist yet; ENV=prod for production)"
@@ -47,8 +49,14 @@ build: $(STAMP)
 test: lint typecheck validate build
 	$(BIN)/pytest
 
-unit functional: $(STAMP)
+unit functional e2e: $(STAMP)
 	$(BIN)/pytest tests/$@
+
+demo: $(STAMP)
+	$(PY) -m sluice_local demo
+
+up: $(STAMP)
+	$(PY) -m sluice_local up --fast $(UP_ARGS)
 
 bench: $(STAMP)
 	$(PY) benchmarks/cold_start.py
@@ -67,4 +75,4 @@ deploy: build
 	fi
 
 clean:
-	rm -rf .aws-sam .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .aws-sam .pytest_cache .mypy_cache .ruff_cache .sluice-local
