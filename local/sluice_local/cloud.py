@@ -16,12 +16,14 @@ import logging
 import os
 import socket
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import boto3
 from botocore.config import Config
 
+from sluice_local.emulation import Alarms, Resolver, Schedules, Ticker, install_event_delivery
 from sluice_local.functions import FunctionHost, FunctionSpec
 from sluice_local.pollers import MappingSpec, SqsPoller
 from sluice_local.template import ARTIFACT_BUCKET, Translated, samconfig_parameters, translate
@@ -65,6 +67,9 @@ class LocalCloud:
         self.resources: dict[str, str] = {}
         self.functions: dict[str, FunctionHost] = {}
         self.pollers: list[SqsPoller] = []
+        self.schedules = Schedules(region, ACCOUNT)
+        self.alarms: Alarms | None = None
+        self._tickers: list[Ticker] = []
         self._server: Any = None
         self._saved_env: dict[str, str | None] = {}
         self._unpatch: list[Any] = []
@@ -83,12 +88,16 @@ class LocalCloud:
             self._start_server()
             self._deploy()
             self._start_pollers()
+            self._start_emulation()
         except BaseException:
             self.stop()
             raise
         return self
 
     def stop(self) -> None:
+        for ticker in self._tickers:
+            ticker.stop()
+        self._tickers.clear()
         for poller in self.pollers:
             poller.stop()
         self.pollers.clear()
@@ -137,8 +146,15 @@ class LocalCloud:
         )
         os.environ.pop("AWS_SESSION_TOKEN", None)
         os.environ.pop("AWS_PROFILE", None)
+        saved = {key: default_user_config.get(key) for key in ("stepfunctions", "lambda")}
         default_user_config["stepfunctions"] = {"execute_state_machine": True}
         default_user_config["lambda"] = {"use_docker": False}
+
+        def restore_config() -> None:
+            for key, value in saved.items():
+                default_user_config[key] = value  # type: ignore[literal-required]
+
+        self._unpatch.append(restore_config)
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no access log per request
         self._install_invoke_patch()
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
@@ -211,6 +227,28 @@ class LocalCloud:
         for res in cfn.list_stack_resources(StackName=self.stack_name)["StackResourceSummaries"]:
             self.resources[res["LogicalResourceId"]] = res.get("PhysicalResourceId", "")
         self._register_functions(translated)
+        self._sync_state_machines()
+
+    def _sync_state_machines(self) -> None:
+        """CloudFormation creates state machines in moto's plain backend; executions run in its parser
+        backend (execute_state_machine). Hand them over, validating each definition as AWS would."""
+        from moto.stepfunctions.models import stepfunctions_backends  # noqa: PLC0415
+        from moto.stepfunctions.parser.models import (  # noqa: PLC0415
+            StepFunctionsParserBackend,
+            stepfunctions_parser_backends,
+        )
+
+        plain = stepfunctions_backends[ACCOUNT][self.region]
+        executing = stepfunctions_parser_backends[ACCOUNT][self.region]
+        known = {sm.arn for sm in executing.state_machines}
+        for machine in plain.state_machines:
+            if machine.arn in known:
+                continue
+            try:
+                StepFunctionsParserBackend._validate_definition(definition=machine.definition)
+            except Exception as exc:
+                raise DeployError(f"state machine {machine.name}: invalid definition: {exc}") from exc
+            executing.state_machines.append(machine)
 
     def _register_functions(self, translated: Translated) -> None:
         lam = self.client("lambda")
@@ -302,6 +340,102 @@ class LocalCloud:
         values = {k: v.get("Default") for k, v in self.translated.template.get("Parameters", {}).items()}
         values.update(self.parameters)
         return values
+
+    # --- what moto does not do: event delivery, schedules, alarms -------------------------------
+
+    def invoke_async(self, name_or_arn: str, payload: Any) -> None:
+        host = self._host_for(name_or_arn)
+        threading.Thread(target=host.invoke_payload, args=(json.dumps(payload), {}), daemon=True).start()
+
+    def _start_execution(self, arn: str, payload: str) -> None:
+        self.client("stepfunctions").start_execution(stateMachineArn=arn, input=payload)
+
+    def _start_emulation(self) -> None:
+        from moto.events.models import events_backends  # noqa: PLC0415
+
+        if self.translated is None:
+            raise RuntimeError("not deployed")
+        self._unpatch.append(install_event_delivery(self.invoke_async, self._start_execution))
+        by_physical = {physical: logical for logical, physical in self.resources.items()}
+        for bus in events_backends[ACCOUNT][self.region].event_buses.values():
+            for rule in bus.rules.values():
+                logical = by_physical.get(rule.name) or by_physical.get(rule.arn, "")
+                self.schedules.add_rule(rule, self.translated.local_rates.get(logical))
+        resolve = Resolver(self.resources, self._parameter_values(), self._arns())
+        self.alarms = Alarms(
+            region=self.region,
+            account=ACCOUNT,
+            metric=self._queue_metric,
+            cloudwatch=self.client("cloudwatch"),
+            sns=self.client("sns"),
+            events=self.client("events"),
+        )
+        for logical_id, resource in self.translated.emulated.items():
+            props = resolve(resource.get("Properties", {}))
+            if resource["Type"] == "AWS::CloudWatch::Alarm":
+                self.alarms.add(logical_id, props, self.stack_name)
+            elif resource["Type"] == "AWS::SNS::Subscription":
+                self.client("sns").subscribe(
+                    TopicArn=props["TopicArn"], Protocol=props["Protocol"], Endpoint=props["Endpoint"]
+                )
+            elif (
+                resource["Type"] == "AWS::Scheduler::Schedule" and props.get("State", "ENABLED") == "ENABLED"
+            ):
+                self.schedules.add_schedule(
+                    logical_id, str(props["ScheduleExpression"]), self._schedule_target(props)
+                )
+        self._tickers = [
+            Ticker("schedules", 0.25, self.schedules.tick),
+            Ticker("alarms", 1.0, self.alarms.tick),
+        ]
+        for ticker in self._tickers:
+            ticker.start()
+
+    def _schedule_target(self, props: dict[str, Any]) -> Any:
+        target = props.get("Target", {})
+        arn = str(target.get("Arn", ""))
+        payload = json.loads(target["Input"]) if target.get("Input") else {}
+
+        def fire() -> None:
+            if ":lambda:" in arn:
+                self.invoke_async(arn, payload)
+            elif ":states:" in arn:
+                self._start_execution(arn, json.dumps(payload))
+            else:
+                log.warning("schedule target %s is not emulated locally", arn)
+
+        return fire
+
+    def _arns(self) -> dict[str, str]:
+        arns = {host.spec.logical_id: host.spec.arn for host in self.functions.values()}
+        if self.translated is not None:
+            for logical_id, resource in self.translated.template["Resources"].items():
+                physical = self.resources.get(logical_id, "")
+                if resource["Type"] == "AWS::SQS::Queue":
+                    arns[logical_id] = f"arn:aws:sqs:{self.region}:{ACCOUNT}:{physical.rsplit('/', 1)[-1]}"
+                elif physical.startswith("arn:"):
+                    arns[logical_id] = physical
+        return arns
+
+    def _queue_metric(self, queue_name: str, metric: str) -> float | None:
+        from moto.sqs.models import sqs_backends  # noqa: PLC0415
+
+        queue = sqs_backends[ACCOUNT][self.region].queues.get(queue_name)
+        if queue is None:
+            return None
+        if metric == "ApproximateNumberOfMessagesVisible":
+            return float(queue.approximate_number_of_messages)
+        if metric == "ApproximateNumberOfMessagesNotVisible":
+            return float(queue.approximate_number_of_messages_not_visible)
+        if metric == "ApproximateNumberOfMessagesDelayed":
+            return float(queue.approximate_number_of_messages_delayed)
+        if metric == "ApproximateAgeOfOldestMessage":
+            sent: list[int] = []
+            for message in list(queue._messages):
+                if message.sent_timestamp is not None:
+                    sent.append(message.sent_timestamp)
+            return max(0.0, time.time() - min(sent) / 1000) if sent else 0.0
+        return None
 
 
 def _resolve_refs(value: Any, params: dict[str, Any]) -> Any:

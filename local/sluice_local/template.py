@@ -9,8 +9,9 @@ Uses samtranslator (the library `sam` itself uses) and applies only the fixes mo
   ``DefinitionSubstitutions``), since moto does not read local files;
 - ``Fn::FindInMap`` keyed by parameters is resolved here (moto looks Number parameters up as
   integers in string-keyed mappings, which CloudFormation never does);
-- ``AWS::CloudWatch::Alarm`` and ``AWS::Scheduler::Schedule`` resources, which moto does not create,
-  are set aside and emulated by the runtime (see :mod:`sluice_local.cloud`).
+- ``AWS::CloudWatch::Alarm``, ``AWS::Scheduler::Schedule`` and ``AWS::SNS::Subscription`` resources,
+  which moto's CloudFormation does not create, are set aside and created or emulated by the runtime
+  (see :mod:`sluice_local.emulation`); ``Ref`` to them resolves to their name, as in AWS.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from samtranslator.translator.translator import Translator
 from samtranslator.yaml_helper import yaml_parse
 
 ARTIFACT_BUCKET = "sluice-local-artifacts"
-EMULATED_TYPES = ("AWS::CloudWatch::Alarm", "AWS::Scheduler::Schedule")
+EMULATED_TYPES = ("AWS::CloudWatch::Alarm", "AWS::Scheduler::Schedule", "AWS::SNS::Subscription")
 
 
 class _NoManagedPolicies:
@@ -48,6 +49,8 @@ class Translated:
     """S3 key → local folder, for functions and layers."""
     emulated: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Logical id → resource (alarms, schedules) the runtime emulates instead of moto."""
+    local_rates: dict[str, str] = field(default_factory=dict)
+    """Logical id → schedule expression in seconds (local only; moto is given a valid rate)."""
 
 
 def samconfig_parameters(project: Path, env: str = "default") -> dict[str, str]:
@@ -122,7 +125,26 @@ def translate(
     }
     for lid in emulated:
         del cfn["Resources"][lid]
-    return Translated(cfn, code_dirs, emulated), artifacts
+    names = {lid: _emulated_name(lid, res) for lid, res in emulated.items()}
+    cfn = _replace_refs(cfn, names)
+    local_rates = _seconds_rates(cfn, values)
+    return Translated(cfn, code_dirs, emulated, local_rates), artifacts
+
+
+def _seconds_rates(cfn: dict[str, Any], params: dict[str, str]) -> dict[str, str]:
+    """Rules scheduled in seconds (a local-only unit): moto gets a valid rate, the runtime the real one."""
+    found: dict[str, str] = {}
+    for lid, resource in cfn.get("Resources", {}).items():
+        if resource.get("Type") != "AWS::Events::Rule":
+            continue
+        props = resource.get("Properties", {})
+        expression = props.get("ScheduleExpression")
+        if isinstance(expression, dict) and set(expression) == {"Ref"}:
+            expression = params.get(expression["Ref"], expression)
+        if isinstance(expression, str) and "second" in expression:
+            found[lid] = expression
+            props["ScheduleExpression"] = "rate(1 minute)"
+    return found
 
 
 def _inline_state_machines(cfn: dict[str, Any]) -> None:
@@ -132,10 +154,18 @@ def _inline_state_machines(cfn: dict[str, Any]) -> None:
             continue
         props = resource["Properties"]
         definition = props.pop("Definition", None)
-        if definition is None:
-            continue
+        if definition is not None:
+            text = json.dumps(definition, indent=2)
+        else:
+            text = props.get("DefinitionString")
+            if isinstance(text, dict) and set(text) == {"Fn::Join"}:  # SAM joins the file's lines
+                separator, parts = text["Fn::Join"]
+                if not all(isinstance(p, str) for p in parts):
+                    continue
+                text = separator.join(parts)
+            if not isinstance(text, str):
+                continue
         substitutions = props.pop("DefinitionSubstitutions", {})
-        text = json.dumps(definition, indent=2)
         props["DefinitionString"] = {"Fn::Sub": [text, substitutions]} if substitutions else text
 
 
@@ -159,3 +189,20 @@ def _resolve_find_in_map(node: Any, mappings: dict[str, Any], params: dict[str, 
         except KeyError as exc:
             raise ValueError(f"Fn::FindInMap {keys}: no such entry {exc} in Mappings") from None
     return {k: _resolve_find_in_map(v, mappings, params) for k, v in node.items()}
+
+
+def _emulated_name(logical_id: str, resource: dict[str, Any]) -> Any:
+    """What ``Ref`` returns for an emulated resource (its name; the runtime uses the same scheme)."""
+    props = resource.get("Properties", {})
+    explicit = props.get("AlarmName") or props.get("Name")
+    return explicit or {"Fn::Sub": "${AWS::StackName}-" + logical_id}
+
+
+def _replace_refs(node: Any, names: dict[str, Any]) -> Any:
+    if isinstance(node, list):
+        return [_replace_refs(v, names) for v in node]
+    if not isinstance(node, dict):
+        return node
+    if set(node) == {"Ref"} and node["Ref"] in names:
+        return names[node["Ref"]]
+    return {k: _replace_refs(v, names) for k, v in node.items()}

@@ -51,7 +51,12 @@ class RunningStack:
 
 
 def start_stack(
-    workdir: Path, *, stack_name: str, template: Path | None = None, timeout: float = 90
+    workdir: Path,
+    *,
+    stack_name: str,
+    template: Path | None = None,
+    params: dict[str, str] | None = None,
+    timeout: float = 90,
 ) -> RunningStack:
     ready = workdir / f"{stack_name}.ready.json"
     log = workdir / f"{stack_name}.functions.log"
@@ -62,6 +67,8 @@ def start_stack(
     ]  # fmt: skip
     if template is not None:
         cmd += ["--template", str(template)]
+    for key, value in (params or {}).items():
+        cmd += ["--param", f"{key}={value}"]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SLUICE_", "MOTO_"))}
     with output.open("wb") as sink:
         process = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT)
