@@ -54,12 +54,10 @@ WILDCARD_RESOURCE_ACTIONS: dict[str, str] = {
     "cloudwatch:PutMetricData": "CloudWatch metrics have no resource ARN (scope with cloudwatch:namespace)",
 }
 
-# AWS managed policies SAM may attach to a function role (their documents are not in the template).
-ALLOWED_MANAGED_POLICIES: dict[str, str] = {
-    "service-role/AWSLambdaBasicExecutionRole": "SAM default: the function writes its CloudWatch Logs",
-    "AWSXrayWriteOnlyAccess": "SAM adds it for Tracing: Active (X-Ray actions need Resource '*')",
-    "service-role/AWSLambdaSQSQueueExecutionRole": "SAM adds it for an SQS event (polls as the role)",
-}
+# AWS managed policies a role may attach. Their documents are not in the template, so they could hide
+# a grant on Resource "*" (SAM's AWSLambdaSQSQueueExecutionRole does): none is allowed; every
+# permission is an inline, resource-scoped statement checked above.
+ALLOWED_MANAGED_POLICIES: dict[str, str] = {}
 
 
 # --- loading -----------------------------------------------------------------------------------
@@ -522,9 +520,18 @@ def _append(path: str, value: Any) -> Callable[[Template], None]:
     return mutate
 
 
-def _add_consumer_statement(statement: dict[str, Any]) -> Callable[[Template], None]:
+def _add_consumer_statement(statement: dict[str, Any] | str) -> Callable[[Template], None]:
+    """Inline statements join the consumer role's policy; SAM policy templates and managed policy
+    names need SAM's generated role, so the function gets `Policies` instead of its explicit role."""
+
     def mutate(template: Template) -> None:
-        template["Resources"][CONSUMER]["Properties"]["Policies"].append(statement)
+        function = template["Resources"][CONSUMER]["Properties"]
+        if isinstance(statement, dict) and "Statement" in statement and "Role" in function:
+            role = template["Resources"]["ConsumerRole"]["Properties"]
+            role["Policies"][0]["PolicyDocument"]["Statement"].extend(statement["Statement"])
+        else:
+            function.pop("Role", None)
+            function.setdefault("Policies", []).append(statement)
 
     return mutate
 
