@@ -69,6 +69,16 @@ class Resources:
         return self.sqs.send_message(QueueUrl=self.work_url, MessageBody=text, **kwargs)["MessageId"]
 
 
+def create_idempotency_table(dynamodb: Any, name: str) -> None:
+    """The table shape Powertools idempotency expects (hash key ``id``), as template.yaml declares it."""
+    dynamodb.create_table(
+        TableName=name,
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
 def make_resources(visibility_timeout: int = 180) -> Resources:
     sqs = boto3.client("sqs", region_name=REGION)
     s3 = boto3.client("s3", region_name=REGION)
@@ -88,12 +98,7 @@ def make_resources(visibility_timeout: int = 180) -> Resources:
         "QueueArn"
     ]
     poison_url = sqs.create_queue(QueueName="poison")["QueueUrl"]
-    ddb.create_table(
-        TableName="idempotency",
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    create_idempotency_table(ddb, "idempotency")
     s3.create_bucket(Bucket="sluice-claims")
     return Resources(sqs, s3, ddb, work_url, work_arn, dlq_url, poison_url, "idempotency", "sluice-claims")
 

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from sluice_local.cloud import ROOT, LocalCloud
+from sluice_local.template import parse_overrides
 
 # Small values of real template parameters, so backoffs and dead-lettering happen in seconds
 # through the very same code paths as in AWS.
@@ -26,13 +27,10 @@ FAST = {
 
 
 def _params(pairs: list[str]) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise SystemExit(f"--param expects KEY=VALUE, got {pair!r}")
-        out[key] = value
-    return out
+    try:
+        return parse_overrides(pairs, where="--param")
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def _redirect_function_output(log_file: Path) -> None:

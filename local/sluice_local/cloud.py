@@ -34,6 +34,18 @@ ACCOUNT = "123456789012"
 _PATCH_LOCK = threading.Lock()
 
 
+def endpoint_client(service: str, endpoint: str, region: str = "us-east-1") -> Any:
+    """A boto3 client for the embedded endpoint (or any other), with the local dummy credentials."""
+    return boto3.client(
+        service,  # type: ignore[call-overload]
+        region_name=region,
+        endpoint_url=endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=Config(retries={"max_attempts": 3, "mode": "standard"}),
+    )
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -115,14 +127,7 @@ class LocalCloud:
         self._saved_env.clear()
 
     def client(self, service: str) -> Any:
-        return boto3.client(
-            service,  # type: ignore[call-overload]
-            region_name=self.region,
-            endpoint_url=self.endpoint,
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-            config=Config(retries={"max_attempts": 2, "mode": "standard"}),
-        )
+        return endpoint_client(service, self.endpoint, self.region)
 
     # --- steps -------------------------------------------------------------------------------
 

@@ -17,9 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import boto3
-from botocore.config import Config
-
 from sluice import claimcheck
 from sluice.envelope import ATTRIBUTE, Envelope
 
@@ -36,14 +33,9 @@ class Stack:
 
     def client(self, service: str) -> Any:
         if service not in self._clients:
-            self._clients[service] = boto3.client(
-                service,  # type: ignore[call-overload]
-                region_name=self.region,
-                endpoint_url=self.endpoint,
-                aws_access_key_id="testing",
-                aws_secret_access_key="testing",
-                config=Config(retries={"max_attempts": 3, "mode": "standard"}),
-            )
+            from sluice_local.cloud import endpoint_client  # noqa: PLC0415 - cloud imports moto lazily
+
+            self._clients[service] = endpoint_client(service, self.endpoint, self.region)
         return self._clients[service]
 
     def logs(self) -> list[dict[str, Any]]:

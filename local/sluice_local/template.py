@@ -61,11 +61,16 @@ def samconfig_parameters(project: Path, env: str = "default") -> dict[str, str]:
     config = tomllib.loads(path.read_text())
     raw = config.get(env, {}).get("deploy", {}).get("parameters", {}).get("parameter_overrides", "")
     items = raw if isinstance(raw, list) else shlex.split(raw)
+    return parse_overrides(items, where=f"samconfig.toml [{env}] parameter_overrides")
+
+
+def parse_overrides(items: list[str], *, where: str) -> dict[str, str]:
+    """``["Key=Value", ...]`` → dict; anything else is an error naming ``where``."""
     out: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"samconfig.toml [{env}] parameter_overrides: {item!r} is not KEY=VALUE")
+        if not sep or not key:
+            raise ValueError(f"{where}: {item!r} is not KEY=VALUE")
         out[key] = value
     return out
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from sluice_local.cloud import endpoint_client
 from sluice_local.scenarios import Stack
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,13 +114,6 @@ def lambda_api(stack: Stack) -> tuple[Any, str]:
     endpoint = os.environ.get(LAMBDA_ENDPOINT_VARIABLE)
     if not endpoint:
         return stack.client("lambda"), stack.outputs["ConsumerFunctionName"]
-    import boto3  # noqa: PLC0415
-
-    client = boto3.client(
-        "lambda",
-        endpoint_url=endpoint,
-        region_name=stack.region,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
-    return client, "ConsumerFunction"  # sam local start-lambda serves functions by logical id
+    return endpoint_client(
+        "lambda", endpoint, stack.region
+    ), "ConsumerFunction"  # sam local start-lambda serves functions by logical id

@@ -15,6 +15,7 @@ import pytest
 from moto import mock_aws
 
 from sluice_local.lambda_loader import LambdaContext, load_handler
+from tests.conftest import create_idempotency_table
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "events"
@@ -71,12 +72,7 @@ def consumer_stack(monkeypatch):
         ddb = boto3.client("dynamodb", region_name="us-east-1")
         sqs.create_queue(QueueName="sluice-dev-work")
         poison = sqs.create_queue(QueueName="sluice-dev-poison")["QueueUrl"]
-        ddb.create_table(
-            TableName="sluice-dev-idempotency",
-            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_idempotency_table(ddb, "sluice-dev-idempotency")
         s3.create_bucket(Bucket=BUCKET)
         large = {"order_id": "ord-3001", "customer_id": "cust-7", "amount_cents": 4200, "currency": "USD"}
         large["note"] = ""
