@@ -12,7 +12,7 @@ export AWS_DEFAULT_REGION ?= $(REGION)
 # sam build runs the layer's Makefile with this PATH, so it finds the venv's pip.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help venv lint typecheck validate build test unit functional e2e demo up bench deploy clean
+.PHONY: help venv lint typecheck validate asl build test unit functional e2e demo up bench deploy clean
 
 help:
 	@echo "make demo      the whole app on this machine (embedded AWS, no Docker): scenarios, expected vs observed"
@@ -42,11 +42,25 @@ typecheck: $(STAMP)
 validate: $(STAMP)
 	$(BIN)/sam validate --lint --region $(REGION)
 
+# Node tools (asl-validator) from package-lock.json; reinstalled only when the lock file changes.
+node_modules/.package-lock.json: package-lock.json
+	npm ci --no-audit --no-fund --silent
+	@touch $@
+
+# Structure of every state machine definition (the ${...} DefinitionSubstitutions sit inside JSON
+# strings, which asl-validator accepts as they are). Checks all files, fails if any is invalid.
+asl: node_modules/.package-lock.json
+	@shopt -s nullglob; status=0; \
+	for f in statemachines/*.asl.json; do \
+	  npx --no-install asl-validator --json-path "$$f" || status=1; \
+	done; \
+	exit $$status
+
 build: $(STAMP)
 	$(BIN)/sam build
 	@du -sk .aws-sam/build/CommonLayer | awk '{printf "built CommonLayer: %.1f MiB unzipped\n", $$1/1024}'
 
-test: lint typecheck validate build
+test: lint typecheck validate asl build
 	$(BIN)/pytest
 
 unit functional e2e: $(STAMP)

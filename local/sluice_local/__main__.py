@@ -23,6 +23,12 @@ FAST = {
     "MaximumBatchingWindowInSeconds": "0",
     "MaximumConcurrency": "2",
     "LogLevel": "INFO",
+    # Long delays in seconds: the direct-send threshold that is 900 s in AWS, 2 s buckets, a sweep
+    # every 3 s with 3 s of grace (local-only seconds rates, see docs/local.md).
+    "DirectSendThresholdSeconds": "6",
+    "DelayBucketSeconds": "2",
+    "DelayPastGraceSeconds": "3",
+    "DelaySweepRate": "rate(3 seconds)",
 }
 
 

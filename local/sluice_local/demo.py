@@ -12,12 +12,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from sluice_local.cloud import LocalCloud
-from sluice_local.scenarios import Outcome, Stack, consumer_scenarios, run
+from sluice_local.scenarios import Outcome, Stack, consumer_scenarios, delay_scenarios, run
 
 QUEUES = (
     ("work", "WorkQueueUrl"),
     ("dead-letter", "WorkDeadLetterQueueUrl"),
     ("poison", "PoisonPillQueueUrl"),
+    ("delay", "DelayQueueUrl"),
 )
 
 
@@ -37,7 +38,10 @@ def run_demo(log_file: Path, overrides: dict[str, str]) -> int:
             f"stack up at {cloud.endpoint} in {time.monotonic() - started:.1f} s; function logs → {log_file}"
         )
         stack = Stack(cloud.endpoint, cloud.outputs, log_file, cloud.region)
-        scenarios = consumer_scenarios(int(params["MaxReceiveCount"]))
+        scenarios = [
+            *consumer_scenarios(int(params["MaxReceiveCount"])),
+            *delay_scenarios(float(params["DirectSendThresholdSeconds"])),
+        ]
         progress = Progress(
             TextColumn("scenarios"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
         )

@@ -18,6 +18,7 @@ from sluice_local.functions import FunctionError, FunctionHost
 from sluice_local.sqs_events import to_lambda_record
 
 log = logging.getLogger("sluice_local")
+IDLE_POLL_SECONDS = 0.2
 
 
 @dataclass
@@ -78,8 +79,11 @@ class SqsPoller:
 
     def _poll_once(self) -> None:
         spec = self.spec
-        messages = self._receive(spec.batch_size, wait=1)
+        # Short polls a few times a second: moto's long poll does not wake when a delayed message
+        # becomes visible (SQS's does), and a 1 s wait would add up to a second of delivery lag.
+        messages = self._receive(spec.batch_size, wait=0)
         if not messages:
+            self._stop.wait(IDLE_POLL_SECONDS)
             return
         deadline = time.monotonic() + spec.window
         while len(messages) < spec.batch_size and not self._stop.is_set():

@@ -14,11 +14,13 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from sluice import claimcheck
-from sluice.envelope import ATTRIBUTE, Envelope
+from sluice.delay import Parked, encode_object, send_delayed
+from sluice.envelope import ATTRIBUTE, Envelope, merge
 
 
 @dataclass
@@ -272,6 +274,100 @@ class LargePayload(Scenario):
     def observe(self, stack: Stack) -> tuple[bool, str]:
         charges = stack.charges(self.prefix)
         return sum(charges.values()) == 1, f"charged {sum(charges.values())}x"
+
+
+def _logged_at(entry: dict[str, Any]) -> datetime | None:
+    try:
+        return datetime.strptime(str(entry.get("timestamp")), "%Y-%m-%d %H:%M:%S,%f%z")
+    except ValueError:
+        return None
+
+
+class Delayed(Scenario):
+    """Orders delayed through the delay queue arrive at the work queue (and are charged) on time."""
+
+    timeout = 60.0
+
+    def __init__(self, name: str, seconds: float, count: int = 3, *, route: str) -> None:
+        self.name = name
+        super().__init__()
+        self.seconds = seconds
+        self.count = count
+        self.expected = (
+            f"{count} orders due in {seconds:g} s ({route}) → each charged once, within ~1 s of due"
+        )
+
+    def start(self, stack: Stack) -> None:
+        self.due: dict[str, datetime] = {}
+        for i in range(self.count):
+            order_id = f"{self.prefix}{i}"
+            due = datetime.now(UTC) + timedelta(seconds=self.seconds)
+            self.due[order_id] = due
+            send_delayed(
+                stack.client("sqs"),
+                delay_queue_url=stack.outputs["DelayQueueUrl"],
+                target=stack.outputs["WorkQueueUrl"],
+                body=json.dumps(order(order_id)),
+                deliver_at=due,
+            )
+
+    def observe(self, stack: Stack) -> tuple[bool, str]:
+        charged = [
+            e
+            for e in stack.logs()
+            if e.get("message") == "charged" and str(e.get("order_id", "")) in self.due
+        ]
+        counts = Counter(str(e["order_id"]) for e in charged)
+        lags = []
+        for entry in charged:
+            at = _logged_at(entry)
+            if at is not None:
+                lags.append((at - self.due[str(entry["order_id"])]).total_seconds())
+        self.lags = lags
+        ok = (
+            len(counts) == self.count
+            and set(counts.values()) == {1}
+            and all(-0.5 <= lag <= 1.5 for lag in lags)
+        )
+        shown = ", ".join(f"{lag:+.2f}" for lag in sorted(lags)) or "-"
+        return ok, f"{len(counts)} charged (max {max(counts.values(), default=0)}x), lag vs due [s]: {shown}"
+
+
+class SweptBucket(Scenario):
+    """A bucket whose execution never ran (failed, or never started) is delivered by the sweep."""
+
+    name = "delay-sweep"
+    expected = "an object parked in a past bucket with no execution → delivered by the scheduled sweep"
+    timeout = 60.0
+
+    def start(self, stack: Stack) -> None:
+        now = datetime.now(UTC)
+        bucket = int(now.timestamp()) - 600
+        bucket -= bucket % 2
+        self.order_id = f"{self.prefix}stranded"
+        body = json.dumps(order(self.order_id))
+        envelope = Envelope(origin_id=self.order_id, deliver_at=now, target=stack.outputs["WorkQueueUrl"])
+        parked = Parked(self.order_id, stack.outputs["WorkQueueUrl"], now, body, merge({}, envelope))
+        stack.client("s3").put_object(
+            Bucket=stack.outputs["DelayBucketName"],
+            Key=f"delayed/{bucket}/stranded.json",
+            Body=encode_object(bucket, [parked]),
+        )
+
+    def observe(self, stack: Stack) -> tuple[bool, str]:
+        charged = stack.charges(self.order_id)
+        swept = sum(int(e.get("swept", 0)) for e in stack.logs() if e.get("message") == "rehydration done")
+        return sum(
+            charged.values()
+        ) == 1, f"charged {sum(charged.values())}x after the sweep (swept objects: {swept})"
+
+
+def delay_scenarios(threshold: float) -> list[Scenario]:
+    return [
+        Delayed("delay-direct", max(1.0, threshold / 2), route="within the direct-send threshold"),
+        Delayed("delay-parked", threshold * 2 + 2, route="parked in S3, woken by the state machine"),
+        SweptBucket(),
+    ]
 
 
 def consumer_scenarios(max_receive_count: int) -> list[Scenario]:

@@ -267,7 +267,16 @@ def check_claim_check_bucket(raw: Template, cfn: Template) -> list[str]:
         ):
             problems.append(f"{name} has no bucket policy denying aws:SecureTransport=false")
         lifecycle = p.get("LifecycleConfiguration", {}).get("Rules", [])
-        if not any(
+        if name == "DelayBucket":
+            # Parked messages may wait a year: the lifecycle must never expire them before they are due.
+            if not any(
+                rule.get("Status") == "Enabled"
+                and (rule.get("Prefix") or rule.get("Filter", {}).get("Prefix")) == "delayed/"
+                and int(rule.get("ExpirationInDays", 0)) > 366
+                for rule in lifecycle
+            ):
+                problems.append(f"{name} must expire delayed/ only after more than the 365-day maximum delay")
+        elif not any(
             rule.get("Status") == "Enabled"
             and (rule.get("Prefix") or rule.get("Filter", {}).get("Prefix")) == _ref("ClaimCheckPrefix")
             and ("ExpirationInDays" in rule or "ExpirationDate" in rule)

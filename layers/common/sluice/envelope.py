@@ -62,6 +62,9 @@ class Envelope(BaseModel):
     trace: str | None = None
     """X-Ray trace header of the first hop (``Root=...;Parent=...;Sampled=...``)."""
     deliver_at: datetime | None = None
+    """When a delayed message is due (UTC); set by :func:`sluice.delay.send_delayed`."""
+    target: str | None = None
+    """Queue URL a delayed message is delivered to (must be on the delay allowlist)."""
     source: str | None = None
     """ARN of the queue the message was first consumed from."""
     displaced: dict[str, dict[str, Any]] | None = None

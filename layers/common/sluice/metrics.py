@@ -13,6 +13,13 @@ VISIBILITY_EXTENDED = "VisibilityExtended"
 NEAR_DEAD_LETTER = "NearDeadLetter"
 ENVELOPES_CORRUPT = "EnvelopesCorrupt"
 
+MESSAGES_DELAYED = "MessagesDelayed"
+MESSAGES_SENT_DIRECT = "MessagesSentDirect"
+MESSAGES_REHYDRATED = "MessagesRehydrated"
+DELAY_BUCKETS_STARTED = "DelayBucketsStarted"
+DELIVERY_LAG_SECONDS = "DeliveryLagSeconds"
+DELAYED_OBJECTS_SWEPT = "DelayedObjectsSwept"
+
 CONSUMER_COUNTERS = (
     RECORDS_PROCESSED,
     RECORDS_FAILED,

@@ -1,0 +1,32 @@
+"""Batch-delay Lambda: wiring only. Routes delayed messages straight to their target or parks them."""
+
+import os
+from typing import Any
+
+import boto3
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from sluice.batch_delay import BatchDelay
+from sluice.delay import DelaySettings
+
+logger = Logger()
+metrics = Metrics()
+tracer = Tracer()
+
+# Cold start: a bad SLUICE_* setting fails here, naming the variable.
+delayer = BatchDelay(
+    settings=DelaySettings.from_env(os.environ),
+    sqs=boto3.client("sqs"),
+    s3=boto3.client("s3"),
+    sfn=boto3.client("stepfunctions"),
+    logger=logger,
+    metrics_sink=metrics,
+)
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return delayer.handle(event, context)

@@ -1,0 +1,217 @@
+"""The batch-delay function: route each delayed message straight to its target or park it in S3.
+
+Per invocation and due-time bucket: ONE S3 object, then ONE start of the bucket's delay state machine
+execution (deterministic name and input: a second start for the same bucket is a no-op). Records that
+cannot be handled now are reported in ``batchItemFailures`` (retried); invalid ones (unknown target,
+due time unparseable, more than a year out or too far in the past) go to the poison queue.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from sluice import metrics
+from sluice.batchsend import Outgoing, send_batch
+from sluice.delay import (
+    DelaySettings,
+    Parked,
+    bucket_of,
+    bucket_prefix,
+    check_target,
+    due_time,
+    encode_object,
+    execution_arn,
+    execution_input,
+    execution_name,
+    residual_seconds,
+)
+from sluice.envelope import Envelope, from_event_attributes, merge, split, utcnow
+from sluice.errors import PermanentError
+from sluice.poison import isolate
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools import Logger
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_stepfunctions import SFNClient
+
+    from sluice.metrics import MetricSink
+
+
+@dataclass
+class _Planned:
+    message_id: str
+    parked: Parked
+
+
+class BatchDelay:
+    def __init__(
+        self,
+        *,
+        settings: DelaySettings,
+        sqs: SQSClient,
+        s3: S3Client,
+        sfn: SFNClient,
+        logger: Logger,
+        metrics_sink: MetricSink,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self._s = settings
+        self._sqs = sqs
+        self._s3 = s3
+        self._sfn = sfn
+        self._log = logger
+        self._metrics = metrics_sink
+        self._clock = clock
+
+    def handle(self, event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
+        now = self._clock()
+        failed: set[str] = set()
+        direct: dict[str, list[_Planned]] = defaultdict(list)
+        parked: dict[int, list[_Planned]] = defaultdict(list)
+        isolated = 0
+        for record in event.get("Records", []):
+            mid = record["messageId"]
+            try:
+                planned, due = self._plan(record, now)
+            except PermanentError as exc:
+                if self._isolate(record, exc):
+                    isolated += 1
+                else:
+                    failed.add(mid)
+                continue
+            if (due - now).total_seconds() <= self._s.direct_send_threshold_seconds:
+                direct[planned.parked.target].append(planned)
+            else:
+                parked[bucket_of(due, self._s.delay_bucket_seconds)].append(planned)
+        sent = self._send_direct(direct, now, failed)
+        started, delayed = self._park(parked, context, failed)
+        for name, value in (
+            (metrics.MESSAGES_SENT_DIRECT, sent),
+            (metrics.MESSAGES_DELAYED, delayed),
+            (metrics.DELAY_BUCKETS_STARTED, started),
+            (metrics.RECORDS_ISOLATED, isolated),
+        ):
+            self._metrics.add_metric(name=name, unit="Count", value=value)
+        self._log.info(
+            "delay batch done",
+            extra={"sent_direct": sent, "parked": delayed, "buckets_started": started, "isolated": isolated,
+                   "failed": len(failed)},
+        )  # fmt: skip
+        return {"batchItemFailures": [{"itemIdentifier": mid} for mid in sorted(failed)]}
+
+    def _plan(self, record: Mapping[str, Any], now: datetime) -> tuple[_Planned, datetime]:
+        attributes, envelope, problem = split(from_event_attributes(record.get("messageAttributes")))
+        if envelope is None:
+            raise PermanentError(
+                problem or "delayed message has no sluice envelope (use sluice.delay.send_delayed)"
+            )
+        target = check_target(envelope.target, self._s.delay_targets)
+        due = due_time(envelope, now=now, grace_seconds=self._s.past_grace_seconds)
+        if envelope.origin_id is None:
+            envelope = envelope.model_copy(update={"origin_id": record["messageId"]})
+        if envelope.source is None:
+            envelope = envelope.model_copy(update={"source": record.get("eventSourceARN")})
+        message = Parked(
+            record["messageId"], target, due, record.get("body") or "", merge(attributes, envelope)
+        )
+        return _Planned(record["messageId"], message), due
+
+    def _send_direct(self, direct: dict[str, list[_Planned]], now: datetime, failed: set[str]) -> int:
+        sent = 0
+        for target, planned in direct.items():
+            outgoing = [
+                Outgoing(
+                    p.message_id, p.parked.body, p.parked.attributes, residual_seconds(p.parked.due, now)
+                )
+                for p in planned
+            ]
+            refused = send_batch(self._sqs, target, outgoing)
+            for r in refused:
+                self._log.warning(
+                    "direct send refused; will be retried",
+                    extra={"message_id": r.message.key, "code": r.code, "reason": r.reason},
+                )
+                failed.add(r.message.key)
+            sent += len(outgoing) - len(refused)
+        return sent
+
+    def _park(self, parked: dict[int, list[_Planned]], context: Any, failed: set[str]) -> tuple[int, int]:
+        started = delayed = 0
+        request = getattr(context, "aws_request_id", None) or str(uuid.uuid4())
+        for bucket, planned in sorted(parked.items()):
+            key = f"{bucket_prefix(self._s.delay_prefix, bucket)}{request}.json"
+            try:
+                self._s3.put_object(
+                    Bucket=self._s.delay_bucket,
+                    Key=key,
+                    Body=encode_object(bucket, [p.parked for p in planned]),
+                    ContentType="application/json",
+                )
+                started += self._ensure_execution(bucket)
+            except Exception:  # noqa: BLE001 - retried by SQS; a parked copy is delivered once by idempotency
+                self._log.exception(
+                    "could not park bucket; records will be retried", extra={"bucket": bucket}
+                )
+                failed.update(p.message_id for p in planned)
+                continue
+            delayed += len(planned)
+        return started, delayed
+
+    def _ensure_execution(self, bucket: int) -> int:
+        """1 when this call started the bucket's execution, 0 when it already existed.
+
+        A StartExecution with the same name and input as a running execution is itself a no-op in
+        Step Functions; the DescribeExecution first (an API call, not a state transition: no cost)
+        tells the two apart for the metric, and catches a bucket whose execution already finished
+        (its new object is then delivered by the sweep, and a warning says so).
+        """
+        name = execution_name(bucket)
+        arn = execution_arn(self._s.delay_state_machine_arn, name)
+        try:
+            status = self._sfn.describe_execution(executionArn=arn)["status"]
+        except self._sfn.exceptions.ExecutionDoesNotExist:
+            status = None
+        if status == "RUNNING":
+            return 0
+        if status is not None:
+            self._log.warning(
+                "bucket execution already finished; the sweep will deliver the new object",
+                extra={"bucket": bucket, "execution_status": status},
+            )
+            return 0
+        try:
+            self._sfn.start_execution(
+                stateMachineArn=self._s.delay_state_machine_arn,
+                name=name,
+                input=execution_input(self._s.delay_prefix, bucket),
+            )
+        except self._sfn.exceptions.ExecutionAlreadyExists:
+            return 0  # started concurrently by another invocation
+        return 1
+
+    def _isolate(self, record: Mapping[str, Any], exc: PermanentError) -> bool:
+        attributes, envelope, _ = split(from_event_attributes(record.get("messageAttributes")))
+        base = envelope or Envelope(origin_id=record["messageId"], source=record.get("eventSourceARN"))
+        receives = int((record.get("attributes") or {}).get("ApproximateReceiveCount", 1) or 1)
+        try:
+            isolate(
+                self._sqs,
+                poison_queue_url=self._s.poison_queue_url,
+                body=record.get("body") or "",
+                attributes=attributes,
+                envelope=base.failed(exc, receives=receives),
+            )
+        except Exception:  # noqa: BLE001 - not isolated: retried, never lost
+            self._log.exception("poison isolation failed", extra={"message_id": record["messageId"]})
+            return False
+        self._log.error(
+            "delayed message isolated to the poison queue",
+            extra={"message_id": record["messageId"], "reason": str(exc)},
+        )
+        return True

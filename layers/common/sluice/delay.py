@@ -1,0 +1,234 @@
+"""Long delays (up to a year) whose orchestration cost depends on due-time buckets, not on volume.
+
+A producer puts a message on the delay queue with :func:`send_delayed` (target queue and due time in
+the envelope). The batch-delay function either sends it straight to its target with the exact
+residual ``DelaySeconds`` (due within the direct-send threshold, ≤ 900 s) or parks it in S3 under
+``<prefix><bucket>/`` and makes sure ONE delay state machine execution exists for that bucket
+(deterministic name and input, so a second start is a no-op). The execution waits until the bucket
+opens and invokes the rehydrator, which sends every parked message with its residual delay — so
+delivery is accurate to seconds, not to the bucket width — and deletes an object only once all its
+messages were accepted. A scheduled sweep rehydrates any bucket whose time has passed (stragglers,
+failed executions), so nothing parked can be orphaned.
+
+At-least-once: a crash between sending and deleting may resend messages; each keeps its envelope's
+``origin_id``, so the consumer's idempotency absorbs the duplicate.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Self
+
+from pydantic import Field, model_validator
+
+from sluice.batchsend import Outgoing
+from sluice.envelope import Envelope, SendAttributes, merge, split, utcnow
+from sluice.errors import PermanentError
+from sluice.settings import EnvSettings
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+SQS_MAX_DELAY = 900
+MAX_DELAY = timedelta(days=365)
+OBJECT_VERSION = 1
+
+
+class DelaySettings(EnvSettings):
+    """Settings of the batch-delay and rehydrator functions (``SLUICE_*``; see docs/delays.md)."""
+
+    delay_bucket: str = Field(min_length=3)
+    delay_prefix: str = "delayed/"
+    delay_state_machine_arn: str = ""
+    delay_targets: tuple[str, ...] = ()
+    direct_send_threshold_seconds: int = Field(default=SQS_MAX_DELAY, ge=1, le=SQS_MAX_DELAY)
+    delay_bucket_seconds: int = Field(default=60, ge=1, le=SQS_MAX_DELAY // 2)
+    past_grace_seconds: int = Field(default=300, ge=0, le=86_400)
+    poison_queue_url: str = Field(pattern=r"^https?://")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _csv(cls, values: Any) -> Any:
+        if isinstance(values, dict) and isinstance(values.get("delay_targets"), str):
+            values = {
+                **values,
+                "delay_targets": tuple(t.strip() for t in values["delay_targets"].split(",") if t.strip()),
+            }
+        return values
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.delay_bucket_seconds * 2 > self.direct_send_threshold_seconds:
+            raise ValueError(
+                "SLUICE_DELAY_BUCKET_SECONDS must be at most half of SLUICE_DIRECT_SEND_THRESHOLD_SECONDS "
+                f"({self.delay_bucket_seconds} > {self.direct_send_threshold_seconds}/2): "
+                "a bucket must never open while it is still being written"
+            )
+        if not self.delay_prefix.endswith("/") or self.delay_prefix.startswith("/"):
+            raise ValueError("SLUICE_DELAY_PREFIX must end with '/' and not start with '/'")
+        return self
+
+
+# --- producer ----------------------------------------------------------------------------------
+
+
+def send_delayed(
+    sqs: SQSClient,
+    *,
+    delay_queue_url: str,
+    target: str,
+    body: str,
+    deliver_at: datetime | None = None,
+    delay_seconds: float | None = None,
+    attributes: SendAttributes | None = None,
+    now: Callable[[], datetime] = utcnow,
+) -> str:
+    """Ask for ``body`` to be delivered to queue ``target`` at ``deliver_at`` (or after ``delay_seconds``)."""
+    if (deliver_at is None) == (delay_seconds is None):
+        raise ValueError("give exactly one of deliver_at or delay_seconds")
+    due = deliver_at if deliver_at is not None else now() + timedelta(seconds=float(delay_seconds or 0))
+    if due.tzinfo is None:
+        raise ValueError("deliver_at must be timezone-aware (UTC)")
+    user, envelope, _ = split(dict(attributes or {}))
+    envelope = (envelope or Envelope()).model_copy(update={"deliver_at": due, "target": target})
+    response = sqs.send_message(
+        QueueUrl=delay_queue_url,
+        MessageBody=body,
+        MessageAttributes=merge(user, envelope),  # type: ignore[arg-type]
+    )
+    return response["MessageId"]
+
+
+# --- planning ----------------------------------------------------------------------------------
+
+
+def check_target(target: str | None, allowlist: Iterable[str]) -> str:
+    """The target must be one of the allowed queue URLs: a message must not route itself anywhere."""
+    if not target:
+        raise PermanentError("delayed message has no target queue in its envelope")
+    if target not in set(allowlist):
+        raise PermanentError(f"delay target {target!r} is not in the allowlist")
+    return target
+
+
+def due_time(envelope: Envelope, *, now: datetime, grace_seconds: int) -> datetime:
+    """The message's due time, validated: within a year, not further in the past than the grace."""
+    due = envelope.deliver_at
+    if due is None:
+        raise PermanentError("delayed message has no deliver_at in its envelope")
+    if due.tzinfo is None:
+        raise PermanentError(f"deliver_at {due.isoformat()} has no time zone")
+    if due - now > MAX_DELAY:
+        raise PermanentError(f"deliver_at {due.isoformat()} is more than 365 days away")
+    if now - due > timedelta(seconds=grace_seconds):
+        raise PermanentError(f"deliver_at {due.isoformat()} is more than {grace_seconds}s in the past")
+    return due
+
+
+def residual_seconds(due: datetime, now: datetime) -> int:
+    """Whole seconds still to wait, rounded to the nearest (delivery within ±0.5 s of due rather than
+    up to a second late), within SQS DelaySeconds limits (0 to 900)."""
+    return max(0, min(SQS_MAX_DELAY, math.floor((due - now).total_seconds() + 0.5)))
+
+
+def bucket_of(due: datetime, width: int) -> int:
+    """Epoch second at which ``due``'s bucket opens (buckets are ``width`` seconds wide)."""
+    epoch = int(due.timestamp())
+    return epoch - epoch % width
+
+
+def bucket_prefix(prefix: str, bucket: int) -> str:
+    return f"{prefix}{bucket}/"
+
+
+def execution_name(bucket: int) -> str:
+    return f"bucket-{bucket}"
+
+
+def execution_arn(state_machine_arn: str, name: str) -> str:
+    """``arn:…:stateMachine:M`` + ``name`` → ``arn:…:execution:M:name``."""
+    head, sep, machine = state_machine_arn.rpartition(":stateMachine:")
+    if not sep:
+        raise ValueError(f"not a state machine ARN: {state_machine_arn!r}")
+    return f"{head}:execution:{machine}:{name}"
+
+
+def execution_input(prefix: str, bucket: int) -> str:
+    """Deterministic (same bucket → same bytes), so a repeated StartExecution is recognised."""
+    wake_at = datetime.fromtimestamp(bucket, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return json.dumps(
+        {"bucket": bucket, "prefix": bucket_prefix(prefix, bucket), "wake_at": wake_at}, sort_keys=True
+    )
+
+
+# --- parked objects ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Parked:
+    """A message at rest in S3: where it goes, when, and everything needed to send it unchanged."""
+
+    key: str
+    target: str
+    due: datetime
+    body: str
+    attributes: SendAttributes  # user attributes + the envelope, SendMessage shape (binary base64)
+
+    def outgoing(self, now: datetime) -> Outgoing:
+        return Outgoing(self.key, self.body, _decode_binary(self.attributes), residual_seconds(self.due, now))
+
+
+def encode_object(bucket: int, messages: Iterable[Parked]) -> bytes:
+    doc = {
+        "v": OBJECT_VERSION,
+        "bucket": bucket,
+        "messages": [
+            {
+                "key": m.key,
+                "target": m.target,
+                "due": m.due.isoformat(),
+                "body": m.body,
+                "attributes": _encode_binary(m.attributes),
+            }
+            for m in messages
+        ],
+    }
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def decode_object(data: bytes) -> list[Parked]:
+    doc = json.loads(data)
+    if doc.get("v") != OBJECT_VERSION:
+        raise ValueError(f"unknown parked-object version {doc.get('v')!r}")
+    return [
+        Parked(m["key"], m["target"], datetime.fromisoformat(m["due"]), m["body"], m.get("attributes") or {})
+        for m in doc["messages"]
+    ]
+
+
+def _encode_binary(attributes: Mapping[str, Mapping[str, Any]]) -> SendAttributes:
+    import base64  # noqa: PLC0415
+
+    out: SendAttributes = {}
+    for name, value in attributes.items():
+        item = dict(value)
+        if isinstance(item.get("BinaryValue"), bytes | bytearray):
+            item["BinaryValue"] = {"b64": base64.b64encode(item["BinaryValue"]).decode()}
+        out[name] = item
+    return out
+
+
+def _decode_binary(attributes: Mapping[str, Mapping[str, Any]]) -> SendAttributes:
+    import base64  # noqa: PLC0415
+
+    out: SendAttributes = {}
+    for name, value in attributes.items():
+        item = dict(value)
+        if isinstance(item.get("BinaryValue"), dict):
+            item["BinaryValue"] = base64.b64decode(item["BinaryValue"]["b64"])
+        out[name] = item
+    return out

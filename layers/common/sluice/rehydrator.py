@@ -1,0 +1,167 @@
+"""The rehydrator: send the messages parked for a due-time bucket, then delete their objects.
+
+Invoked by the bucket's delay state machine execution (``{"bucket", "prefix"}``) or by the scheduled
+sweep (``{"sweep": true}``), which rehydrates every bucket whose time has passed by more than the
+grace (stragglers, failed executions). Every message is sent with its residual ``DelaySeconds`` so it
+arrives on time to the second. An object is deleted only once every message in it was accepted; when
+only part of it was, the object is rewritten with the rest, so a retry neither loses nor repeats
+what was sent. Messages SQS refuses as malformed go to the poison queue with the reason. The
+rehydrator stops before its deadline and answers ``more: true`` so the state machine calls it again.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from sluice import metrics
+from sluice.batchsend import send_batch
+from sluice.delay import DelaySettings, Parked, bucket_prefix, decode_object, encode_object
+from sluice.envelope import split, utcnow
+from sluice.errors import PermanentError, TransientError
+from sluice.poison import isolate
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools import Logger
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_sqs import SQSClient
+
+    from sluice.metrics import MetricSink
+
+SAFETY_MILLIS = 10_000  # stop this long before the Lambda deadline
+
+
+class Rehydrator:
+    def __init__(
+        self,
+        *,
+        settings: DelaySettings,
+        sqs: SQSClient,
+        s3: S3Client,
+        logger: Logger,
+        metrics_sink: MetricSink,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self._s = settings
+        self._sqs = sqs
+        self._s3 = s3
+        self._log = logger
+        self._metrics = metrics_sink
+        self._clock = clock
+
+    def handle(self, event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
+        remaining: Callable[[], int] = getattr(context, "get_remaining_time_in_millis", lambda: 900_000)
+        stats: dict[str, float] = defaultdict(float)
+        if event.get("sweep"):
+            more = self._sweep(remaining, stats)
+        else:
+            prefix = str(event["prefix"])
+            if not prefix.startswith(self._s.delay_prefix):
+                raise PermanentError(f"prefix {prefix!r} is outside {self._s.delay_prefix!r}")
+            more = self._rehydrate(prefix, remaining, stats)
+        for name in (metrics.MESSAGES_REHYDRATED, metrics.DELAYED_OBJECTS_SWEPT, metrics.RECORDS_ISOLATED):
+            self._metrics.add_metric(name=name, unit="Count", value=stats[name])
+        if stats["lag_count"]:
+            self._metrics.add_metric(
+                name=metrics.DELIVERY_LAG_SECONDS, unit="Seconds", value=stats["lag_max"]
+            )
+        result = {
+            "more": more,
+            "sent": int(stats[metrics.MESSAGES_REHYDRATED]),
+            "objects": int(stats["objects"]),
+        }
+        self._log.info(
+            "rehydration done", extra={**result, "swept": int(stats[metrics.DELAYED_OBJECTS_SWEPT])}
+        )
+        return result
+
+    # --- one bucket ----------------------------------------------------------------------------
+
+    def _rehydrate(self, prefix: str, remaining: Callable[[], int], stats: dict[str, float]) -> bool:
+        paginator = self._s3.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self._s.delay_bucket, Prefix=prefix):
+            for obj in page.get("Contents", []):
+                if remaining() < SAFETY_MILLIS:
+                    return True
+                self._object(obj["Key"], stats)
+        return False
+
+    def _object(self, key: str, stats: dict[str, float]) -> None:
+        data = self._s3.get_object(Bucket=self._s.delay_bucket, Key=key)["Body"].read()
+        try:
+            messages = decode_object(data)
+        except (ValueError, KeyError) as exc:
+            # Never delete what cannot be read: leave it for an operator, loudly.
+            self._log.error("unreadable parked object left in place", extra={"key": key, "reason": str(exc)})
+            raise TransientError(f"parked object {key} is unreadable: {exc}") from exc
+        now = self._clock()
+        unsent = self._send(messages, now, stats)
+        if unsent:
+            bucket = int(key.rstrip("/").split("/")[-2]) if key.count("/") >= 2 else 0
+            self._s3.put_object(Bucket=self._s.delay_bucket, Key=key, Body=encode_object(bucket, unsent))
+            raise TransientError(f"{len(unsent)} message(s) of {key} not accepted yet; kept for the retry")
+        self._s3.delete_object(Bucket=self._s.delay_bucket, Key=key)
+        stats["objects"] += 1
+
+    def _send(self, messages: list[Parked], now: datetime, stats: dict[str, float]) -> list[Parked]:
+        by_target: dict[str, list[Parked]] = defaultdict(list)
+        for message in messages:
+            by_target[message.target].append(message)
+        by_key = {m.key: m for m in messages}
+        unsent: list[Parked] = []
+        for target, group in by_target.items():
+            refused = send_batch(self._sqs, target, [m.outgoing(now) for m in group])
+            refused_keys = set()
+            for r in refused:
+                refused_keys.add(r.message.key)
+                if r.sender_fault and self._isolate(by_key[r.message.key], f"{r.code}: {r.reason}"):
+                    stats[metrics.RECORDS_ISOLATED] += 1
+                else:
+                    unsent.append(by_key[r.message.key])
+            for message in group:
+                if message.key in refused_keys:
+                    continue
+                stats[metrics.MESSAGES_REHYDRATED] += 1
+                lag = max(0.0, (now - message.due).total_seconds())
+                stats["lag_max"] = max(stats["lag_max"], lag)
+                stats["lag_count"] += 1
+        return unsent
+
+    def _isolate(self, message: Parked, reason: str) -> bool:
+        user, envelope, _ = split(message.outgoing(self._clock()).attributes)
+        if envelope is None:
+            return False
+        try:
+            isolate(
+                self._sqs,
+                poison_queue_url=self._s.poison_queue_url,
+                body=message.body,
+                attributes=user,
+                envelope=envelope.failed(PermanentError(f"target refused the message: {reason}")),
+            )
+        except Exception:  # noqa: BLE001 - not isolated: stays parked for the retry
+            self._log.exception("poison isolation failed", extra={"key": message.key})
+            return False
+        return True
+
+    # --- sweep ---------------------------------------------------------------------------------
+
+    def _sweep(self, remaining: Callable[[], int], stats: dict[str, float]) -> bool:
+        """Rehydrate every bucket that opened more than the grace ago and still holds objects."""
+        horizon = self._clock().timestamp() - self._s.past_grace_seconds
+        paginator = self._s3.get_paginator("list_objects_v2")
+        for page in paginator.paginate(
+            Bucket=self._s.delay_bucket, Prefix=self._s.delay_prefix, Delimiter="/"
+        ):
+            for common in page.get("CommonPrefixes", []):
+                name = common["Prefix"][len(self._s.delay_prefix) :].rstrip("/")
+                if not name.isdigit() or int(name) + self._s.delay_bucket_seconds > horizon:
+                    continue
+                before = stats["objects"]
+                more = self._rehydrate(bucket_prefix(self._s.delay_prefix, int(name)), remaining, stats)
+                stats[metrics.DELAYED_OBJECTS_SWEPT] += stats["objects"] - before
+                if more:
+                    return True
+        return False

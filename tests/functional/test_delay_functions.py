@@ -1,0 +1,298 @@
+"""batch-delay and rehydrator against in-process moto (Given / When / Then)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+from aws_lambda_powertools import Logger
+from moto import mock_aws
+
+from sluice.batch_delay import BatchDelay
+from sluice.delay import DelaySettings, bucket_of, send_delayed
+from sluice.envelope import ATTRIBUTE, Envelope
+from sluice.errors import TransientError
+from sluice.rehydrator import Rehydrator
+from sluice_local.lambda_loader import LambdaContext
+from sluice_local.sqs_events import drain, receive_event
+
+from .conftest import ApiCalls, RecordingMetrics
+
+NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
+REGION = "us-east-1"
+
+
+class Clock:
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+def delays():
+    with mock_aws():
+        session = boto3.Session(region_name=REGION)
+        calls = ApiCalls(session)
+        sqs, s3, sfn = session.client("sqs"), session.client("s3"), session.client("stepfunctions")
+        iam = session.client("iam")
+        delay_url = sqs.create_queue(QueueName="delay")["QueueUrl"]
+        target = sqs.create_queue(QueueName="work")["QueueUrl"]
+        other = sqs.create_queue(QueueName="elsewhere")["QueueUrl"]
+        poison = sqs.create_queue(QueueName="poison")["QueueUrl"]
+        s3.create_bucket(Bucket="parked")
+        role = iam.create_role(RoleName="sfn", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        machine = sfn.create_state_machine(
+            name="delay",
+            definition=json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}),
+            roleArn=role,
+        )["stateMachineArn"]
+        settings = DelaySettings.from_env(
+            {
+                "SLUICE_DELAY_BUCKET": "parked",
+                "SLUICE_DELAY_STATE_MACHINE_ARN": machine,
+                "SLUICE_DELAY_TARGETS": target,
+                "SLUICE_DIRECT_SEND_THRESHOLD_SECONDS": "900",
+                "SLUICE_DELAY_BUCKET_SECONDS": "60",
+                "SLUICE_POISON_QUEUE_URL": poison,
+            }
+        )
+        yield Delays(session, calls, sqs, s3, sfn, delay_url, target, other, poison, machine, settings)
+
+
+class Delays:
+    def __init__(self, session, calls, sqs, s3, sfn, delay_url, target, other, poison, machine, settings):
+        self.session, self.calls, self.sqs, self.s3, self.sfn = session, calls, sqs, s3, sfn
+        self.delay_url, self.target, self.other, self.poison = delay_url, target, other, poison
+        self.machine, self.settings = machine, settings
+        self.clock = Clock(NOW)
+        self.metrics = RecordingMetrics()
+
+    def delayer(self) -> BatchDelay:
+        return BatchDelay(
+            settings=self.settings, sqs=self.sqs, s3=self.s3, sfn=self.sfn,
+            logger=Logger(service="sluice-test"), metrics_sink=self.metrics, clock=self.clock,
+        )  # fmt: skip
+
+    def rehydrator(self) -> Rehydrator:
+        return Rehydrator(
+            settings=self.settings, sqs=self.sqs, s3=self.s3,
+            logger=Logger(service="sluice-test"), metrics_sink=self.metrics, clock=self.clock,
+        )  # fmt: skip
+
+    def request(self, body: str, seconds: float, target: str | None = None, **attributes: Any) -> str:
+        return send_delayed(
+            self.sqs,
+            delay_queue_url=self.delay_url,
+            target=target or self.target,
+            body=body,
+            deliver_at=NOW + timedelta(seconds=seconds),
+            attributes={k: {"DataType": "String", "StringValue": v} for k, v in attributes.items()},
+        )
+
+    def batch(self, count: int) -> dict[str, Any]:
+        arn = f"arn:aws:sqs:{REGION}:123456789012:delay"
+        return receive_event(self.sqs, self.delay_url, arn, count)
+
+    def parked_keys(self) -> list[str]:
+        return [o["Key"] for o in self.s3.list_objects_v2(Bucket="parked").get("Contents", [])]
+
+
+def envelope_of(message: dict[str, Any]) -> Envelope:
+    return Envelope.model_validate_json(message["MessageAttributes"][ATTRIBUTE]["StringValue"])
+
+
+# --- batch-delay -------------------------------------------------------------------------------
+
+
+def test_messages_due_within_the_threshold_go_straight_to_the_target_with_the_residual_delay(delays):
+    delays.request("soon", 120.4, tenant="acme")
+    delays.request("now", 0)
+    response = delays.delayer().handle(delays.batch(2), LambdaContext())
+    assert response == {"batchItemFailures": []}
+    [call] = delays.calls.params("SendMessageBatch")
+    assert sorted(e.get("DelaySeconds", 0) for e in call["Entries"]) == [0, 120]
+    assert delays.parked_keys() == []
+    assert delays.metrics.values["MessagesSentDirect"] == 2
+    delivered = {m["Body"]: m for m in drain(delays.sqs, delays.target)}
+    assert "now" in delivered  # the delayed one becomes visible in 120 s
+    assert delivered["now"]["MessageAttributes"][ATTRIBUTE]
+
+
+def test_messages_due_later_are_parked_per_bucket_with_one_execution_each(delays):
+    first = delays.request("a", 3600)
+    delays.request("b", 3600 + 10)  # same 60 s bucket
+    delays.request("c", 7200)  # another bucket
+    response = delays.delayer().handle(delays.batch(3), LambdaContext())
+    assert response == {"batchItemFailures": []}
+    keys = delays.parked_keys()
+    assert len(keys) == 2
+    buckets = {bucket_of(NOW + timedelta(seconds=s), 60) for s in (3600, 7200)}
+    assert {int(k.split("/")[1]) for k in keys} == buckets
+    executions = delays.sfn.list_executions(stateMachineArn=delays.machine)["executions"]
+    assert sorted(e["name"] for e in executions) == sorted(f"bucket-{b}" for b in buckets)
+    doc = json.loads(delays.s3.get_object(Bucket="parked", Key=min(keys))["Body"].read())
+    assert [m["body"] for m in doc["messages"]] == ["a", "b"]
+    assert (
+        Envelope.model_validate_json(doc["messages"][0]["attributes"][ATTRIBUTE]["StringValue"]).origin_id
+        == first
+    )
+    assert delays.metrics.values["MessagesDelayed"] == 3
+    assert delays.metrics.values["DelayBucketsStarted"] == 2
+
+
+def test_a_second_start_for_the_same_bucket_is_a_no_op(delays):
+    delays.request("a", 3600)
+    delays.delayer().handle(delays.batch(1), LambdaContext())
+    delays.request("b", 3600 + 5)
+    response = delays.delayer().handle(delays.batch(1), LambdaContext())
+    assert response == {"batchItemFailures": []}
+    assert len(delays.parked_keys()) == 2  # one object per invocation and bucket
+    assert len(delays.sfn.list_executions(stateMachineArn=delays.machine)["executions"]) == 1
+    assert delays.metrics.values["DelayBucketsStarted"] == 1
+
+
+@pytest.mark.parametrize(
+    ("seconds", "target", "reason"),
+    [
+        (3600, "https://sqs.us-east-1.amazonaws.com/123456789012/elsewhere", "not in the allowlist"),
+        (366 * 86400, None, "more than 365 days away"),
+        (-3600, None, "in the past"),
+    ],
+)
+def test_invalid_requests_go_to_the_poison_queue_with_a_clear_reason(delays, seconds, target, reason):
+    delays.request("bad", seconds, target=target)
+    response = delays.delayer().handle(delays.batch(1), LambdaContext())
+    assert response == {"batchItemFailures": []}
+    [poisoned] = drain(delays.sqs, delays.poison)
+    assert reason in envelope_of(poisoned).last_error.message
+    assert delays.parked_keys() == []
+
+
+def test_a_message_without_an_envelope_is_isolated(delays):
+    delays.sqs.send_message(QueueUrl=delays.delay_url, MessageBody="raw")
+    delays.delayer().handle(delays.batch(1), LambdaContext())
+    [poisoned] = drain(delays.sqs, delays.poison)
+    assert "no sluice envelope" in envelope_of(poisoned).last_error.message
+
+
+def test_records_are_retried_when_their_bucket_cannot_be_parked(delays):
+    mid = delays.request("a", 3600)
+    delays.s3.delete_bucket(Bucket="parked")
+    response = delays.delayer().handle(delays.batch(1), LambdaContext())
+    assert response == {"batchItemFailures": [{"itemIdentifier": mid}]}
+
+
+# --- rehydrator --------------------------------------------------------------------------------
+
+
+def park(delays, *specs: tuple[str, float]) -> str:
+    for body, seconds in specs:
+        delays.request(body, seconds, tenant="acme")
+    delays.delayer().handle(delays.batch(len(specs)), LambdaContext())
+    [key] = delays.parked_keys()
+    return key.rsplit("/", 1)[0] + "/"
+
+
+def test_rehydration_sends_every_message_with_its_residual_delay_and_deletes_the_object(delays):
+    prefix = park(delays, ("x", 3600), ("y", 3620))
+    delays.clock.now = NOW + timedelta(seconds=3600 - 30)  # the bucket opened
+    result = delays.rehydrator().handle({"bucket": 0, "prefix": prefix}, LambdaContext())
+    assert result == {"more": False, "sent": 2, "objects": 1}
+    [call] = delays.calls.params("SendMessageBatch")[-1:]
+    assert sorted(e["DelaySeconds"] for e in call["Entries"]) == [30, 50]
+    assert delays.parked_keys() == []
+    assert delays.metrics.values["MessagesRehydrated"] == 2
+
+
+def test_rehydrated_messages_keep_body_user_attributes_and_envelope(delays):
+    prefix = park(delays, ("payload", 3600))
+    delays.clock.now = NOW + timedelta(seconds=3600)
+    delays.rehydrator().handle({"bucket": 0, "prefix": prefix}, LambdaContext())
+    [message] = drain(delays.sqs, delays.target)
+    assert message["Body"] == "payload"
+    assert message["MessageAttributes"]["tenant"]["StringValue"] == "acme"
+    env = envelope_of(message)
+    assert env.target == delays.target
+    assert env.deliver_at == NOW + timedelta(seconds=3600)
+    assert env.origin_id is not None
+
+
+def test_the_rehydrator_stops_before_its_deadline_and_asks_for_more(delays):
+    prefix = park(delays, ("x", 3600))
+    result = delays.rehydrator().handle({"bucket": 0, "prefix": prefix}, LambdaContext(timeout_seconds=5))
+    assert result["more"] is True
+    assert len(delays.parked_keys()) == 1
+
+
+class FlakySqs:
+    """Refuses (as a throttle would) every entry whose body starts with 'flaky' for the first calls."""
+
+    def __init__(self, sqs: Any, failures: int) -> None:
+        self._sqs = sqs
+        self.failures = failures
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sqs, name)
+
+    def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:  # noqa: N803
+        if self.failures <= 0:
+            return self._sqs.send_message_batch(QueueUrl=QueueUrl, Entries=Entries)
+        self.failures -= 1
+        ok = [e for e in Entries if not e["MessageBody"].startswith("flaky")]
+        response = self._sqs.send_message_batch(QueueUrl=QueueUrl, Entries=ok) if ok else {"Successful": []}
+        failed = [
+            {"Id": e["Id"], "Code": "ThrottlingException", "Message": "slow down", "SenderFault": False}
+            for e in Entries
+            if e["MessageBody"].startswith("flaky")
+        ]
+        return {"Successful": response.get("Successful", []), "Failed": failed}
+
+
+def test_a_crash_part_way_through_an_object_loses_and_repeats_nothing(delays):
+    prefix = park(delays, ("ok-1", 3600), ("flaky-2", 3601), ("ok-3", 3602))
+    delays.clock.now = NOW + timedelta(seconds=3660)  # all due: residual delay 0, visible at once
+    flaky = FlakySqs(delays.sqs, failures=10)
+    rehydrator = delays.rehydrator()
+    rehydrator._sqs = flaky
+    with pytest.raises(TransientError, match="not accepted yet"):
+        rehydrator.handle({"bucket": 0, "prefix": prefix}, LambdaContext())
+    [key] = delays.parked_keys()  # the object now holds only what was not sent
+    doc = json.loads(delays.s3.get_object(Bucket="parked", Key=key)["Body"].read())
+    assert [m["body"] for m in doc["messages"]] == ["flaky-2"]
+    flaky.failures = 0
+    assert rehydrator.handle({"bucket": 0, "prefix": prefix}, LambdaContext())["more"] is False
+    bodies = sorted(m["Body"] for m in drain(delays.sqs, delays.target))
+    assert bodies == ["flaky-2", "ok-1", "ok-3"]  # every message once
+    assert delays.parked_keys() == []
+
+
+def test_an_unreadable_object_is_kept_and_reported(delays):
+    delays.s3.put_object(Bucket="parked", Key="delayed/123/broken.json", Body=b"{not json")
+    with pytest.raises(TransientError, match="unreadable"):
+        delays.rehydrator().handle({"bucket": 123, "prefix": "delayed/123/"}, LambdaContext())
+    assert delays.parked_keys() == ["delayed/123/broken.json"]
+
+
+def test_the_sweep_rehydrates_only_buckets_whose_time_has_passed(delays):
+    past = park(delays, ("late", 3600))
+    delays.request("future", 4 * 3600)
+    delays.delayer().handle(delays.batch(1), LambdaContext())
+    delays.clock.now = NOW + timedelta(seconds=3600 + 60 + 301)  # bucket end + grace passed
+    result = delays.rehydrator().handle({"sweep": True}, LambdaContext())
+    assert result["sent"] == 1
+    assert delays.metrics.values["DelayedObjectsSwept"] == 1
+    remaining = delays.parked_keys()
+    assert len(remaining) == 1
+    assert not remaining[0].startswith(past)
+
+
+def test_a_prefix_outside_the_delay_prefix_is_refused(delays):
+    from sluice.errors import PermanentError  # noqa: PLC0415
+
+    with pytest.raises(PermanentError, match="outside"):
+        delays.rehydrator().handle({"bucket": 1, "prefix": "claim-check/"}, LambdaContext())

@@ -1,0 +1,470 @@
+"""SendMessageBatch (sluice.batchsend): chunking within SQS limits and retrying only what failed."""
+
+from __future__ import annotations
+
+import copy
+import random
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
+
+from sluice import batchsend
+from sluice.batchsend import MAX_ENTRIES, Outgoing, Refused, chunks, send_batch
+from sluice.claimcheck import attribute_bytes
+
+QUEUE_URL = "https://sqs.us-east-1.amazonaws.com/123456789012/work"
+
+Failures = dict[str, tuple[str, bool]]
+"""Per call: message body → (error code, sender fault) for the entries SQS refuses."""
+
+
+class FakeSqs:
+    """``send_message_batch`` that follows a script, one step per call: failures by body, or a raise."""
+
+    def __init__(self, *script: Failures | BaseException) -> None:
+        self.script = list(script)
+        self.calls: list[dict[str, Any]] = []
+
+    def send_message_batch(self, **kwargs: Any) -> dict[str, Any]:
+        self.calls.append(copy.deepcopy(kwargs))
+        step = self.script.pop(0) if self.script else {}
+        if isinstance(step, BaseException):
+            raise step
+        successful, failed = [], []
+        for entry in kwargs["Entries"]:
+            if entry["MessageBody"] in step:
+                code, sender_fault = step[entry["MessageBody"]]
+                failed.append(
+                    {
+                        "Id": entry["Id"],
+                        "Code": code,
+                        "Message": f"{code} for {entry['Id']}",
+                        "SenderFault": sender_fault,
+                    }
+                )
+            else:
+                successful.append(
+                    {"Id": entry["Id"], "MessageId": f"id-{entry['Id']}", "MD5OfMessageBody": "x"}
+                )
+        return {"Successful": successful, "Failed": failed}
+
+    def bodies(self) -> list[list[str]]:
+        return [[entry["MessageBody"] for entry in call["Entries"]] for call in self.calls]
+
+
+class Sleeps:
+    def __init__(self) -> None:
+        self.seconds: list[float] = []
+
+    def __call__(self, seconds: float) -> None:
+        self.seconds.append(seconds)
+
+
+def _messages(count: int, size: int = 10, prefix: str = "b") -> list[Outgoing]:
+    return [Outgoing(f"k{i}", f"{prefix}{i:03d}".ljust(size, ".")) for i in range(count)]
+
+
+def _client_error(code: str) -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": f"{code} happened"}}, "SendMessageBatch")
+
+
+def _send(sqs: FakeSqs, messages: list[Outgoing], **kwargs: Any) -> tuple[list[Refused], Sleeps]:
+    sleeps = Sleeps()
+    refused = send_batch(sqs, QUEUE_URL, messages, sleep=sleeps, **kwargs)  # type: ignore[arg-type]
+    return refused, sleeps
+
+
+def _within_full_jitter(sleeps: Sleeps, base_delay: float) -> None:
+    for attempt, seconds in enumerate(sleeps.seconds, start=1):
+        assert 0.0 <= seconds <= min(5.0, base_delay * 2 ** (attempt - 1)), (attempt, seconds)
+
+
+# --- chunks ------------------------------------------------------------------------------------
+
+
+def test_given_no_messages_when_chunked_then_there_are_no_chunks() -> None:
+    assert chunks([]) == []
+
+
+@pytest.mark.parametrize(
+    ("count", "sizes"), [(1, [1]), (10, [10]), (11, [10, 1]), (25, [10, 10, 5]), (30, [10, 10, 10])]
+)
+def test_given_small_messages_when_chunked_then_each_chunk_has_at_most_ten_entries(
+    count: int, sizes: list[int]
+) -> None:
+    messages = _messages(count)
+
+    result = chunks(messages)
+
+    assert [len(chunk) for chunk in result] == sizes
+    assert [m for chunk in result for m in chunk] == messages
+
+
+def test_given_a_byte_limit_when_chunked_then_no_chunk_exceeds_it_and_an_exact_fit_is_kept() -> None:
+    messages = _messages(7, size=100)
+
+    result = chunks(messages, max_bytes=300)
+
+    assert [len(chunk) for chunk in result] == [3, 3, 1]
+    assert all(sum(m.size() for m in chunk) <= 300 for chunk in result)
+    assert [m for chunk in result for m in chunk] == messages
+
+
+def test_given_attributes_when_chunked_then_they_count_towards_the_byte_limit() -> None:
+    attributes = {"tenant": {"DataType": "String", "StringValue": "x" * 40}}
+    messages = [Outgoing(f"k{i}", "y" * 50, attributes) for i in range(4)]
+    per_message = 50 + attribute_bytes(attributes)
+
+    result = chunks(messages, max_bytes=2 * per_message)
+
+    assert messages[0].size() == per_message
+    assert [len(chunk) for chunk in result] == [2, 2]
+
+
+def test_given_a_message_larger_than_the_limit_when_chunked_then_it_goes_alone_in_its_own_chunk() -> None:
+    small = _messages(4, size=100)
+    huge = Outgoing("huge", "h" * 1_000)
+    messages = [small[0], small[1], huge, small[2], small[3]]
+
+    result = chunks(messages, max_bytes=250)
+
+    assert result == [[small[0], small[1]], [huge], [small[2], small[3]]]
+
+
+def test_given_only_an_oversized_message_when_chunked_then_it_is_still_sent() -> None:
+    huge = Outgoing("huge", "h" * 1_000)
+
+    assert chunks([huge], max_bytes=10) == [[huge]]
+
+
+def test_given_multibyte_bodies_when_chunked_then_utf8_bytes_are_counted() -> None:
+    messages = [Outgoing(f"k{i}", "€" * 10) for i in range(3)]  # 30 bytes each, 10 characters
+
+    assert [len(chunk) for chunk in chunks(messages, max_bytes=60)] == [2, 1]
+
+
+def test_given_random_messages_when_chunked_then_limits_order_and_greediness_hold() -> None:
+    rng = random.Random(20240601)
+    for _ in range(200):
+        max_bytes = rng.randint(50, 2_000)
+        messages = [Outgoing(f"k{i}", "x" * rng.randint(0, 600)) for i in range(rng.randint(0, 40))]
+
+        result = chunks(messages, max_bytes=max_bytes)
+
+        assert [m for chunk in result for m in chunk] == messages
+        for index, chunk in enumerate(result):
+            assert 1 <= len(chunk) <= MAX_ENTRIES
+            total = sum(m.size() for m in chunk)
+            assert total <= max_bytes or len(chunk) == 1, (max_bytes, [m.size() for m in chunk])
+            if index + 1 < len(result):  # greedy: the next message did not fit here
+                following = result[index + 1][0]
+                assert len(chunk) == MAX_ENTRIES or total + following.size() > max_bytes
+
+
+# --- send_batch: entries -----------------------------------------------------------------------
+
+
+def test_given_messages_that_all_succeed_when_sent_then_one_call_and_nothing_refused() -> None:
+    sqs = FakeSqs()
+    messages = _messages(3)
+
+    refused, sleeps = _send(sqs, messages)
+
+    assert refused == []
+    assert sleeps.seconds == []
+    assert len(sqs.calls) == 1
+    assert sqs.calls[0]["QueueUrl"] == QUEUE_URL
+    assert sqs.calls[0]["Entries"] == [
+        {"Id": "0", "MessageBody": messages[0].body},
+        {"Id": "1", "MessageBody": messages[1].body},
+        {"Id": "2", "MessageBody": messages[2].body},
+    ]
+
+
+def test_given_no_messages_when_sent_then_sqs_is_not_called() -> None:
+    sqs = FakeSqs()
+
+    refused, _ = _send(sqs, [])
+
+    assert refused == []
+    assert sqs.calls == []
+
+
+def test_given_more_than_ten_messages_when_sent_then_each_call_has_at_most_ten_in_order() -> None:
+    sqs = FakeSqs()
+    messages = _messages(23)
+
+    refused, _ = _send(sqs, messages)
+
+    assert refused == []
+    assert [len(batch) for batch in sqs.bodies()] == [10, 10, 3]
+    assert [body for batch in sqs.bodies() for body in batch] == [m.body for m in messages]
+    assert all(
+        [e["Id"] for e in call["Entries"]] == [str(i) for i in range(len(call["Entries"]))]
+        for call in sqs.calls
+    )
+
+
+@pytest.mark.parametrize(("delay", "expected"), [(1, 1), (42, 42), (900, 900), (901, 900), (10_000, 900)])
+def test_given_a_positive_delay_when_sent_then_delay_seconds_is_clamped_to_sqs_limits(
+    delay: int, expected: int
+) -> None:
+    sqs = FakeSqs()
+
+    _send(sqs, [Outgoing("k", "b", delay_seconds=delay)])
+
+    assert sqs.calls[0]["Entries"][0]["DelaySeconds"] == expected
+
+
+def test_given_no_delay_when_sent_then_delay_seconds_is_left_out() -> None:
+    sqs = FakeSqs()
+
+    _send(sqs, [Outgoing("k", "b", delay_seconds=0), Outgoing("k2", "c")])
+
+    assert all("DelaySeconds" not in entry for entry in sqs.calls[0]["Entries"])
+
+
+def test_given_a_negative_delay_when_sent_then_delay_seconds_is_left_out_like_zero() -> None:
+    sqs = FakeSqs()
+
+    _send(sqs, [Outgoing("k", "b", delay_seconds=-5)])
+
+    assert "DelaySeconds" not in sqs.calls[0]["Entries"][0]
+
+
+def test_given_attributes_when_sent_then_they_are_passed_unchanged_and_only_when_present() -> None:
+    sqs = FakeSqs()
+    attributes = {
+        "tenant": {"DataType": "String", "StringValue": "acme"},
+        "blob": {"DataType": "Binary", "BinaryValue": b"\x00\xff"},
+    }
+
+    _send(sqs, [Outgoing("k1", "with", attributes), Outgoing("k2", "without"), Outgoing("k3", "empty", {})])
+
+    with_attributes, without, empty = sqs.calls[0]["Entries"]
+    assert with_attributes["MessageAttributes"] == attributes
+    assert "MessageAttributes" not in without
+    assert "MessageAttributes" not in empty
+
+
+# --- send_batch: retries -----------------------------------------------------------------------
+
+
+def test_given_some_entries_fail_when_sent_then_only_those_are_retried() -> None:
+    messages = _messages(5)
+    bodies = [m.body for m in messages]
+    sqs = FakeSqs(
+        {bodies[1]: ("ServiceUnavailable", False), bodies[3]: ("ThrottlingException", False)},
+        {bodies[3]: ("ServiceUnavailable", False)},
+    )
+
+    refused, sleeps = _send(sqs, messages, base_delay=0.2)
+
+    assert refused == []
+    assert sqs.bodies() == [bodies, [bodies[1], bodies[3]], [bodies[3]]]
+    assert [e["Id"] for e in sqs.calls[1]["Entries"]] == ["0", "1"]
+    assert len(sleeps.seconds) == 2
+    _within_full_jitter(sleeps, 0.2)
+
+
+def test_given_a_retried_entry_when_resent_then_its_attributes_and_delay_are_kept() -> None:
+    attributes = {"tenant": {"DataType": "String", "StringValue": "acme"}}
+    message = Outgoing("k", "retry me", attributes, delay_seconds=30)
+    sqs = FakeSqs({"retry me": ("InternalError", False)})
+
+    _send(sqs, [message])
+
+    assert sqs.calls[0]["Entries"] == sqs.calls[1]["Entries"]
+    assert sqs.calls[1]["Entries"][0]["MessageAttributes"] == attributes
+    assert sqs.calls[1]["Entries"][0]["DelaySeconds"] == 30
+
+
+def test_given_a_sender_fault_when_sent_then_it_is_refused_at_once_without_retry() -> None:
+    messages = _messages(3)
+    bad = messages[1]
+    sqs = FakeSqs({bad.body: ("InvalidMessageContents", True)})
+
+    refused, sleeps = _send(sqs, messages)
+
+    assert len(sqs.calls) == 1
+    assert sleeps.seconds == []
+    assert refused == [Refused(bad, "InvalidMessageContents", "InvalidMessageContents for 1", True)]
+
+
+def test_given_a_sender_fault_beside_a_transient_failure_when_sent_then_only_the_transient_is_retried() -> (
+    None
+):
+    messages = _messages(3)
+    sqs = FakeSqs(
+        {messages[0].body: ("InvalidParameterValue", True), messages[2].body: ("InternalError", False)}
+    )
+
+    refused, _ = _send(sqs, messages)
+
+    assert sqs.bodies() == [[m.body for m in messages], [messages[2].body]]
+    assert [(r.message, r.code, r.sender_fault) for r in refused] == [
+        (messages[0], "InvalidParameterValue", True)
+    ]
+
+
+@pytest.mark.parametrize("attempts", [1, 2, 4, 6])
+def test_given_an_entry_that_keeps_failing_when_sent_then_it_is_returned_after_all_attempts(
+    attempts: int,
+) -> None:
+    messages = _messages(3)
+    stuck = messages[2]
+    sqs = FakeSqs(*[{stuck.body: ("ServiceUnavailable", False)}] * attempts)
+
+    refused, sleeps = _send(sqs, messages, attempts=attempts, base_delay=0.5)
+
+    assert len(sqs.calls) == attempts
+    assert sqs.bodies()[1:] == [[stuck.body]] * (attempts - 1)
+    assert [(r.message, r.code, r.sender_fault) for r in refused] == [(stuck, "ServiceUnavailable", False)]
+    assert len(sleeps.seconds) == attempts - 1
+    _within_full_jitter(sleeps, 0.5)
+
+
+def test_given_a_failure_that_stops_on_the_last_attempt_when_sent_then_nothing_is_refused() -> None:
+    message = Outgoing("k", "late")
+    sqs = FakeSqs({"late": ("InternalError", False)}, {"late": ("InternalError", False)})
+
+    refused, sleeps = _send(sqs, [message], attempts=3)
+
+    assert refused == []
+    assert len(sqs.calls) == 3
+    assert len(sleeps.seconds) == 2
+
+
+def test_given_the_whole_call_raises_when_sent_then_the_whole_chunk_is_retried() -> None:
+    messages = _messages(4)
+    sqs = FakeSqs(_client_error("ServiceUnavailable"), _client_error("InternalError"))
+
+    refused, sleeps = _send(sqs, messages)
+
+    assert refused == []
+    assert sqs.bodies() == [[m.body for m in messages]] * 3
+    assert len(sleeps.seconds) == 2
+
+
+def test_given_the_whole_call_keeps_raising_when_sent_then_every_entry_is_returned_with_the_code() -> None:
+    messages = _messages(2)
+    sqs = FakeSqs(*[_client_error("ServiceUnavailable")] * 3)
+
+    refused, _ = _send(sqs, messages, attempts=3)
+
+    assert len(sqs.calls) == 3
+    assert [(r.message, r.code, r.sender_fault) for r in refused] == [
+        (messages[0], "ServiceUnavailable", False),
+        (messages[1], "ServiceUnavailable", False),
+    ]
+    assert "ServiceUnavailable happened" in refused[0].reason
+
+
+def test_given_a_connection_error_when_sent_then_it_is_retried_and_named_by_its_class() -> None:
+    messages = _messages(2)
+    sqs = FakeSqs(*[EndpointConnectionError(endpoint_url="https://sqs")] * 2)
+
+    refused, _ = _send(sqs, messages, attempts=2)
+
+    assert len(sqs.calls) == 2
+    assert [(r.code, r.sender_fault) for r in refused] == [("EndpointConnectionError", False)] * 2
+
+
+@pytest.mark.parametrize(
+    "code", ["AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist", "InvalidParameterValue"]
+)
+def test_given_the_whole_call_fails_by_the_senders_fault_when_sent_then_it_is_not_retried(code: str) -> None:
+    messages = _messages(3)
+    sqs = FakeSqs(_client_error(code))
+
+    refused, sleeps = _send(sqs, messages)
+
+    assert len(sqs.calls) == 1
+    assert sleeps.seconds == []
+    assert [(r.message, r.code, r.sender_fault) for r in refused] == [(m, code, True) for m in messages]
+
+
+@pytest.mark.parametrize(
+    "error", [ReadTimeoutError(endpoint_url="https://sqs"), ConnectionClosedError(endpoint_url="https://sqs")]
+)
+def test_given_a_read_timeout_when_sent_then_the_chunk_is_retried_not_crashed(error: Exception) -> None:
+    messages = _messages(2)
+    sqs = FakeSqs(error)
+
+    refused, _ = _send(sqs, messages)
+
+    assert refused == []
+    assert sqs.bodies() == [[m.body for m in messages]] * 2
+
+
+def test_given_a_failure_in_the_first_chunk_when_sent_then_it_is_retried_before_the_next_chunk() -> None:
+    messages = _messages(12)
+    sqs = FakeSqs({messages[4].body: ("InternalError", False)})
+
+    refused, _ = _send(sqs, messages)
+
+    assert refused == []
+    assert sqs.bodies() == [
+        [m.body for m in messages[:10]],
+        [messages[4].body],
+        [m.body for m in messages[10:]],
+    ]
+
+
+def test_given_failures_in_two_chunks_when_they_persist_then_both_are_returned_in_order() -> None:
+    messages = _messages(15)
+    stuck = {messages[2].body: ("InternalError", False), messages[12].body: ("InternalError", False)}
+    sqs = FakeSqs(*[stuck] * 4)
+
+    refused, _ = _send(sqs, messages, attempts=2)
+
+    assert [r.message for r in refused] == [messages[2], messages[12]]
+
+
+# --- send_batch: backoff -----------------------------------------------------------------------
+
+
+def test_given_retries_when_backing_off_then_full_jitter_draws_between_zero_and_a_capped_doubling(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    draws: list[tuple[float, float]] = []
+
+    def top(low: float, high: float) -> float:
+        draws.append((low, high))
+        return high
+
+    monkeypatch.setattr(batchsend.random, "uniform", top)
+    sqs = FakeSqs(*[{"b": ("InternalError", False)}] * 6)
+
+    refused, sleeps = _send(sqs, [Outgoing("k", "b")], attempts=6, base_delay=0.75)
+
+    assert len(refused) == 1
+    assert draws == [(0.0, 0.75), (0.0, 1.5), (0.0, 3.0), (0.0, 5.0), (0.0, 5.0)]
+    assert sleeps.seconds == [0.75, 1.5, 3.0, 5.0, 5.0]
+
+
+def test_given_seeded_jitter_when_backing_off_then_every_sleep_is_within_the_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rng = random.Random(11)
+    monkeypatch.setattr(batchsend.random, "uniform", rng.uniform)
+    sqs = FakeSqs(*[{"b": ("InternalError", False)}] * 8)
+
+    _, sleeps = _send(sqs, [Outgoing("k", "b")], attempts=8, base_delay=0.3)
+
+    assert len(sleeps.seconds) == 7
+    assert len(set(sleeps.seconds)) == 7  # jittered, not constant
+    _within_full_jitter(sleeps, 0.3)
+
+
+@pytest.mark.parametrize("attempts", [0, -1])
+def test_given_no_attempts_when_sent_then_messages_are_not_silently_dropped(attempts: int) -> None:
+    sqs = FakeSqs()
+    messages = _messages(2)
+
+    try:
+        refused, _ = _send(sqs, messages, attempts=attempts)
+    except ValueError:
+        return  # rejecting the argument would be a fine answer too
+    assert sqs.calls or [r.message for r in refused] == messages
