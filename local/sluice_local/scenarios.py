@@ -276,6 +276,12 @@ class LargePayload(Scenario):
         return sum(charges.values()) == 1, f"charged {sum(charges.values())}x"
 
 
+# Delivery lag accepted around the due time (seconds early, seconds late). Typical locally: ±0.5 s
+# (residual DelaySeconds rounded to the nearest second, 0.2 s polling); the late side allows for a
+# loaded 2-core machine. The measured lags are printed either way.
+LAG_TOLERANCE = (1.0, 2.0)
+
+
 def _logged_at(entry: dict[str, Any]) -> datetime | None:
     try:
         return datetime.strptime(str(entry.get("timestamp")), "%Y-%m-%d %H:%M:%S,%f%z")
@@ -327,7 +333,7 @@ class Delayed(Scenario):
         ok = (
             len(counts) == self.count
             and set(counts.values()) == {1}
-            and all(-0.5 <= lag <= 1.5 for lag in lags)
+            and all(-LAG_TOLERANCE[0] <= lag <= LAG_TOLERANCE[1] for lag in lags)
         )
         shown = ", ".join(f"{lag:+.2f}" for lag in sorted(lags)) or "-"
         return ok, f"{len(counts)} charged (max {max(counts.values(), default=0)}x), lag vs due [s]: {shown}"

@@ -643,3 +643,25 @@ def test_given_attributes_when_sending_delayed_then_the_callers_mapping_is_not_m
     )
 
     assert user == {"tenant": {"DataType": "String", "StringValue": "acme"}}
+
+
+def test_given_an_allowlist_of_arns_when_a_url_names_that_queue_then_it_is_allowed() -> None:
+    allowlist = ("arn:aws:sqs:eu-west-1:210987654321:billing", TARGET)
+    url = "https://sqs.eu-west-1.amazonaws.com/210987654321/billing"
+
+    assert check_target(url, allowlist) == url
+
+
+def test_given_a_target_that_is_not_a_queue_url_when_checked_then_it_is_rejected() -> None:
+    with pytest.raises(PermanentError, match="not a queue URL"):
+        check_target(
+            "arn:aws:sqs:eu-west-1:210987654321:billing", ("arn:aws:sqs:eu-west-1:210987654321:billing",)
+        )
+
+
+def test_given_the_same_queue_name_in_another_account_when_checked_then_it_is_rejected() -> None:
+    with pytest.raises(PermanentError, match="not in the allowlist"):
+        check_target(
+            "https://sqs.eu-west-1.amazonaws.com/999999999999/billing",
+            ("arn:aws:sqs:eu-west-1:210987654321:billing",),
+        )

@@ -29,6 +29,7 @@ from sluice.batchsend import Outgoing
 from sluice.envelope import Envelope, SendAttributes, merge, split, utcnow
 from sluice.errors import PermanentError
 from sluice.settings import EnvSettings
+from sluice.sqs import queue_identity
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -107,10 +108,14 @@ def send_delayed(
 
 
 def check_target(target: str | None, allowlist: Iterable[str]) -> str:
-    """The target must be one of the allowed queue URLs: a message must not route itself anywhere."""
+    """The target must be a queue URL naming an allowed queue (allowlist entries are queue URLs or ARNs,
+    compared by account and queue name): a message must not route itself anywhere."""
     if not target:
         raise PermanentError("delayed message has no target queue in its envelope")
-    if target not in set(allowlist):
+    identity = queue_identity(target) if target.startswith(("https://", "http://")) else None
+    if identity is None:
+        raise PermanentError(f"delay target {target!r} is not a queue URL")
+    if identity not in {queue_identity(entry) for entry in allowlist}:
         raise PermanentError(f"delay target {target!r} is not in the allowlist")
     return target
 
