@@ -116,6 +116,10 @@ class LocalCloud:
         if self._server is not None:
             self._server.stop()
             self._server = None
+            # The server stops accepting at once; let requests already in flight finish.
+            for thread in threading.enumerate():
+                if "process_request_thread" in thread.name:
+                    thread.join(timeout=10)
         for undo in reversed(self._unpatch):
             undo()
         self._unpatch.clear()
