@@ -25,7 +25,9 @@ QUEUES = (
 def run_demo(log_file: Path, overrides: dict[str, str]) -> int:
     from sluice_local.__main__ import FAST  # noqa: PLC0415 - avoid an import cycle
 
-    console = Console(file=sys.__stdout__ or sys.stderr)
+    stream = sys.__stdout__ or sys.stderr
+    # Piped (CI, logs): wide enough that the observed figures (lags, counts) are never cut.
+    console = Console(file=stream, width=None if stream.isatty() else 160)
     log_file.parent.mkdir(parents=True, exist_ok=True)
     log_file.unlink(missing_ok=True)
     sys.stdout = log_file.open("a", buffering=1, encoding="utf-8")

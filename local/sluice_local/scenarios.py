@@ -336,7 +336,7 @@ class Delayed(Scenario):
             and all(-LAG_TOLERANCE[0] <= lag <= LAG_TOLERANCE[1] for lag in lags)
         )
         shown = ", ".join(f"{lag:+.2f}" for lag in sorted(lags)) or "-"
-        return ok, f"{len(counts)} charged (max {max(counts.values(), default=0)}x), lag vs due [s]: {shown}"
+        return ok, f"{len(counts)} charged (max {max(counts.values(), default=0)}x), lag vs due (s): {shown}"
 
 
 class SweptBucket(Scenario):
