@@ -1,0 +1,90 @@
+"""A rehydrator that crashes part-way through an object: the rest is delivered, nothing is lost or repeated.
+
+Runs the stack in-process (``LocalCloud``) so the test can reach into the warm rehydrator environment
+and make SQS refuse some entries — as a throttled or briefly unavailable SQS would — for its first
+calls. Everything else is the real wiring: delay queue → batch-delay → S3 + delay state machine →
+rehydrator (failing, then retried by the state machine's Retry) → target queue.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sluice.delay import send_delayed
+from sluice_local.__main__ import FAST
+from sluice_local.cloud import ACCOUNT, LocalCloud
+
+
+class RefusingSqs:
+    """Refuses entries whose body contains 'flaky' (non-sender fault) for the first ``calls`` batches."""
+
+    def __init__(self, sqs: Any, calls: int) -> None:
+        self._sqs = sqs
+        self.calls = calls
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sqs, name)
+
+    def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:  # noqa: N803
+        if self.calls <= 0:
+            return self._sqs.send_message_batch(QueueUrl=QueueUrl, Entries=Entries)
+        self.calls -= 1
+        ok = [e for e in Entries if "flaky" not in e["MessageBody"]]
+        sent = self._sqs.send_message_batch(QueueUrl=QueueUrl, Entries=ok) if ok else {}
+        failed = [
+            {"Id": e["Id"], "Code": "ServiceUnavailable", "Message": "try again", "SenderFault": False}
+            for e in Entries
+            if "flaky" in e["MessageBody"]
+        ]
+        return {"Successful": sent.get("Successful", []), "Failed": failed}
+
+
+def test_a_rehydrator_crash_part_way_through_an_object_delivers_the_rest_exactly_once():
+    target_arn = f"arn:aws:sqs:us-east-1:{ACCOUNT}:crash-target"
+    params = {**FAST, "DelaySweepRate": "rate(1 hour)", "ExtraDelayTargetArns": target_arn}
+    with LocalCloud(parameters=params, stack_name="sluice-crash") as cloud:
+        sqs = cloud.client("sqs")
+        target = sqs.create_queue(QueueName="crash-target")["QueueUrl"]
+        # Warm one rehydrator environment and make its SQS refuse the 'flaky' entry (4 tries per
+        # invocation inside send_batch, so the first invocation fails after sending the others).
+        host = cloud.functions["RehydratorFunction"]
+        handler = host._acquire()
+        module = sys.modules[handler.__module__]  # the cold-started app.py of this environment
+        module.rehydrator._sqs = RefusingSqs(module.rehydrator._sqs, calls=4)
+        host._idle.append(handler)
+
+        due = datetime.now(UTC) + timedelta(seconds=14)
+        for body in ("ok-1", "flaky-2", "ok-3"):
+            send_delayed(
+                sqs, delay_queue_url=cloud.outputs["DelayQueueUrl"], target=target, body=body, deliver_at=due
+            )
+
+        received: list[str] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(received) < 3:
+            for message in sqs.receive_message(QueueUrl=target, MaxNumberOfMessages=10).get("Messages", []):
+                received.append(message["Body"])
+                sqs.delete_message(QueueUrl=target, ReceiptHandle=message["ReceiptHandle"])
+            time.sleep(0.2)
+        time.sleep(1.5)  # anything sent twice would show up now
+        received += [
+            m["Body"]
+            for m in sqs.receive_message(QueueUrl=target, MaxNumberOfMessages=10).get("Messages", [])
+        ]
+
+        sfn = cloud.client("stepfunctions")
+        [execution] = sfn.list_executions(stateMachineArn=cloud.outputs["DelayStateMachineArn"])["executions"]
+        history = sfn.get_execution_history(executionArn=execution["executionArn"])["events"]
+        objects = (
+            cloud.client("s3").list_objects_v2(Bucket=cloud.outputs["DelayBucketName"]).get("Contents", [])
+        )
+
+    assert sorted(received) == ["flaky-2", "ok-1", "ok-3"]  # nothing lost, nothing repeated
+    failures = [e for e in history if e["type"] == "TaskFailed"]
+    assert failures, "the rehydrator should have failed once and been retried by the state machine"
+    assert json.loads(failures[0]["taskFailedEventDetails"]["cause"])["errorType"] == "TransientError"
+    assert objects == []  # the object was deleted once everything was accepted
