@@ -64,11 +64,13 @@ def delay_stack(monkeypatch):
 
 
 def shifted(event: dict, now: datetime) -> dict:
-    """Move every deliver_at by (now - the events' send time), as a person invoking by hand would."""
+    """Move every deliver_at by whole minutes so the events' send time becomes the next minute start,
+    as a person invoking by hand would (whole minutes keep due times in the buckets the files intend)."""
+    minutes = -(-int((now - SENT).total_seconds()) // 60)
     for record in event.get("Records", []):
         attribute = record["messageAttributes"][ATTRIBUTE]
         env = Envelope.model_validate_json(attribute["stringValue"])
-        env = env.model_copy(update={"deliver_at": env.deliver_at + (now - SENT)})
+        env = env.model_copy(update={"deliver_at": env.deliver_at + timedelta(minutes=minutes)})
         attribute["stringValue"] = env.to_json()
     return event
 

@@ -271,11 +271,36 @@ def test_a_crash_part_way_through_an_object_loses_and_repeats_nothing(delays):
     assert delays.parked_keys() == []
 
 
-def test_an_unreadable_object_is_kept_and_reported(delays):
-    delays.s3.put_object(Bucket="parked", Key="delayed/123/broken.json", Body=b"{not json")
-    with pytest.raises(TransientError, match="unreadable"):
-        delays.rehydrator().handle({"bucket": 123, "prefix": "delayed/123/"}, LambdaContext())
-    assert delays.parked_keys() == ["delayed/123/broken.json"]
+def test_an_unreadable_object_is_quarantined_and_does_not_block_its_bucket(delays):
+    prefix = park(delays, ("good", 3600))
+    delays.s3.put_object(Bucket="parked", Key=f"{prefix}0-broken.json", Body=b"{not json")  # listed first
+    delays.clock.now = NOW + timedelta(seconds=3660)
+    result = delays.rehydrator().handle({"bucket": 0, "prefix": prefix}, LambdaContext())
+    assert result["sent"] == 1
+    assert delays.parked_keys() == [f"delayed/quarantine/{prefix[len('delayed/') :]}0-broken.json"]
+    assert delays.metrics.values["DelayedObjectsQuarantined"] == 1
+    assert [m["Body"] for m in drain(delays.sqs, delays.target)] == ["good"]
+
+
+def test_a_target_that_keeps_refusing_does_not_hold_back_other_objects(delays):
+    first = park(delays, ("flaky-1", 3600))
+    delays.request("ok-2", 3605)
+    delays.delayer().handle(delays.batch(1), LambdaContext(aws_request_id="second"))
+    delays.clock.now = NOW + timedelta(seconds=3660)
+    rehydrator = delays.rehydrator()
+    rehydrator._sqs = FlakySqs(delays.sqs, failures=1000)
+    with pytest.raises(TransientError, match="kept for a retry"):
+        rehydrator.handle({"bucket": 0, "prefix": first}, LambdaContext())
+    assert [m["Body"] for m in drain(delays.sqs, delays.target)] == ["ok-2"]  # the other object went out
+    for _ in range(3):  # later cycles: still refused …
+        with pytest.raises(TransientError):
+            rehydrator.handle({"bucket": 0, "prefix": first}, LambdaContext())
+    # … until MAX_SEND_CYCLES: then it is isolated with the reason instead of blocking forever
+    assert rehydrator.handle({"bucket": 0, "prefix": first}, LambdaContext())["more"] is False
+    [poisoned] = drain(delays.sqs, delays.poison)
+    assert poisoned["Body"] == "flaky-1"
+    assert "ThrottlingException" in envelope_of(poisoned).last_error.message
+    assert delays.parked_keys() == []
 
 
 def test_the_sweep_rehydrates_only_buckets_whose_time_has_passed(delays):
@@ -294,5 +319,5 @@ def test_the_sweep_rehydrates_only_buckets_whose_time_has_passed(delays):
 def test_a_prefix_outside_the_delay_prefix_is_refused(delays):
     from sluice.errors import PermanentError  # noqa: PLC0415
 
-    with pytest.raises(PermanentError, match="outside"):
+    with pytest.raises(PermanentError, match="not a bucket under"):
         delays.rehydrator().handle({"bucket": 1, "prefix": "claim-check/"}, LambdaContext())

@@ -617,6 +617,7 @@ def test_given_an_existing_envelope_when_sending_delayed_then_it_is_updated_not_
         body="x",
         deliver_at=due,
         attributes=existing,
+        keep_identity=True,  # a re-send of the same message (redrive, replay)
     )
 
     attributes = sqs.sent[0]["MessageAttributes"]
@@ -628,6 +629,29 @@ def test_given_an_existing_envelope_when_sending_delayed_then_it_is_updated_not_
     assert envelope.origin_id == "first-hop"
     assert envelope.attempts == 2
     assert envelope.trace == "Root=1-a"
+
+
+def test_given_the_envelope_of_the_message_being_handled_when_sending_delayed_then_it_is_a_new_message() -> (
+    None
+):
+    # A follow-up written from a handler must not inherit the handled message's identity: it would
+    # share its idempotency key and be skipped as a duplicate (or poisoned as a reused key).
+    sqs = FakeSqs()
+    handled = merge({}, Envelope(origin_id="first-hop", attempts=2, trace="Root=1-a"))
+
+    send_delayed(
+        sqs,  # type: ignore[arg-type]
+        delay_queue_url=DELAY_QUEUE,
+        target=TARGET,
+        body="follow-up",
+        deliver_at=NOW + timedelta(hours=1),
+        attributes=handled,
+    )
+
+    envelope = _envelope_of(sqs.sent[0])
+    assert envelope.origin_id is None
+    assert envelope.attempts == 0
+    assert envelope.trace == "Root=1-a"  # the trace still links the two
 
 
 def test_given_attributes_when_sending_delayed_then_the_callers_mapping_is_not_mutated() -> None:

@@ -41,6 +41,39 @@ class FakeSqs:
         return [entry["ReceiptHandle"] for _, entries in calls for entry in entries]
 
 
+class BlockingSqs(FakeSqs):
+    """A FakeSqs whose call number ``block`` (0-based) waits for ``release`` before returning."""
+
+    def __init__(self, block: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.block = block
+        self.blocked = threading.Event()  # the chosen call is in flight
+        self.release = threading.Event()
+        self.returned = threading.Event()  # the chosen call has returned
+
+    def change_message_visibility_batch(self, **kwargs: Any) -> dict[str, Any]:
+        if len(self.calls) != self.block:
+            return super().change_message_visibility_batch(**kwargs)
+        self.blocked.set()
+        assert self.release.wait(timeout=5), "test never released the blocked call"
+        try:
+            return super().change_message_visibility_batch(**kwargs)
+        finally:
+            self.returned.set()
+
+
+def _in_background(target: Any, *args: Any) -> threading.Event:
+    """Runs ``target(*args)`` on a daemon thread; the event is set once it has returned."""
+    done = threading.Event()
+
+    def run() -> None:
+        target(*args)
+        done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    return done
+
+
 class Clock:
     def __init__(self, now: float = 1_000.0) -> None:
         self.now = now
@@ -260,3 +293,119 @@ def test_given_no_records_when_entered_then_no_thread_is_started() -> None:
         assert heartbeat._thread is None
 
     assert sqs.calls == []
+
+
+# --- a beat's calls are made without the lock --------------------------------------------------
+
+
+def test_given_a_call_in_flight_when_a_record_succeeds_then_succeed_returns_at_once_and_it_rides_along() -> (
+    None
+):
+    sqs = BlockingSqs(block=0)
+    heartbeat = _heartbeat(sqs, _records(25))
+    beat_done = _in_background(heartbeat.beat)
+    assert sqs.blocked.wait(timeout=1)
+
+    in_blocked_chunk = _in_background(heartbeat.succeed, "m3")
+    in_later_chunk = _in_background(heartbeat.succeed, "m17")
+
+    assert in_blocked_chunk.wait(timeout=1)
+    assert in_later_chunk.wait(timeout=1)
+    assert not sqs.returned.is_set()
+    sqs.release.set()
+    assert beat_done.wait(timeout=1)
+    assert sorted(sqs.handles()) == sorted(r.receipt_handle for r in _records(25))
+    assert heartbeat.extensions == 25
+
+
+def test_given_a_call_in_flight_when_a_later_record_is_settled_then_it_returns_at_once_and_is_skipped() -> (
+    None
+):
+    sqs = BlockingSqs(block=0)
+    heartbeat = _heartbeat(sqs, _records(25))
+    beat_done = _in_background(heartbeat.beat)
+    assert sqs.blocked.wait(timeout=1)
+
+    settled = _in_background(heartbeat.settle, "m17")
+
+    assert settled.wait(timeout=1)
+    assert not sqs.returned.is_set()
+    sqs.release.set()
+    assert beat_done.wait(timeout=1)
+    # Then the rest of the beat skips it (and packs the others into full calls)
+    assert "rh-m17" not in sqs.handles()
+    assert [len(entries) for _, entries in sqs.calls] == [10, 10, 4]
+    assert heartbeat.extensions == 24
+
+
+def test_given_a_call_in_flight_when_a_record_of_that_call_is_settled_then_settle_waits_for_the_call() -> (
+    None
+):
+    sqs = BlockingSqs(block=1)
+    heartbeat = _heartbeat(sqs, _records(25))
+    beat_done = _in_background(heartbeat.beat)
+    assert sqs.blocked.wait(timeout=1)
+    returned_before_settle: list[bool] = []
+
+    def settle() -> None:
+        heartbeat.settle("m13")
+        returned_before_settle.append(sqs.returned.is_set())
+
+    settled = _in_background(settle)
+
+    assert not settled.wait(timeout=0.1)  # held while the call carrying m13 is in flight
+    sqs.release.set()
+    assert settled.wait(timeout=1)
+    assert returned_before_settle == [True]
+    assert beat_done.wait(timeout=1)
+    heartbeat.beat()
+    assert "rh-m13" not in sqs.handles(3)
+
+
+def test_given_a_call_in_flight_when_a_record_of_an_earlier_call_is_settled_then_settle_returns_at_once() -> (
+    None
+):
+    sqs = BlockingSqs(block=1)
+    heartbeat = _heartbeat(sqs, _records(25))
+    beat_done = _in_background(heartbeat.beat)
+    assert sqs.blocked.wait(timeout=1)
+
+    settled = _in_background(heartbeat.settle, "m2")
+
+    assert settled.wait(timeout=1)
+    sqs.release.set()
+    assert beat_done.wait(timeout=1)
+
+
+def test_given_a_beat_in_progress_when_the_last_pending_record_finishes_then_the_rest_of_it_is_skipped() -> (
+    None
+):
+    sqs = BlockingSqs(block=0)
+    heartbeat = _heartbeat(sqs, _records(25))
+    for i in range(1, 25):
+        heartbeat.succeed(f"m{i}")
+    beat_done = _in_background(heartbeat.beat)
+    assert sqs.blocked.wait(timeout=1)
+
+    heartbeat.succeed("m0")
+    sqs.release.set()
+
+    assert beat_done.wait(timeout=1)
+    assert len(sqs.calls) == 1  # only succeeded records are left: they do not need a call of their own
+
+
+def test_given_a_settle_waiting_on_a_call_when_sqs_refuses_the_record_then_it_is_reported() -> None:
+    sqs = BlockingSqs(block=0, refuse={"rh-m1"})
+    errors: list[str] = []
+    heartbeat = _heartbeat(sqs, _records(3), on_error=lambda mid, why: errors.append(mid))
+    beat_done = _in_background(heartbeat.beat)
+    assert sqs.blocked.wait(timeout=1)
+
+    settled = _in_background(heartbeat.settle, "m1")
+    sqs.release.set()
+
+    assert settled.wait(timeout=1)
+    assert beat_done.wait(timeout=1)
+    assert errors == ["m1"]
+    heartbeat.beat()
+    assert sorted(sqs.handles(1)) == ["rh-m0", "rh-m2"]

@@ -8,7 +8,7 @@ due time unparseable, more than a year out or too far in the past) go to the poi
 
 from __future__ import annotations
 
-import uuid
+import hashlib
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -31,7 +31,7 @@ from sluice.delay import (
     residual_seconds,
 )
 from sluice.envelope import Envelope, from_event_attributes, merge, split, utcnow
-from sluice.errors import PermanentError
+from sluice.errors import ConfigurationError, PermanentError
 from sluice.poison import isolate
 
 if TYPE_CHECKING:
@@ -41,6 +41,16 @@ if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
 
     from sluice.metrics import MetricSink
+
+
+PARK_MARGIN_SECONDS = 1.0  # a bucket must still be at least this far from opening when written
+
+
+def _by_target(planned: list[_Planned]) -> dict[str, list[_Planned]]:
+    out: dict[str, list[_Planned]] = defaultdict(list)
+    for p in planned:
+        out[p.parked.target].append(p)
+    return out
 
 
 @dataclass
@@ -61,6 +71,10 @@ class BatchDelay:
         metrics_sink: MetricSink,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
+        if not settings.delay_state_machine_arn.startswith("arn:") or ":stateMachine:" not in (
+            settings.delay_state_machine_arn
+        ):
+            raise ConfigurationError("SLUICE_DELAY_STATE_MACHINE_ARN: a state machine ARN is required")
         self._s = settings
         self._sqs = sqs
         self._s3 = s3
@@ -90,7 +104,8 @@ class BatchDelay:
             else:
                 parked[bucket_of(due, self._s.delay_bucket_seconds)].append(planned)
         sent = self._send_direct(direct, now, failed)
-        started, delayed = self._park(parked, context, failed)
+        started, delayed, late = self._park(parked, failed)
+        sent += late
         for name, value in (
             (metrics.MESSAGES_SENT_DIRECT, sent),
             (metrics.MESSAGES_DELAYED, delayed),
@@ -117,6 +132,8 @@ class BatchDelay:
             envelope = envelope.model_copy(update={"origin_id": record["messageId"]})
         if envelope.source is None:
             envelope = envelope.model_copy(update={"source": record.get("eventSourceARN")})
+        if envelope.trace is None and (record.get("attributes") or {}).get("AWSTraceHeader"):
+            envelope = envelope.model_copy(update={"trace": record["attributes"]["AWSTraceHeader"]})
         message = Parked(
             record["messageId"], target, due, record.get("body") or "", merge(attributes, envelope)
         )
@@ -132,7 +149,10 @@ class BatchDelay:
                 for p in planned
             ]
             refused = send_batch(self._sqs, target, outgoing)
+            records = {p.message_id: p for p in planned}
             for r in refused:
+                if r.sender_fault and self._isolate_planned(records[r.message.key], f"{r.code}: {r.reason}"):
+                    continue  # the target will never take it as it is: poison, with the reason
                 self._log.warning(
                     "direct send refused; will be retried",
                     extra={"message_id": r.message.key, "code": r.code, "reason": r.reason},
@@ -141,11 +161,42 @@ class BatchDelay:
             sent += len(outgoing) - len(refused)
         return sent
 
-    def _park(self, parked: dict[int, list[_Planned]], context: Any, failed: set[str]) -> tuple[int, int]:
-        started = delayed = 0
-        request = getattr(context, "aws_request_id", None) or str(uuid.uuid4())
+    def _isolate_planned(self, planned: _Planned, reason: str) -> bool:
+        user, envelope, _ = split(planned.parked.attributes)
+        base = envelope or Envelope(origin_id=planned.message_id)
+        try:
+            isolate(
+                self._sqs,
+                poison_queue_url=self._s.poison_queue_url,
+                body=planned.parked.body,
+                attributes=user,
+                envelope=base.failed(PermanentError(f"target {planned.parked.target} refused: {reason}")),
+            )
+        except Exception:  # noqa: BLE001 - not isolated: retried, never lost
+            self._log.exception("poison isolation failed", extra={"message_id": planned.message_id})
+            return False
+        self._log.error(
+            "delayed message isolated to the poison queue",
+            extra={"message_id": planned.message_id, "reason": reason},
+        )
+        return True
+
+    def _park(self, parked: dict[int, list[_Planned]], failed: set[str]) -> tuple[int, int, int]:
+        """(executions started, messages parked, messages sent directly after all)."""
+        started = delayed = direct = 0
         for bucket, planned in sorted(parked.items()):
-            key = f"{bucket_prefix(self._s.delay_prefix, bucket)}{request}.json"
+            now = self._clock()
+            if bucket - now.timestamp() < PARK_MARGIN_SECONDS:
+                # This invocation ran long (retries): the bucket may open before its object lands.
+                # Its messages are due within the threshold by now: send them directly instead.
+                self._log.warning("bucket opens too soon to park; sending directly", extra={"bucket": bucket})
+                direct += self._send_direct(_by_target(planned), now, failed)
+                continue
+            # Deterministic key: a retried batch rewrites its object instead of parking a second copy.
+            digest = hashlib.sha256("\n".join(sorted(p.message_id for p in planned)).encode()).hexdigest()[
+                :32
+            ]
+            key = f"{bucket_prefix(self._s.delay_prefix, bucket)}{digest}.json"
             try:
                 self._s3.put_object(
                     Bucket=self._s.delay_bucket,
@@ -161,7 +212,7 @@ class BatchDelay:
                 failed.update(p.message_id for p in planned)
                 continue
             delayed += len(planned)
-        return started, delayed
+        return started, delayed, direct
 
     def _ensure_execution(self, bucket: int) -> int:
         """1 when this call started the bucket's execution, 0 when it already existed.
@@ -178,6 +229,11 @@ class BatchDelay:
         except self._sfn.exceptions.ExecutionDoesNotExist:
             status = None
         if status == "RUNNING":
+            if self._clock().timestamp() >= bucket:
+                self._log.warning(
+                    "bucket already open while parking; the sweep will deliver anything it missed",
+                    extra={"bucket": bucket},
+                )
             return 0
         if status is not None:
             self._log.warning(

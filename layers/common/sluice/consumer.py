@@ -33,9 +33,9 @@ from pydantic import BaseModel, ValidationError
 from sluice import claimcheck, metrics
 from sluice.backoff import full_jitter
 from sluice.envelope import Envelope, SendAttributes, from_event_attributes, split
-from sluice.errors import PermanentError, RetryAfter
+from sluice.errors import MAX_VISIBILITY_SECONDS, PermanentError, RetryAfter
 from sluice.heartbeat import Heartbeat, InFlight
-from sluice.idempotency import Idempotency
+from sluice.idempotency import Idempotency, InProgressElsewhere
 from sluice.poison import isolate
 from sluice.settings import ConsumerSettings
 from sluice.sqs import queue_url_from_arn
@@ -72,7 +72,8 @@ class SluiceRecord:
 
     def once(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run side effect ``name`` of this record at most once, even across retries and redrives."""
-        return self._idempotency.once(f"{self.idempotency_key}#{name}", fn, *args, **kwargs)
+        # JSON pair: a '#' inside a key or a name cannot make two effects collide
+        return self._idempotency.once(json.dumps([self.idempotency_key, name]), fn, *args, **kwargs)
 
 
 Processor = Callable[[SluiceRecord], object]
@@ -137,6 +138,7 @@ class Consumer:
 
             self._key_expr = jmespath.compile(settings.idempotency_key_jmespath)
         self._urls: dict[str, str] = {}
+        self._lock_wait = 0
 
     @classmethod
     def from_env(
@@ -174,6 +176,9 @@ class Consumer:
     def handle(self, event: Mapping[str, Any], context: LambdaContext | None) -> dict[str, Any]:
         """Process one SQS event; returns ``{"batchItemFailures": [...]}``."""
         self._idempotency.register_lambda_context(context)
+        remaining = getattr(context, "get_remaining_time_in_millis", None)
+        # An in-progress lock held by another invocation lives at most about one function timeout.
+        self._lock_wait = int(remaining() // 1000) + 1 if callable(remaining) else 0
         records = list(event.get("Records", []))
         stats = _Stats()
         in_flight = [
@@ -226,6 +231,10 @@ class Consumer:
                 try:
                     self._isolate(record, attributes, envelope, exc, stats)
                 except Exception as isolation_error:  # noqa: BLE001 - not isolated: retried, never lost
+                    self._log.error(
+                        "permanent failure could not be isolated; retrying the record",
+                        extra={"reason": str(exc)[:512], "error_type": exc.__class__.__name__},
+                    )
                     failure = isolation_error
                 else:
                     heartbeat.succeed(mid)  # reported as success: Lambda deletes it at batch end
@@ -311,7 +320,8 @@ class Consumer:
         if self._key_expr is not None and isinstance(payload, dict | list):
             value = self._key_expr.search(payload)
             if value not in (None, "", [], {}):
-                return "body:" + (value if isinstance(value, str) else json.dumps(value, sort_keys=True))
+                # JSON-typed, so the order id 42 and the string "42" are different keys
+                return "body:" + json.dumps(value, sort_keys=True, separators=(",", ":"))
         return "msg:" + (envelope.origin_id or message_id)
 
     def _isolate(
@@ -362,6 +372,8 @@ class Consumer:
                 cap=s.backoff_cap_seconds,
                 floor=s.backoff_floor_seconds,
             )
+            if isinstance(exc, InProgressElsewhere):  # retrying before the other lock expires is wasted
+                delay = max(delay, min(self._lock_wait, MAX_VISIBILITY_SECONDS))
         stats.add(metrics.RECORDS_FAILED)
         try:
             self._sqs.change_message_visibility(

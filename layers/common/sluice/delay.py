@@ -86,16 +86,25 @@ def send_delayed(
     deliver_at: datetime | None = None,
     delay_seconds: float | None = None,
     attributes: SendAttributes | None = None,
+    keep_identity: bool = False,
     now: Callable[[], datetime] = utcnow,
 ) -> str:
-    """Ask for ``body`` to be delivered to queue ``target`` at ``deliver_at`` (or after ``delay_seconds``)."""
+    """Ask for ``body`` to be delivered to queue ``target`` at ``deliver_at`` (or after ``delay_seconds``).
+
+    The delayed message is a NEW message with its own identity, even when ``attributes`` carry the
+    envelope of the message being handled (a follow-up, a "check again later"): otherwise it would share
+    that message's idempotency key and be skipped as a duplicate. ``keep_identity=True`` is for
+    re-sending the SAME message later (a redrive, a replay): its envelope is kept and updated.
+    """
     if (deliver_at is None) == (delay_seconds is None):
         raise ValueError("give exactly one of deliver_at or delay_seconds")
     due = deliver_at if deliver_at is not None else now() + timedelta(seconds=float(delay_seconds or 0))
     if due.tzinfo is None:
         raise ValueError("deliver_at must be timezone-aware (UTC)")
     user, envelope, _ = split(dict(attributes or {}))
-    envelope = (envelope or Envelope()).model_copy(update={"deliver_at": due, "target": target})
+    if not keep_identity or envelope is None:
+        envelope = Envelope(trace=envelope.trace if envelope is not None else None)
+    envelope = envelope.model_copy(update={"deliver_at": due, "target": target})
     response = sqs.send_message(
         QueueUrl=delay_queue_url,
         MessageBody=body,
@@ -182,6 +191,7 @@ class Parked:
     due: datetime
     body: str
     attributes: SendAttributes  # user attributes + the envelope, SendMessage shape (binary base64)
+    tries: int = 0  # rehydration cycles in which the target refused this message
 
     def outgoing(self, now: datetime) -> Outgoing:
         return Outgoing(self.key, self.body, _decode_binary(self.attributes), residual_seconds(self.due, now))
@@ -198,6 +208,7 @@ def encode_object(bucket: int, messages: Iterable[Parked]) -> bytes:
                 "due": m.due.isoformat(),
                 "body": m.body,
                 "attributes": _encode_binary(m.attributes),
+                **({"tries": m.tries} if m.tries else {}),
             }
             for m in messages
         ],
@@ -210,7 +221,14 @@ def decode_object(data: bytes) -> list[Parked]:
     if doc.get("v") != OBJECT_VERSION:
         raise ValueError(f"unknown parked-object version {doc.get('v')!r}")
     return [
-        Parked(m["key"], m["target"], datetime.fromisoformat(m["due"]), m["body"], m.get("attributes") or {})
+        Parked(
+            m["key"],
+            m["target"],
+            datetime.fromisoformat(m["due"]),
+            m["body"],
+            m.get("attributes") or {},
+            int(m.get("tries", 0)),
+        )
         for m in doc["messages"]
     ]
 

@@ -9,6 +9,14 @@ visibility is never overwritten). A record that succeeded is deleted by Lambda o
 batch returns, so it keeps riding along with the unfinished ones (same API calls, no extra cost)
 instead of reappearing and being processed again. Never past SQS's 12-hour limit; failures are
 reported to ``on_error`` and are never fatal.
+
+Records finish while a beat is running, so a beat never holds the lock across an API call: it takes
+a snapshot of the records under the lock, then, per call, re-checks under the lock which of the
+next records are still unfinished or succeeded (one settled meanwhile is skipped), marks those ids
+in flight and makes the call without the lock. ``succeed`` never waits. ``settle`` waits only while
+that very record is part of a call in flight, and returns once it is not: after ``settle`` returns
+no extension of the record is running or will start, so a backoff visibility set right after it is
+never overwritten.
 """
 
 from __future__ import annotations
@@ -62,6 +70,10 @@ class Heartbeat:
         self._on_error = on_error
         self._clock = clock
         self._lock = threading.Lock()
+        # Signalled (under _lock) whenever the ids of a call leave _in_call.
+        self._call_returned = threading.Condition(self._lock)
+        # message id -> number of calls in flight that carry it (a count, in case beats overlap).
+        self._in_call: dict[str, int] = {}
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self._started_at = clock()
@@ -78,12 +90,19 @@ class Heartbeat:
         self.stop()
 
     def settle(self, message_id: str) -> None:
-        """Stop extending a failed record. Returns only once no extension of it is in progress."""
-        with self._lock:
+        """Stop extending a failed record. Returns only once no extension of it is in progress.
+
+        Waits only while a call carrying this record is in flight, never for the rest of a beat.
+        """
+        with self._call_returned:
             self._pending.pop(message_id, None)
+            self._call_returned.wait_for(lambda: message_id not in self._in_call)
 
     def succeed(self, message_id: str) -> None:
-        """The record is done and awaits deletion at batch end: keep it invisible while others run."""
+        """The record is done and awaits deletion at batch end: keep it invisible while others run.
+
+        Never waits for a call in flight: the record keeps being extended either way.
+        """
         with self._lock:
             record = self._pending.pop(message_id, None)
             if record is not None:
@@ -102,7 +121,11 @@ class Heartbeat:
             wait = self._interval
 
     def beat(self) -> None:
-        """Extend every unfinished record once (the thread calls this; tests may too)."""
+        """Extend every unfinished record once (the thread calls this; tests may too).
+
+        The lock is held only to take the snapshot and to pick each call's records, never across
+        an API call.
+        """
         with self._lock:
             elapsed = self._clock() - self._started_at + self._window
             budget = int(MAX_VISIBILITY_SECONDS - elapsed - SAFETY_SECONDS)
@@ -112,28 +135,67 @@ class Heartbeat:
             by_queue: dict[str, list[InFlight]] = {}
             for record in (*self._pending.values(), *self._succeeded.values()):
                 by_queue.setdefault(record.queue_url, []).append(record)
-            for queue_url, records in by_queue.items():
-                for start in range(0, len(records), 10):
-                    self._extend(queue_url, records[start : start + 10], timeout)
+        for queue_url, records in by_queue.items():
+            cursor = 0
+            while cursor < len(records):
+                chunk, cursor = self._claim(records, cursor)
+                if chunk is None:
+                    return  # nothing unfinished is left: the batch is about to return
+                if chunk:
+                    self._extend(queue_url, chunk, timeout)
+
+    def _claim(self, records: list[InFlight], cursor: int) -> tuple[list[InFlight] | None, int]:
+        """Under the lock: the next (at most 10) records of the snapshot still to extend, marked in flight.
+
+        A record settled or refused since the snapshot is skipped. ``None`` once no record is
+        pending any more (succeeded records only ride along with unfinished ones).
+        """
+        with self._lock:
+            if not self._pending:
+                return None, cursor
+            chunk: list[InFlight] = []
+            while cursor < len(records) and len(chunk) < 10:
+                record = records[cursor]
+                cursor += 1
+                if record.message_id in self._pending or record.message_id in self._succeeded:
+                    chunk.append(record)
+            for record in chunk:
+                self._in_call[record.message_id] = self._in_call.get(record.message_id, 0) + 1
+            return chunk, cursor
 
     def _extend(self, queue_url: str, chunk: list[InFlight], timeout: int) -> None:
+        """One API call for a claimed chunk, made without the lock; callbacks run after release."""
         entries: list[ChangeMessageVisibilityBatchRequestEntryTypeDef] = [
             {"Id": str(i), "ReceiptHandle": r.receipt_handle, "VisibilityTimeout": timeout}
             for i, r in enumerate(chunk)
         ]
+        errors: list[tuple[str, str]] = []
+        refused: list[str] = []
+        ok = 0
         try:
-            response = self._sqs.change_message_visibility_batch(QueueUrl=queue_url, Entries=entries)
-        except Exception as exc:  # noqa: BLE001 - a failed extension must never fail the batch
-            for r in chunk:
-                self._on_error(r.message_id, f"visibility extension failed: {exc}")
-            return
-        ok = len(response.get("Successful", []))
-        for failed in response.get("Failed", []):
-            record = chunk[int(failed["Id"])]
-            self._on_error(record.message_id, f"visibility extension refused: {failed.get('Code')}")
-            # A refused handle (message re-delivered or deleted) will not succeed later either.
-            self._pending.pop(record.message_id, None)
-            self._succeeded.pop(record.message_id, None)
+            try:
+                response = self._sqs.change_message_visibility_batch(QueueUrl=queue_url, Entries=entries)
+            except Exception as exc:  # noqa: BLE001 - a failed extension must never fail the batch
+                errors = [(r.message_id, f"visibility extension failed: {exc}") for r in chunk]
+            else:
+                ok = len(response.get("Successful", []))
+                for failed in response.get("Failed", []):
+                    message_id = chunk[int(failed["Id"])].message_id
+                    errors.append((message_id, f"visibility extension refused: {failed.get('Code')}"))
+                    refused.append(message_id)
+        finally:
+            with self._call_returned:
+                # A refused handle (message re-delivered or deleted) will not succeed later either.
+                for message_id in refused:
+                    self._pending.pop(message_id, None)
+                    self._succeeded.pop(message_id, None)
+                self.extensions += ok
+                for record in chunk:
+                    left = self._in_call.pop(record.message_id) - 1
+                    if left:
+                        self._in_call[record.message_id] = left
+                self._call_returned.notify_all()
+        for message_id, reason in errors:
+            self._on_error(message_id, reason)
         if ok:
-            self.extensions += ok
             self._on_extended(ok)

@@ -37,6 +37,10 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 
+class InProgressElsewhere(TransientError):  # noqa: N818 - reads as the situation, like RetryAfter
+    """Another invocation holds this key; its lock lives until that invocation's deadline."""
+
+
 def _record(task: dict[str, Any], call: Callable[[], None]) -> None:
     """Powertools stores this function's (empty) result under the record's key."""
     call()
@@ -121,7 +125,7 @@ class Idempotency:
                     f"idempotency key {key!r} was already used for a different payload"
                 ) from None
             except IdempotencyAlreadyInProgressError:
-                raise TransientError(f"idempotency key {key!r} is being processed elsewhere") from None
+                raise InProgressElsewhere(f"idempotency key {key!r} is being processed elsewhere") from None
             except BaseError as exc:
                 # The store failed (before or after the call): retry; an in-progress record left
                 # behind expires with this invocation, so the retry is not blocked for long.
@@ -137,4 +141,4 @@ class Idempotency:
             try:
                 return self._run_effect(effect={"key": key}, call=lambda: fn(*args, **kwargs))
             except IdempotencyAlreadyInProgressError:
-                raise TransientError(f"side effect {key!r} is in progress elsewhere") from None
+                raise InProgressElsewhere(f"side effect {key!r} is in progress elsewhere") from None

@@ -19,6 +19,7 @@ MESSAGES_REHYDRATED = "MessagesRehydrated"
 DELAY_BUCKETS_STARTED = "DelayBucketsStarted"
 DELIVERY_LAG_SECONDS = "DeliveryLagSeconds"
 DELAYED_OBJECTS_SWEPT = "DelayedObjectsSwept"
+DELAYED_OBJECTS_QUARANTINED = "DelayedObjectsQuarantined"
 
 CONSUMER_COUNTERS = (
     RECORDS_PROCESSED,

@@ -7,19 +7,24 @@ arrives on time to the second. An object is deleted only once every message in i
 only part of it was, the object is rewritten with the rest, so a retry neither loses nor repeats
 what was sent. Messages SQS refuses as malformed go to the poison queue with the reason. The
 rehydrator stops before its deadline and answers ``more: true`` so the state machine calls it again.
+
+One object never holds back the others: an unreadable object is moved to ``<prefix>quarantine/``
+(error log, ``DelayedObjectsQuarantined`` metric and alarm) and a message its target keeps refusing
+is isolated to the poison queue after ``MAX_SEND_CYCLES`` rehydration cycles.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sluice import metrics
 from sluice.batchsend import send_batch
 from sluice.delay import DelaySettings, Parked, bucket_prefix, decode_object, encode_object
-from sluice.envelope import split, utcnow
+from sluice.envelope import Envelope, split, utcnow
 from sluice.errors import PermanentError, TransientError
 from sluice.poison import isolate
 
@@ -31,6 +36,8 @@ if TYPE_CHECKING:
     from sluice.metrics import MetricSink
 
 SAFETY_MILLIS = 10_000  # stop this long before the Lambda deadline
+MAX_SEND_CYCLES = 5  # rehydration cycles a target may refuse a message before it goes to poison
+QUARANTINE = "quarantine/"  # under the delay prefix; never swept (not a bucket number)
 
 
 class Rehydrator:
@@ -54,19 +61,26 @@ class Rehydrator:
     def handle(self, event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
         remaining: Callable[[], int] = getattr(context, "get_remaining_time_in_millis", lambda: 900_000)
         stats: dict[str, float] = defaultdict(float)
-        if event.get("sweep"):
-            more = self._sweep(remaining, stats)
-        else:
-            prefix = str(event["prefix"])
-            if not prefix.startswith(self._s.delay_prefix):
-                raise PermanentError(f"prefix {prefix!r} is outside {self._s.delay_prefix!r}")
-            more = self._rehydrate(prefix, remaining, stats)
-        for name in (metrics.MESSAGES_REHYDRATED, metrics.DELAYED_OBJECTS_SWEPT, metrics.RECORDS_ISOLATED):
-            self._metrics.add_metric(name=name, unit="Count", value=stats[name])
-        if stats["lag_count"]:
-            self._metrics.add_metric(
-                name=metrics.DELIVERY_LAG_SECONDS, unit="Seconds", value=stats["lag_max"]
-            )
+        try:
+            if event.get("sweep"):
+                more = self._sweep(remaining, stats)
+            else:
+                prefix = str(event["prefix"])
+                if not prefix.startswith(self._s.delay_prefix) or QUARANTINE in prefix:
+                    raise PermanentError(f"prefix {prefix!r} is not a bucket under {self._s.delay_prefix!r}")
+                more = self._rehydrate(prefix, remaining, stats)
+        finally:  # what was done is counted even when an object fails
+            for name in (
+                metrics.MESSAGES_REHYDRATED,
+                metrics.DELAYED_OBJECTS_SWEPT,
+                metrics.RECORDS_ISOLATED,
+                metrics.DELAYED_OBJECTS_QUARANTINED,
+            ):
+                self._metrics.add_metric(name=name, unit="Count", value=stats[name])
+            if stats["lag_count"]:
+                self._metrics.add_metric(
+                    name=metrics.DELIVERY_LAG_SECONDS, unit="Seconds", value=stats["lag_max"]
+                )
         result = {
             "more": more,
             "sent": int(stats[metrics.MESSAGES_REHYDRATED]),
@@ -80,24 +94,30 @@ class Rehydrator:
     # --- one bucket ----------------------------------------------------------------------------
 
     def _rehydrate(self, prefix: str, remaining: Callable[[], int], stats: dict[str, float]) -> bool:
+        """Every object of the prefix; one failing object never holds back the others."""
+        kept: list[str] = []
         paginator = self._s3.get_paginator("list_objects_v2")
         for page in paginator.paginate(Bucket=self._s.delay_bucket, Prefix=prefix):
             for obj in page.get("Contents", []):
                 if remaining() < SAFETY_MILLIS:
                     return True
-                self._object(obj["Key"], stats)
+                try:
+                    self._object(obj["Key"], stats)
+                except TransientError as exc:
+                    kept.append(str(exc))
+        if kept:
+            raise TransientError(f"{len(kept)} object(s) under {prefix} kept for a retry; first: {kept[0]}")
         return False
 
     def _object(self, key: str, stats: dict[str, float]) -> None:
         data = self._s3.get_object(Bucket=self._s.delay_bucket, Key=key)["Body"].read()
         try:
             messages = decode_object(data)
-        except (ValueError, KeyError) as exc:
-            # Never delete what cannot be read: leave it for an operator, loudly.
-            self._log.error("unreadable parked object left in place", extra={"key": key, "reason": str(exc)})
-            raise TransientError(f"parked object {key} is unreadable: {exc}") from exc
+        except (ValueError, KeyError, TypeError) as exc:
+            self._quarantine(key, data, str(exc), stats)
+            return
         now = self._clock()
-        unsent = self._send(messages, now, stats)
+        unsent = self._send(key, messages, now, stats)
         if unsent:
             bucket = int(key.rstrip("/").split("/")[-2]) if key.count("/") >= 2 else 0
             self._s3.put_object(Bucket=self._s.delay_bucket, Key=key, Body=encode_object(bucket, unsent))
@@ -105,7 +125,18 @@ class Rehydrator:
         self._s3.delete_object(Bucket=self._s.delay_bucket, Key=key)
         stats["objects"] += 1
 
-    def _send(self, messages: list[Parked], now: datetime, stats: dict[str, float]) -> list[Parked]:
+    def _quarantine(self, key: str, data: bytes, reason: str, stats: dict[str, float]) -> None:
+        """Never delete what cannot be read, and never let it block its bucket: move it aside, loudly."""
+        target = f"{self._s.delay_prefix}{QUARANTINE}{key[len(self._s.delay_prefix) :]}"
+        self._s3.put_object(Bucket=self._s.delay_bucket, Key=target, Body=data)
+        self._s3.delete_object(Bucket=self._s.delay_bucket, Key=key)
+        stats[metrics.DELAYED_OBJECTS_QUARANTINED] += 1
+        self._log.error(
+            "unreadable parked object quarantined",
+            extra={"key": key, "quarantined_as": target, "reason": reason},
+        )
+
+    def _send(self, key: str, messages: list[Parked], now: datetime, stats: dict[str, float]) -> list[Parked]:
         by_target: dict[str, list[Parked]] = defaultdict(list)
         for message in messages:
             by_target[message.target].append(message)
@@ -115,11 +146,19 @@ class Rehydrator:
             refused = send_batch(self._sqs, target, [m.outgoing(now) for m in group])
             refused_keys = set()
             for r in refused:
-                refused_keys.add(r.message.key)
-                if r.sender_fault and self._isolate(by_key[r.message.key], f"{r.code}: {r.reason}"):
+                message = by_key[r.message.key]
+                refused_keys.add(message.key)
+                reason = f"{r.code}: {r.reason}"
+                exhausted = message.tries + 1 >= MAX_SEND_CYCLES
+                if (r.sender_fault or exhausted) and self._isolate(message, reason, key):
                     stats[metrics.RECORDS_ISOLATED] += 1
-                else:
-                    unsent.append(by_key[r.message.key])
+                    continue
+                self._log.warning(
+                    "target refused a parked message; kept for the retry",
+                    extra={"key": key, "parked_message": message.key, "target": target, "reason": reason,
+                           "tries": message.tries + 1},
+                )  # fmt: skip
+                unsent.append(replace(message, tries=message.tries + 1))
             for message in group:
                 if message.key in refused_keys:
                     continue
@@ -129,21 +168,26 @@ class Rehydrator:
                 stats["lag_count"] += 1
         return unsent
 
-    def _isolate(self, message: Parked, reason: str) -> bool:
+    def _isolate(self, message: Parked, reason: str, key: str) -> bool:
         user, envelope, _ = split(message.outgoing(self._clock()).attributes)
-        if envelope is None:
-            return False
+        base = envelope or Envelope(origin_id=message.key, target=message.target, deliver_at=message.due)
         try:
             isolate(
                 self._sqs,
                 poison_queue_url=self._s.poison_queue_url,
                 body=message.body,
                 attributes=user,
-                envelope=envelope.failed(PermanentError(f"target refused the message: {reason}")),
+                envelope=base.failed(
+                    PermanentError(f"target {message.target} refused the message: {reason}")
+                ),
             )
         except Exception:  # noqa: BLE001 - not isolated: stays parked for the retry
-            self._log.exception("poison isolation failed", extra={"key": message.key})
+            self._log.exception("poison isolation failed", extra={"key": key, "parked_message": message.key})
             return False
+        self._log.error(
+            "parked message isolated to the poison queue",
+            extra={"key": key, "parked_message": message.key, "target": message.target, "reason": reason},
+        )
         return True
 
     # --- sweep ---------------------------------------------------------------------------------
@@ -151,6 +195,7 @@ class Rehydrator:
     def _sweep(self, remaining: Callable[[], int], stats: dict[str, float]) -> bool:
         """Rehydrate every bucket that opened more than the grace ago and still holds objects."""
         horizon = self._clock().timestamp() - self._s.past_grace_seconds
+        kept: list[str] = []
         paginator = self._s3.get_paginator("list_objects_v2")
         for page in paginator.paginate(
             Bucket=self._s.delay_bucket, Prefix=self._s.delay_prefix, Delimiter="/"
@@ -160,8 +205,14 @@ class Rehydrator:
                 if not name.isdigit() or int(name) + self._s.delay_bucket_seconds > horizon:
                     continue
                 before = stats["objects"]
-                more = self._rehydrate(bucket_prefix(self._s.delay_prefix, int(name)), remaining, stats)
+                try:
+                    more = self._rehydrate(bucket_prefix(self._s.delay_prefix, int(name)), remaining, stats)
+                except TransientError as exc:
+                    kept.append(str(exc))
+                    more = False
                 stats[metrics.DELAYED_OBJECTS_SWEPT] += stats["objects"] - before
                 if more:
                     return True
+        if kept:
+            raise TransientError(f"sweep left {len(kept)} bucket(s) for the next run; first: {kept[0]}")
         return False
