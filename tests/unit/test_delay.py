@@ -689,3 +689,17 @@ def test_given_the_same_queue_name_in_another_account_when_checked_then_it_is_re
             "https://sqs.eu-west-1.amazonaws.com/999999999999/billing",
             ("arn:aws:sqs:eu-west-1:210987654321:billing",),
         )
+
+
+def test_given_the_same_queue_in_another_region_when_checked_then_it_is_rejected() -> None:
+    with pytest.raises(PermanentError, match="not in the allowlist"):
+        check_target(
+            "https://sqs.us-east-1.amazonaws.com/210987654321/billing",
+            ("arn:aws:sqs:eu-west-1:210987654321:billing",),
+        )
+
+
+def test_given_a_local_endpoint_url_when_checked_then_the_region_is_not_required() -> None:
+    url = "http://127.0.0.1:4566/210987654321/billing"
+
+    assert check_target(url, ("arn:aws:sqs:eu-west-1:210987654321:billing",)) == url

@@ -3,18 +3,31 @@
 from __future__ import annotations
 
 
-def queue_identity(reference: str) -> tuple[str, str] | None:
-    """(account, queue name) of a queue URL or ARN; None when it is neither."""
+def queue_identity(reference: str) -> tuple[str | None, str, str] | None:
+    """(region or None, account, queue name) of a queue URL or ARN; None when it is neither.
+
+    The region of a URL is read from an ``sqs.<region>.`` host; other hosts (VPC endpoints, local
+    emulators) give None, which matches any region.
+    """
     if reference.startswith("arn:"):
         parts = reference.split(":")
         if len(parts) == 6 and parts[2] == "sqs" and parts[4] and parts[5]:
-            return parts[4], parts[5]
+            return parts[3] or None, parts[4], parts[5]
         return None
     if reference.startswith(("https://", "http://")):
-        path = reference.split("://", 1)[1].split("?", 1)[0].rstrip("/").split("/")
-        if len(path) >= 3 and path[-2] and path[-1]:
-            return path[-2], path[-1]
+        rest = reference.split("://", 1)[1].split("?", 1)[0].rstrip("/")
+        host, _, path = rest.partition("/")
+        segments = path.split("/")
+        if len(segments) >= 2 and segments[-2] and segments[-1]:
+            labels = host.split(".")
+            region = labels[1] if len(labels) > 2 and labels[0] == "sqs" else None
+            return region, segments[-2], segments[-1]
     return None
+
+
+def same_queue(a: tuple[str | None, str, str], b: tuple[str | None, str, str]) -> bool:
+    """Same account and name, and the same region where both tell it."""
+    return a[1:] == b[1:] and (a[0] is None or b[0] is None or a[0] == b[0])
 
 
 def queue_url_from_arn(arn: str, *, endpoint: str | None = None) -> str:
