@@ -75,6 +75,7 @@ up: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/cold_start.py
 	$(PY) benchmarks/consumer_overhead.py
+	$(PY) benchmarks/delay_cost.py
 
 ENV ?= default
 # Guided the first time (no stack yet): sam asks for and saves the parameters; later runs reuse them.

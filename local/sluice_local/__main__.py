@@ -29,6 +29,8 @@ FAST = {
     "DelayBucketSeconds": "2",
     "DelayPastGraceSeconds": "3",
     "DelaySweepRate": "rate(3 seconds)",
+    "DelayBatchSize": "10",
+    "DelayBatchingWindowInSeconds": "0",
 }
 
 

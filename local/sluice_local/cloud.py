@@ -168,6 +168,8 @@ class LocalCloud:
         self._install_invoke_patch()
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self._server.start()
+        # moto's backends are process-wide: a stack started earlier in this process must not leak in.
+        _reset_moto()
 
     def _install_invoke_patch(self) -> None:
         from moto.awslambda.models import LambdaFunction  # noqa: PLC0415
@@ -301,7 +303,10 @@ class LocalCloud:
             source = mapping.get("EventSourceArn", "")
             if ":sqs:" not in source:
                 continue
-            host = self._host_for(mapping["FunctionArn"])
+            try:
+                host = self._host_for(mapping["FunctionArn"])
+            except KeyError:
+                continue  # not this stack's function
             declared = self._declared_mapping(host.spec.logical_id, source)
             queue_name = source.rsplit(":", 1)[-1]
             # Switch off moto's own synchronous invoke-on-send; the poller replaces it.
@@ -445,6 +450,13 @@ class LocalCloud:
                     sent.append(message.sent_timestamp)
             return max(0.0, time.time() - min(sent) / 1000) if sent else 0.0
         return None
+
+
+def _reset_moto() -> None:
+    """Reset every moto backend (what ``POST /moto-api/reset`` does)."""
+    from moto.moto_api._internal.models import moto_api_backend  # noqa: PLC0415
+
+    moto_api_backend.reset()
 
 
 def _resolve_refs(value: Any, params: dict[str, Any]) -> Any:

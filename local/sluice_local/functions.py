@@ -5,11 +5,18 @@ module, loaded with the function's CodeUri first on the import path, the layer's
 and the function's resolved environment variables in ``os.environ`` while the module initializes
 (the cold start, where sluice reads its settings). An environment serves one invocation at a time;
 concurrent invocations get more environments, as in Lambda.
+
+An invocation runs the handler on its own daemon thread and waits at most the function's Timeout,
+then sends the result through JSON, as the Lambda runtime does: an overrun fails with
+``Sandbox.Timedout`` and discards the environment (Python cannot stop the thread, so it runs on in
+the background and never blocks shutdown); a result JSON cannot represent fails with
+``Runtime.MarshalError``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import threading
@@ -17,11 +24,13 @@ import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from sluice_local.lambda_loader import Handler, LambdaContext, load_handler
 
+log = logging.getLogger("sluice_local")
 _ENV_LOCK = threading.RLock()  # os.environ is process-wide: one cold start at a time
 
 
@@ -71,6 +80,29 @@ def _function_environment(spec: FunctionSpec) -> Iterator[None]:
                 sys.path.remove(p)
 
 
+def _marshal_default(value: Any) -> Any:
+    """The Lambda runtime's encoder writes a Decimal as a JSON number; anything else is an error."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+class _Invocation:
+    """One run of a handler on its own thread: the result or the exception it ended with."""
+
+    __slots__ = ("error", "result")
+
+    def __init__(self) -> None:
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def run(self, handler: Handler, event: Any, context: LambdaContext) -> None:
+        try:
+            self.result = handler(event, context)
+        except BaseException as exc:  # noqa: BLE001 - handed to the invoking thread, which reports it
+            self.error = exc
+
+
 class FunctionHost:
     def __init__(self, spec: FunctionSpec) -> None:
         self.spec = spec
@@ -79,6 +111,7 @@ class FunctionHost:
         self.cold_starts = 0
         self.invocations = 0
         self.errors = 0
+        self.timeouts = 0
 
     def _acquire(self) -> Handler:
         with self._lock:
@@ -90,38 +123,94 @@ class FunctionHost:
             self.cold_starts += 1
         return handler
 
+    def _fail(self, payload: dict[str, Any], *, timed_out: bool = False) -> FunctionError:
+        with self._lock:
+            self.errors += 1
+            if timed_out:
+                self.timeouts += 1
+        return FunctionError(payload)
+
     def invoke(self, event: Any) -> Any:
-        """Run one invocation; raises :class:`FunctionError` when the handler raises."""
+        """Run one invocation; raises :class:`FunctionError` when it fails as a Lambda function would.
+
+        The result is what the caller of the Lambda API would get back: the handler's return value
+        after a JSON round trip.
+        """
+        return json.loads(self._invoke_json(event))
+
+    def _invoke_json(self, event: Any) -> str:
         handler = self._acquire()
         context = LambdaContext(
             function_name=self.spec.name,
             timeout_seconds=self.spec.timeout,
             memory_limit_in_mb=self.spec.memory,
         )
-        try:
-            with self._lock:
-                self.invocations += 1
-            return handler(event, context)
-        except Exception as exc:
-            with self._lock:
-                self.errors += 1
-            raise FunctionError(
+        with self._lock:
+            self.invocations += 1
+        run = _Invocation()
+        worker = threading.Thread(
+            target=run.run,
+            args=(handler, event, context),
+            name=f"lambda-{self.spec.logical_id}-{context.aws_request_id[:8]}",
+            daemon=True,  # a runaway handler must never keep the process alive
+        )
+        worker.start()
+        worker.join(self.spec.timeout)
+        if worker.is_alive():
+            # Lambda stops the environment and starts a fresh one for the next invocation. The thread
+            # cannot be stopped, so this environment is dropped (never returned to the idle pool).
+            log.warning(
+                "%s timed out after %.2f s; its thread %s keeps running in the background",
+                self.spec.name,
+                self.spec.timeout,
+                worker.name,
+            )
+            raise self._fail(
                 {
-                    "errorMessage": str(exc),
-                    "errorType": exc.__class__.__name__,
-                    "stackTrace": traceback.format_exception(exc)[-5:],
+                    "errorType": "Sandbox.Timedout",
+                    "errorMessage": f"RequestId: {context.aws_request_id} Error: "
+                    f"Task timed out after {self.spec.timeout:.2f} seconds",
+                },
+                timed_out=True,
+            )
+        error = run.error
+        if error is not None and not isinstance(error, Exception):
+            # sys.exit() and the like end the runtime process: the environment is gone too.
+            code = error.code if isinstance(error, SystemExit) else 1
+            raise self._fail(
+                {
+                    "errorType": "Runtime.ExitError",
+                    "errorMessage": f"RequestId: {context.aws_request_id} Error: "
+                    f"Runtime exited with error: exit status {code}",
+                }
+            ) from error
+        with self._lock:
+            self._idle.append(handler)
+        if error is not None:
+            raise self._fail(
+                {
+                    "errorMessage": str(error),
+                    "errorType": error.__class__.__name__,
+                    "stackTrace": traceback.format_exception(error)[-5:],
+                }
+            ) from error
+        try:
+            return json.dumps(run.result, default=_marshal_default)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise self._fail(
+                {
+                    "errorMessage": f"Unable to marshal response: {exc}",
+                    "errorType": "Runtime.MarshalError",
+                    "stackTrace": [],
                 }
             ) from exc
-        finally:
-            with self._lock:
-                self._idle.append(handler)
 
     def invoke_payload(self, body: str | bytes | None, response_headers: dict[str, str]) -> bytes:
         """The Lambda Invoke API contract: JSON in, JSON out, errors flagged in a header."""
         event = json.loads(body) if body else {}
         try:
-            result = self.invoke(event)
+            result = self._invoke_json(event)
         except FunctionError as exc:
             response_headers["x-amz-function-error"] = "Unhandled"
             return json.dumps(exc.payload).encode()
-        return json.dumps(result).encode()
+        return result.encode()

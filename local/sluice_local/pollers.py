@@ -1,9 +1,11 @@
 """SQS event source mappings, polled by the runtime itself.
 
 moto's own SQS→Lambda mapping invokes on every send and ignores ``batchItemFailures``; the real
-mapping long-polls, gathers up to BatchSize records within MaximumBatchingWindowInSeconds, invokes,
-and deletes exactly the records not reported as failed (none when the invocation fails). That is
-what this does, with MaximumConcurrency worker threads per mapping.
+mapping polls, gathers up to BatchSize records within MaximumBatchingWindowInSeconds, invokes, and
+deletes exactly the records not reported as failed (none when the invocation fails, including a
+timeout). That is what this does, with MaximumConcurrency worker threads per mapping. It short-polls
+(``WaitTimeSeconds=0`` and a short pause when the queue is empty) where the real mapping long-polls:
+moto's long poll does not wake when a delayed message becomes visible.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class SqsPoller:
         self.batches = 0
         self.deleted = 0
         self.failed = 0
+        self.delete_failures = 0
 
     def start(self) -> None:
         for i in range(max(1, self.spec.max_concurrency)):
@@ -100,28 +103,59 @@ class SqsPoller:
             result = spec.function.invoke(event)
             failed = self._failures(result, ids) if spec.report_failures else set()
         except FunctionError as exc:
-            log.warning("invocation of %s failed: %s", spec.function.spec.name, exc)
+            log.warning(
+                "invocation of %s failed (%s): %s",
+                spec.function.spec.name,
+                exc.payload.get("errorType", "Unhandled"),
+                exc,
+            )
             failed = set(ids)
         done = [m for m in messages if m["MessageId"] not in failed]
+        not_deleted = 0
         for start in range(0, len(done), 10):
-            chunk = done[start : start + 10]
-            self._sqs.delete_message_batch(
-                QueueUrl=spec.queue_url,
-                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)],
-            )
+            not_deleted += self._delete(done[start : start + 10])
         with self._lock:
             self.batches += 1
-            self.deleted += len(done)
+            self.deleted += len(done) - not_deleted
             self.failed += len(failed)
+            self.delete_failures += not_deleted
+
+    def _delete(self, chunk: list[dict[str, Any]]) -> int:
+        """Delete up to 10 processed messages; log each entry SQS refuses and return how many."""
+        response = self._sqs.delete_message_batch(
+            QueueUrl=self.spec.queue_url,
+            Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)],
+        )
+        refused = response.get("Failed") or []
+        for entry in refused:
+            try:
+                message_id = chunk[int(entry.get("Id", ""))]["MessageId"]
+            except (ValueError, IndexError):
+                message_id = f"entry {entry.get('Id')!r}"
+            log.warning(
+                "could not delete message %s from %s: %s %s",
+                message_id,
+                self.spec.queue_url,
+                entry.get("Code", "?"),
+                entry.get("Message", ""),
+            )
+        return len(refused)
 
     @staticmethod
     def _failures(result: Any, ids: set[str]) -> set[str]:
-        """Lambda's rules: a malformed response or an unknown id fails the whole batch."""
+        """Lambda's rules for ``ReportBatchItemFailures``.
+
+        A null or empty response, or a null or empty ``batchItemFailures`` list, means every record
+        succeeded; a malformed response, or an item whose ``itemIdentifier`` is missing, empty or not
+        in the batch, fails the whole batch.
+        """
         if result is None:
             return set()
         if not isinstance(result, dict):
             return set(ids)
-        items = result.get("batchItemFailures", [])
+        items = result.get("batchItemFailures")
+        if items is None:
+            return set()
         if not isinstance(items, list):
             return set(ids)
         failed: set[str] = set()

@@ -20,7 +20,8 @@ from sluice_local.cloud import ACCOUNT, LocalCloud
 
 
 class RefusingSqs:
-    """Refuses entries whose body contains 'flaky' (non-sender fault) for the first ``calls`` batches."""
+    """Refuses entries whose body contains 'flaky' (non-sender fault) in the first ``calls`` batches
+    that carry one (whatever object or batch the other messages arrive in)."""
 
     def __init__(self, sqs: Any, calls: int) -> None:
         self._sqs = sqs
@@ -30,7 +31,7 @@ class RefusingSqs:
         return getattr(self._sqs, name)
 
     def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:  # noqa: N803
-        if self.calls <= 0:
+        if self.calls <= 0 or not any("flaky" in e["MessageBody"] for e in Entries):
             return self._sqs.send_message_batch(QueueUrl=QueueUrl, Entries=Entries)
         self.calls -= 1
         ok = [e for e in Entries if "flaky" not in e["MessageBody"]]

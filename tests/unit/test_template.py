@@ -665,3 +665,20 @@ def test_given_an_allowlisted_action_on_every_resource_when_checked_then_it_is_a
     )
 
     assert check_no_wildcard_resources(broadened, translate(broadened)) == []
+
+
+def test_given_the_delay_queue_when_checked_then_its_visibility_covers_six_timeouts_plus_the_window(
+    raw: Template,
+) -> None:
+    # The same rule as the work queue, for the delay queue's mapping: 6 x the batch-delay timeout + window.
+    timeout = int(raw["Resources"]["BatchDelayFunction"]["Properties"]["Timeout"])
+    windows = raw["Parameters"]["DelayBatchingWindowInSeconds"]["AllowedValues"]
+    table = raw["Mappings"]["DelayVisibilityTimeout"]
+    for window in windows:
+        assert int(table[str(window)]["seconds"]) >= 6 * timeout + int(window), window
+    queue = raw["Resources"]["DelayQueue"]["Properties"]
+    assert queue["VisibilityTimeout"] == {
+        "Fn::FindInMap": ["DelayVisibilityTimeout", {"Ref": "DelayBatchingWindowInSeconds"}, "seconds"]
+    }
+    mapping = raw["Resources"]["BatchDelayFunction"]["Properties"]["Events"]["Delay"]["Properties"]
+    assert mapping["MaximumBatchingWindowInSeconds"] == {"Ref": "DelayBatchingWindowInSeconds"}

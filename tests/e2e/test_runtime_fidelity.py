@@ -1,0 +1,315 @@
+"""The local runtime fails where AWS Lambda fails: timeouts, unmarshallable results, batch responses.
+
+These run the runtime's pieces (FunctionHost, SqsPoller) directly on tiny handlers written into
+``tmp_path``: no stack is deployed, so they take about a second in all.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sluice_local.functions import FunctionError, FunctionHost, FunctionSpec
+from sluice_local.pollers import MappingSpec, SqsPoller
+
+HANDLERS = """
+import time
+from decimal import Decimal
+
+
+def sleeps(event, context):
+    time.sleep(event["seconds"])
+    return {"slept": event["seconds"], "remaining_ms": context.get_remaining_time_in_millis()}
+
+
+def waits(event, context):
+    event["gate"].wait(event["seconds"])  # in-process invoke: the test hands over a threading.Event
+    return {"waited": True}
+
+
+def returns_set(event, context):
+    return {"ids": {"a", "b"}}
+
+
+def returns_python(event, context):
+    return {"tuple": (1, 2), 3: "int key", "price": Decimal("12.50"), "count": Decimal("7")}
+
+
+def raises(event, context):
+    raise ValueError("boom")
+
+
+def exits(event, context):
+    raise SystemExit(3)
+"""
+
+
+@pytest.fixture
+def code_dir(tmp_path: Path) -> Path:
+    (tmp_path / "app.py").write_text(HANDLERS)
+    return tmp_path
+
+
+def host(code_dir: Path, handler: str, timeout: float = 1.0) -> FunctionHost:
+    return FunctionHost(
+        FunctionSpec(
+            logical_id=f"Test{handler.title().replace('_', '')}",
+            name=f"test-{handler}",
+            arn=f"arn:aws:lambda:us-east-1:123456789012:function:test-{handler}",
+            code_dir=code_dir,
+            handler=f"app.{handler}",
+            environment={},
+            timeout=timeout,
+            memory=128,
+        )
+    )
+
+
+# --- 1. Timeout ---------------------------------------------------------------------------------
+
+
+def test_a_handler_within_its_timeout_succeeds_and_keeps_its_environment(code_dir):
+    function = host(code_dir, "sleeps", timeout=1.0)
+
+    first = function.invoke({"seconds": 0})
+    second = function.invoke({"seconds": 0.05})
+
+    assert first["slept"] == 0
+    assert 0 < second["remaining_ms"] <= 1000
+    assert (function.cold_starts, function.invocations, function.errors, function.timeouts) == (1, 2, 0, 0)
+
+
+def runaway_threads(function: FunctionHost) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith(f"lambda-{function.spec.logical_id}-")]
+
+
+def test_an_overrun_fails_with_task_timed_out_and_discards_the_environment(code_dir):
+    function = host(code_dir, "waits", timeout=0.5)
+    gate = threading.Event()
+
+    started = time.monotonic()
+    with pytest.raises(FunctionError) as failure:
+        function.invoke({"gate": gate, "seconds": 30})
+    waited = time.monotonic() - started
+
+    assert 0.5 <= waited < 5, "the caller waits the function's Timeout, not for the handler"
+    assert failure.value.payload["errorType"] == "Sandbox.Timedout"
+    assert "Task timed out after 0.50 seconds" in failure.value.payload["errorMessage"]
+    assert (function.errors, function.timeouts) == (1, 1)
+
+    runaway = runaway_threads(function)
+    assert len(runaway) == 1
+    assert runaway[0].is_alive(), "Python cannot stop the thread: it runs on in the background"
+    assert runaway[0].daemon, "a runaway handler must not keep the process alive"
+
+    open_gate = threading.Event()
+    open_gate.set()
+    assert function.invoke({"gate": open_gate, "seconds": 0}) == {"waited": True}
+    assert function.cold_starts == 2, "the timed-out environment is never reused"
+
+    gate.set()  # let the background thread end
+    runaway[0].join(timeout=5)
+    assert not runaway[0].is_alive()
+
+
+def test_a_timeout_through_the_invoke_api_is_an_unhandled_function_error(code_dir):
+    function = host(code_dir, "sleeps", timeout=0.2)
+    headers: dict[str, str] = {}
+
+    body = json.loads(function.invoke_payload(json.dumps({"seconds": 0.4}), headers))
+
+    assert headers["x-amz-function-error"] == "Unhandled"
+    assert body["errorType"] == "Sandbox.Timedout"
+    assert body["errorMessage"].endswith("Task timed out after 0.20 seconds")
+    for thread in runaway_threads(function):  # the runaway sleep ends
+        thread.join(timeout=5)
+
+
+def test_a_runaway_handler_does_not_block_interpreter_exit(code_dir):
+    script = textwrap.dedent(
+        f"""
+        from pathlib import Path
+        from sluice_local.functions import FunctionError, FunctionHost, FunctionSpec
+        spec = FunctionSpec("Stuck", "stuck", "arn", Path({str(code_dir)!r}), "app.sleeps", {{}}, 0.1, 128)
+        try:
+            FunctionHost(spec).invoke({{"seconds": 600}})
+        except FunctionError as exc:
+            print(exc.payload["errorType"])
+        """
+    )
+
+    finished = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=10, check=True
+    )
+
+    assert finished.stdout.strip() == "Sandbox.Timedout"
+
+
+def test_a_raising_handler_keeps_its_environment(code_dir):
+    function = host(code_dir, "raises")
+
+    for _ in range(2):
+        with pytest.raises(FunctionError) as failure:
+            function.invoke({})
+
+    assert failure.value.payload["errorType"] == "ValueError"
+    assert failure.value.payload["errorMessage"] == "boom"
+    assert (function.cold_starts, function.errors) == (1, 2)
+
+
+def test_sys_exit_in_a_handler_is_a_runtime_exit_error_and_discards_the_environment(code_dir):
+    function = host(code_dir, "exits")
+
+    for _ in range(2):
+        with pytest.raises(FunctionError) as failure:
+            function.invoke({})
+
+    assert failure.value.payload["errorType"] == "Runtime.ExitError"
+    assert "exit status 3" in failure.value.payload["errorMessage"]
+    assert function.cold_starts == 2
+
+
+# --- 2. The response goes through JSON ------------------------------------------------------------
+
+
+def test_a_result_json_cannot_represent_is_a_marshal_error(code_dir):
+    function = host(code_dir, "returns_set")
+
+    with pytest.raises(FunctionError) as failure:
+        function.invoke({})
+
+    assert failure.value.payload["errorType"] == "Runtime.MarshalError"
+    assert failure.value.payload["errorMessage"] == (
+        "Unable to marshal response: Object of type set is not JSON serializable"
+    )
+    assert (function.errors, function.cold_starts) == (1, 1)
+
+    headers: dict[str, str] = {}
+    body = json.loads(function.invoke_payload(b"{}", headers))
+    assert headers["x-amz-function-error"] == "Unhandled"
+    assert body["errorType"] == "Runtime.MarshalError"
+    assert function.cold_starts == 1, "a marshal error does not cost the environment"
+
+
+def test_the_result_is_what_a_json_round_trip_gives_back(code_dir):
+    result = host(code_dir, "returns_python").invoke({})
+
+    assert result == {"tuple": [1, 2], "3": "int key", "price": 12.5, "count": 7}
+    assert isinstance(result["count"], int)
+
+
+# --- 3. Refused deletes are logged and counted -----------------------------------------------------
+
+
+class _Function:
+    """A FunctionHost stand-in that answers with a fixed response."""
+
+    def __init__(self, response: Any) -> None:
+        self.response = response
+        self.spec = FunctionSpec("Fake", "fake", "arn", Path(), "app.handler", {}, 1.0, 128)
+
+    def invoke(self, event: Any) -> Any:
+        return self.response
+
+
+class _Sqs:
+    def __init__(self, messages: list[dict[str, Any]], refuse: set[str]) -> None:
+        self.messages = messages
+        self.refuse = refuse
+        self.deleted: list[str] = []
+
+    def receive_message(self, **_: Any) -> dict[str, Any]:
+        messages, self.messages = self.messages, []
+        return {"Messages": messages}
+
+    def delete_message_batch(self, Entries: list[dict[str, str]], **_: Any) -> dict[str, Any]:  # noqa: N803
+        failed = [
+            {"Id": e["Id"], "SenderFault": True, "Code": "ReceiptHandleIsInvalid", "Message": "expired"}
+            for e in Entries
+            if e["ReceiptHandle"] in self.refuse
+        ]
+        self.deleted += [e["ReceiptHandle"] for e in Entries if e["ReceiptHandle"] not in self.refuse]
+        return {"Successful": [], "Failed": failed}
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def test_deletes_sqs_refuses_are_logged_and_counted():
+    messages = [{"MessageId": f"m-{i}", "ReceiptHandle": f"rh-{i}", "Body": "{}"} for i in range(3)]
+    sqs = _Sqs(messages, refuse={"rh-1"})
+    function = _Function({"batchItemFailures": [{"itemIdentifier": "m-2"}]})
+    poller = SqsPoller(
+        sqs,
+        MappingSpec(
+            uuid="u-1",
+            queue_arn="arn:aws:sqs:us-east-1:123456789012:work",
+            queue_url="https://sqs.local/work",
+            function=function,  # type: ignore[arg-type]
+            batch_size=10,
+            window=0,
+            max_concurrency=1,
+            report_failures=True,
+        ),
+    )
+
+    records = _Records()
+    logger = logging.getLogger("sluice_local")
+    logger.addHandler(records)
+    try:
+        poller._poll_once()
+    finally:
+        logger.removeHandler(records)
+
+    assert sqs.deleted == ["rh-0"]
+    assert (poller.deleted, poller.failed, poller.delete_failures) == (1, 1, 1)
+    refused = [m for m in records.messages if "could not delete" in m]
+    assert len(refused) == 1
+    assert "m-1" in refused[0]
+    assert "ReceiptHandleIsInvalid" in refused[0]
+
+
+# --- 4. batchItemFailures as the event source mapping reads it -------------------------------------
+
+IDS = {"m-1", "m-2", "m-3"}
+
+
+@pytest.mark.parametrize(
+    ("response", "failed"),
+    [
+        pytest.param(None, set(), id="null response"),
+        pytest.param({}, set(), id="empty response"),
+        pytest.param({"batchItemFailures": None}, set(), id="null list"),
+        pytest.param({"batchItemFailures": []}, set(), id="empty list"),
+        pytest.param({"batchItemFailures": [{"itemIdentifier": "m-2"}]}, {"m-2"}, id="one failed"),
+        pytest.param(
+            {"batchItemFailures": [{"itemIdentifier": "m-1"}, {"itemIdentifier": "m-3"}]},
+            {"m-1", "m-3"},
+            id="two failed",
+        ),
+        pytest.param({"batchItemFailures": [{"itemIdentifier": ""}]}, IDS, id="empty identifier"),
+        pytest.param({"batchItemFailures": [{"itemIdentifier": None}]}, IDS, id="null identifier"),
+        pytest.param({"batchItemFailures": [{"itemId": "m-1"}]}, IDS, id="bad key name"),
+        pytest.param({"batchItemFailures": [{"itemIdentifier": "m-9"}]}, IDS, id="unknown identifier"),
+        pytest.param({"batchItemFailures": ["m-1"]}, IDS, id="item not an object"),
+        pytest.param({"batchItemFailures": "m-1"}, IDS, id="not a list"),
+        pytest.param("ok", IDS, id="not an object"),
+    ],
+)
+def test_batch_item_failures_follow_the_event_source_mapping_rules(response, failed):
+    assert SqsPoller._failures(response, IDS) == failed
