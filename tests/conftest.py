@@ -79,6 +79,19 @@ def create_idempotency_table(dynamodb: Any, name: str) -> None:
     )
 
 
+def create_waiting_state_machine(stepfunctions: Any, iam: Any, name: str) -> str:
+    """A stand-in for the delay state machine whose executions stay RUNNING (moto does not execute
+    them unless asked), as a bucket's execution does while it waits."""
+    role = iam.create_role(RoleName=f"{name}-role", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    return str(
+        stepfunctions.create_state_machine(
+            name=name,
+            definition=json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}),
+            roleArn=role,
+        )["stateMachineArn"]
+    )
+
+
 def make_resources(visibility_timeout: int = 180) -> Resources:
     sqs = boto3.client("sqs", region_name=REGION)
     s3 = boto3.client("s3", region_name=REGION)

@@ -13,6 +13,7 @@ from moto import mock_aws
 from sluice.delay import Parked, encode_object
 from sluice.envelope import ATTRIBUTE, Envelope
 from sluice_local.lambda_loader import LambdaContext, load_handler
+from tests.conftest import create_waiting_state_machine
 
 from .test_events import emf_metrics
 
@@ -47,12 +48,7 @@ def delay_stack(monkeypatch):
             sqs.create_queue(QueueName=name)
         poison = sqs.create_queue(QueueName="sluice-dev-poison")["QueueUrl"]
         s3.create_bucket(Bucket="sluice-dev-delaybucket-example")
-        role = iam.create_role(RoleName="sfn", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-        machine = sfn.create_state_machine(
-            name="sluice-dev-delay",
-            definition=json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}),
-            roleArn=role,
-        )["stateMachineArn"]
+        machine = create_waiting_state_machine(sfn, iam, "sluice-dev-delay")
         for name, value in {
             "SLUICE_DELAY_BUCKET": "sluice-dev-delaybucket-example",
             "SLUICE_DELAY_STATE_MACHINE_ARN": machine,

@@ -18,6 +18,7 @@ from sluice.errors import TransientError
 from sluice.rehydrator import Rehydrator
 from sluice_local.lambda_loader import LambdaContext
 from sluice_local.sqs_events import drain, receive_event
+from tests.conftest import create_waiting_state_machine
 
 from .conftest import ApiCalls, RecordingMetrics
 
@@ -45,12 +46,7 @@ def delays():
         other = sqs.create_queue(QueueName="elsewhere")["QueueUrl"]
         poison = sqs.create_queue(QueueName="poison")["QueueUrl"]
         s3.create_bucket(Bucket="parked")
-        role = iam.create_role(RoleName="sfn", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-        machine = sfn.create_state_machine(
-            name="delay",
-            definition=json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}),
-            roleArn=role,
-        )["stateMachineArn"]
+        machine = create_waiting_state_machine(sfn, iam, "delay")
         settings = DelaySettings.from_env(
             {
                 "SLUICE_DELAY_BUCKET": "parked",
