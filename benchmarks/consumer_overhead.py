@@ -45,35 +45,22 @@ from aws_lambda_powertools.utilities.idempotency import (
     IdempotencyConfig,
     idempotent_function,
 )
-from moto import mock_aws
 
 # The editable install maps these packages with an import hook that mypy cannot follow; without
 # mypy_path = layers/common:local in the mypy config they are unresolved (then typed as Any).
+from bench_env import OFFLINE_ENV, REGION
+from moto import mock_aws
+
 from sluice.consumer import Consumer, SluiceRecord
 from sluice_local.lambda_loader import LambdaContext
 
-REGION = "us-east-1"
 TABLE = "idempotency"
 BUCKET = "sluice-claims"
 BATCH_SIZE = 10
 TARGET_RATIO = 1.2
 DDB_OPERATIONS = ("PutItem", "UpdateItem", "GetItem", "DeleteItem", "Query", "TransactWriteItems")
 
-# Set before anything of Powertools or boto3 is constructed (Powertools reads them at construction).
-BENCH_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-    "AWS_DEFAULT_REGION": REGION,
-    "AWS_REGION": REGION,
-    "AWS_LAMBDA_FUNCTION_NAME": "sluice-bench-consumer",
-    "POWERTOOLS_SERVICE_NAME": "sluice-bench",
-    "POWERTOOLS_METRICS_NAMESPACE": "SluiceBench",
-    "POWERTOOLS_TRACE_DISABLED": "true",
-    "POWERTOOLS_DEV": "false",
-    "POWERTOOLS_LOG_LEVEL": "WARNING",
-    "LOG_LEVEL": "WARNING",
-}
+BENCH_ENV = {**OFFLINE_ENV, "AWS_LAMBDA_FUNCTION_NAME": "sluice-bench-consumer"}
 
 Event = dict[str, Any]
 Handle = Callable[[Event, Any], dict[str, Any]]  # (event, Lambda context) -> batch response

@@ -54,10 +54,12 @@ from typing import Any
 
 import boto3
 from aws_lambda_powertools import Logger
-from moto import mock_aws
 
 # The editable install maps these packages with an import hook that mypy cannot follow; without
 # mypy_path = layers/common:local in the mypy config they are unresolved (then typed as Any).
+from bench_env import OFFLINE_ENV, REGION
+from moto import mock_aws
+
 from sluice.batch_delay import BatchDelay
 from sluice.claimcheck import attribute_bytes
 from sluice.delay import DelaySettings, send_delayed
@@ -69,7 +71,6 @@ ROOT = Path(__file__).resolve().parents[1]
 ASL = ROOT / "statemachines" / "delay.asl.json"
 DEFAULT_PRICES = ROOT.parent / "shared" / "reference" / "aws-prices.md"
 
-REGION = "us-east-1"
 ACCOUNT = "123456789012"
 BUCKET = "sluice-delay-bench"
 START = datetime(2026, 11, 2, 0, 0, 0, tzinfo=UTC)  # on a minute: one hour of arrivals = 60 buckets
@@ -92,16 +93,7 @@ PARAMS = "_bench_params"
 # task, End). Its rehydrate Lambda sends the chunks of 10 in a code loop: no Map state, no transition.
 ARTICLE_STATES = ("CalculateWaitTime", "WaitForDelay", "RehydrateMessages")
 
-BENCH_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-    "AWS_DEFAULT_REGION": REGION,
-    "AWS_REGION": REGION,
-    "POWERTOOLS_SERVICE_NAME": "sluice-bench",
-    "POWERTOOLS_TRACE_DISABLED": "true",
-    "POWERTOOLS_LOG_LEVEL": "WARNING",
-}
+BENCH_ENV = OFFLINE_ENV
 
 
 # --- prices ------------------------------------------------------------------------------------

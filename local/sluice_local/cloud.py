@@ -86,6 +86,8 @@ class LocalCloud:
         self._saved_env: dict[str, str | None] = {}
         self._unpatch: list[Any] = []
         self.translated: Translated | None = None
+        self._clients: dict[str, Any] = {}
+        self._clients_lock = threading.Lock()
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -131,7 +133,11 @@ class LocalCloud:
         self._saved_env.clear()
 
     def client(self, service: str) -> Any:
-        return endpoint_client(service, self.endpoint, self.region)
+        """One client per service (boto3 clients are thread-safe), not one per call."""
+        with self._clients_lock:
+            if service not in self._clients:
+                self._clients[service] = endpoint_client(service, self.endpoint, self.region)
+            return self._clients[service]
 
     # --- steps -------------------------------------------------------------------------------
 
@@ -307,7 +313,6 @@ class LocalCloud:
                 host = self._host_for(mapping["FunctionArn"])
             except KeyError:
                 continue  # not this stack's function
-            declared = self._declared_mapping(host.spec.logical_id, source)
             queue_name = source.rsplit(":", 1)[-1]
             # Switch off moto's own synchronous invoke-on-send; the poller replaces it.
             sqs_backends[ACCOUNT][self.region].queues[queue_name].lambda_event_source_mappings.clear()
@@ -316,37 +321,17 @@ class LocalCloud:
                 queue_arn=source,
                 queue_url=sqs.get_queue_url(QueueName=queue_name)["QueueUrl"],
                 function=host,
-                batch_size=int(mapping.get("BatchSize") or declared.get("BatchSize") or 10),
-                window=float(
-                    mapping.get("MaximumBatchingWindowInSeconds")
-                    or declared.get("MaximumBatchingWindowInSeconds")
-                    or 0
-                ),
-                max_concurrency=int(
-                    (mapping.get("ScalingConfig") or {}).get("MaximumConcurrency")
-                    or (declared.get("ScalingConfig") or {}).get("MaximumConcurrency")
-                    or 2
-                ),
-                report_failures="ReportBatchItemFailures"
-                in (mapping.get("FunctionResponseTypes") or declared.get("FunctionResponseTypes") or []),
+                # Read back through the Lambda API, as the real mapping is; AWS defaults otherwise.
+                batch_size=int(mapping.get("BatchSize") or 10),
+                window=float(mapping.get("MaximumBatchingWindowInSeconds") or 0),
+                max_concurrency=int((mapping.get("ScalingConfig") or {}).get("MaximumConcurrency") or 2),
+                report_failures="ReportBatchItemFailures" in (mapping.get("FunctionResponseTypes") or []),
             )
-            poller = SqsPoller(self.client("sqs"), spec)
+            poller = SqsPoller(
+                endpoint_client("sqs", self.endpoint, self.region), spec
+            )  # own connection pool
             poller.start()
             self.pollers.append(poller)
-
-    def _declared_mapping(self, function_logical_id: str, source_arn: str) -> dict[str, Any]:
-        """The mapping's properties as the template declares them, parameters resolved."""
-        if self.translated is None:
-            raise RuntimeError("not deployed")
-        params = self._parameter_values()
-        for resource in self.translated.template["Resources"].values():
-            if resource.get("Type") != "AWS::Lambda::EventSourceMapping":
-                continue
-            props = resource["Properties"]
-            if props.get("FunctionName", {}).get("Ref") == function_logical_id:
-                resolved: dict[str, Any] = _resolve_refs(props, params)
-                return resolved
-        return {}
 
     def _parameter_values(self) -> dict[str, Any]:
         if self.translated is None:
@@ -457,13 +442,3 @@ def _reset_moto() -> None:
     from moto.moto_api._internal.models import moto_api_backend  # noqa: PLC0415
 
     moto_api_backend.reset()
-
-
-def _resolve_refs(value: Any, params: dict[str, Any]) -> Any:
-    if isinstance(value, dict):
-        if set(value) == {"Ref"} and value["Ref"] in params:
-            return params[value["Ref"]]
-        return {k: _resolve_refs(v, params) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_resolve_refs(v, params) for v in value]
-    return value

@@ -202,7 +202,6 @@ class TransientThenSuccess(Scenario):
             stack, json.dumps({"__type": "CLAIM_CHECK", "s3_bucket": bucket, "s3_key": self.key})
         )
         self.uploaded = False
-        self.sent_at = time.monotonic()
 
     def observe(self, stack: Stack) -> tuple[bool, str]:
         retries = [

@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 EXTENDED_POINTER_CLASS = "software.amazon.payloadoffloading.PayloadS3Pointer"
 LEGACY_POINTER_CLASS = "com.amazon.sqs.javamessaging.MessageS3Pointer"
 EXTENDED_SIZE_ATTRIBUTE = "ExtendedPayloadSize"
-LEGACY_SIZE_ATTRIBUTE = "SQSLargePayloadSize"
 SIMPLE_TYPE = "CLAIM_CHECK"
 DEFAULT_THRESHOLD = 256 * 1024
 SQS_MAX_BYTES = 1024 * 1024

@@ -17,7 +17,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 ATTRIBUTE = "sluice"
-VERSION = 1
 MAX_ERROR_MESSAGE = 512
 SQS_MAX_ATTRIBUTES = 10
 
