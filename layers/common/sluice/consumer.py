@@ -9,8 +9,9 @@ idempotency. Outcomes:
   retried pointlessly;
 - anything else (TransientError, RetryAfter, unexpected exceptions): the record's visibility is set
   to a capped full-jitter backoff (or exactly RetryAfter's seconds) and it is reported in
-  ``batchItemFailures``; after ``maxReceiveCount`` receives the queue's redrive policy moves it to
-  the dead-letter queue.
+  ``batchItemFailures``. On its last receive (``maxReceiveCount``) a failing record is sent to the
+  dead-letter queue by the consumer itself, with the error in its envelope (``SLUICE_DEAD_LETTER_QUEUE_URL``);
+  should that send fail, the queue's redrive policy moves it there on the next receive.
 
 A visibility heartbeat keeps every unfinished record of a slow batch invisible, and records of one
 batch may be processed by a bounded thread pool (``SLUICE_CONCURRENCY``).
@@ -32,7 +33,7 @@ from pydantic import BaseModel, ValidationError
 
 from sluice import claimcheck, metrics
 from sluice.backoff import full_jitter
-from sluice.envelope import Envelope, SendAttributes, from_event_attributes, split
+from sluice.envelope import Envelope, ErrorInfo, SendAttributes, from_event_attributes, merge, split
 from sluice.errors import MAX_VISIBILITY_SECONDS, PermanentError, RetryAfter
 from sluice.heartbeat import Heartbeat, InFlight
 from sluice.idempotency import Idempotency, InProgressElsewhere
@@ -241,6 +242,9 @@ class Consumer:
                     return
                 self._retry_later(record, failure, stats, heartbeat)
             except Exception as exc:  # noqa: BLE001 - every other failure is retried with backoff
+                if self._dead_letter(record, attributes, envelope, exc, stats):
+                    heartbeat.succeed(mid)  # forwarded with its error: Lambda deletes it at batch end
+                    return
                 self._retry_later(record, exc, stats, heartbeat)
             heartbeat.succeed(mid)
             stats.add(metrics.RECORDS_PROCESSED if ran else metrics.DUPLICATES_SKIPPED)
@@ -355,6 +359,50 @@ class Consumer:
                 "attempts": failed.attempts,
             },
         )
+
+    def _dead_letter(
+        self,
+        record: SQSRecord,
+        attributes: SendAttributes,
+        envelope: Envelope,
+        exc: Exception,
+        stats: _Stats,
+    ) -> bool:
+        """On the last receive before the redrive policy would move the record, move it ourselves,
+        with the error recorded in its envelope (SQS's own move cannot say why a message failed).
+
+        ``attempts`` is left to the redriver, which counts every dead-lettered cycle the same way
+        whichever path brought the message. Returns False (the normal retry path, and SQS's own move)
+        when not configured, not the last receive, another invocation holds the record, or the send
+        fails.
+        """
+        s = self._settings
+        receives = self._receive_count(record)
+        if (
+            not s.dead_letter_queue_url
+            or receives < s.max_receive_count
+            or isinstance(exc, InProgressElsewhere)
+        ):
+            return False
+        error = ErrorInfo.from_exception(exc, receives=receives)
+        recorded = envelope.model_copy(
+            update={"last_error": error, "first_failure": envelope.first_failure or error.at}
+        )
+        try:
+            self._sqs.send_message(
+                QueueUrl=s.dead_letter_queue_url,
+                MessageBody=record.body or "",
+                MessageAttributes=merge(attributes, recorded),  # type: ignore[arg-type]
+            )
+        except Exception:  # noqa: BLE001 - the redrive policy still moves it, without the error
+            self._log.warning(
+                "could not dead-letter the record with its error; SQS will move it", exc_info=True
+            )
+            return False
+        details = {"error_type": error.type, "error": error.message, "receive_count": receives}
+        stats.add(metrics.RECORDS_DEAD_LETTERED)
+        self._log.error("record dead-lettered with its last error", extra=details)
+        return True
 
     def _retry_later(
         self, record: SQSRecord, exc: Exception, stats: _Stats, heartbeat: Heartbeat

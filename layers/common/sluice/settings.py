@@ -59,6 +59,8 @@ class ConsumerSettings(EnvSettings):
     claim_check_buckets: tuple[str, ...] = ()
     claim_check_prefix: str = "claim-check/"
     max_receive_count: int = Field(default=5, ge=1, le=1000)
+    dead_letter_queue_url: str = Field(default="", pattern=r"^(https?://.+)?$")
+    """Where a record failing on its last receive is sent with its error ('' = leave it to SQS)."""
     backoff_base_seconds: float = Field(default=2.0, gt=0, le=MAX_VISIBILITY_SECONDS)
     backoff_cap_seconds: float = Field(default=300.0, gt=0, le=MAX_VISIBILITY_SECONDS)
     backoff_floor_seconds: float = Field(default=1.0, ge=0, le=MAX_VISIBILITY_SECONDS)
