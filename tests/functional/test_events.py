@@ -7,6 +7,7 @@ Outcomes are read from the handler's response and from the EMF metrics it prints
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
@@ -47,9 +48,11 @@ ALL_EVENT_FILES = sorted(str(p.relative_to(EVENTS)) for p in EVENTS.rglob("*.jso
 
 
 def test_every_event_file_has_an_expectation():
-    from .test_delay_events import EXPECTED as DELAY_EXPECTED  # noqa: PLC0415
-
-    assert sorted([*EXPECTED, *DELAY_EXPECTED]) == ALL_EVENT_FILES
+    """This module's EXPECTED plus the EXPECTED of every other tests/functional/test_*_events.py."""
+    expected = list(EXPECTED)
+    for module in sorted(Path(__file__).parent.glob("test_*_events.py")):
+        expected += importlib.import_module(f"{__package__}.{module.stem}").EXPECTED
+    assert sorted(expected) == ALL_EVENT_FILES
 
 
 def emf_metrics(stdout: str) -> dict[str, int]:

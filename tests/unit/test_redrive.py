@@ -1,14 +1,31 @@
-"""Redrive planning: full-jitter bounds, cap, floor, poison threshold, routing beyond the threshold."""
+"""Redrive planning and decisions: full-jitter bounds, cap, floor, poison threshold, routing beyond the
+threshold, envelope bookkeeping, source allowlist, bounce detection and settings."""
 
 from __future__ import annotations
 
+import base64
+import json
 import math
 import random
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
-from sluice.errors import PermanentError
-from sluice.redrive import MAX_BACKOFF_SECONDS, plan, source_queue
+from sluice.envelope import ATTRIBUTE, Envelope, ErrorInfo, split
+from sluice.errors import MAX_VISIBILITY_SECONDS, ConfigurationError, PermanentError
+from sluice.redrive import (
+    MAX_BACKOFF_SECONDS,
+    MAX_HOLD_WAIT,
+    SOURCE_ATTRIBUTE,
+    Decision,
+    DlqMessage,
+    RedriveSettings,
+    decide,
+    plan,
+    source_queue,
+)
+from sluice.sqs import queue_url_from_arn
 
 SOURCE = "arn:aws:sqs:us-east-1:123456789012:work"
 
@@ -119,3 +136,416 @@ def test_given_a_source_outside_the_allowlist_when_resolving_then_permanent_erro
 def test_given_no_source_at_all_when_resolving_then_permanent_error() -> None:
     with pytest.raises(PermanentError, match="no source queue"):
         source_queue(None, default=None, allowlist=[SOURCE])
+
+
+# --- decide(): one dead-lettered message -------------------------------------------------------
+
+NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
+ACCOUNT = "123456789012"
+WORK_URL = f"https://sqs.us-east-1.amazonaws.com/{ACCOUNT}/work"
+OTHER = f"arn:aws:sqs:us-east-1:{ACCOUNT}:other"
+DELAY_ARN = f"arn:aws:sqs:us-east-1:{ACCOUNT}:delay"
+DLQ_URL = f"https://sqs.us-east-1.amazonaws.com/{ACCOUNT}/work-dlq"
+DELAY_URL = f"https://sqs.us-east-1.amazonaws.com/{ACCOUNT}/delay"
+POISON_URL = f"https://sqs.us-east-1.amazonaws.com/{ACCOUNT}/poison"
+TRACE = "Root=1-6740f000-0123456789abcdef01234567;Parent=53995c3f42cd8ad8;Sampled=1"
+BODY = '{"order_id": "ord-1"}'
+COOLDOWN = 300
+
+
+def redrive_settings(**overrides: object) -> RedriveSettings:
+    env = {
+        "SLUICE_DEAD_LETTER_QUEUE_URL": DLQ_URL,
+        "SLUICE_POISON_QUEUE_URL": POISON_URL,
+        "SLUICE_SOURCE_QUEUE_ARN": SOURCE,
+        "SLUICE_REDRIVE_SOURCES": f"{SOURCE}, {OTHER}",
+        "SLUICE_DELAY_QUEUE_URL": DELAY_URL,
+        "SLUICE_REDRIVE_MAX_ATTEMPTS": "5",
+        "SLUICE_REDRIVE_BASE_SECONDS": "60",
+        "SLUICE_REDRIVE_CAP_SECONDS": "3600",
+        "SLUICE_REDRIVE_FLOOR_SECONDS": "1",
+        "SLUICE_BREAKER_TABLE": "breaker",
+        "SLUICE_BREAKER_COOLDOWN_SECONDS": str(COOLDOWN),
+    }
+    env.update({f"SLUICE_{k.upper()}": str(v) for k, v in overrides.items()})
+    return RedriveSettings.from_env({k: v for k, v in env.items() if v != ""})
+
+
+class UrlOf:
+    """Records every ARN → URL lookup ``decide`` asks for."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def __call__(self, arn: str) -> str:
+        self.asked.append(arn)
+        return queue_url_from_arn(arn)
+
+
+def string(value: str) -> dict[str, Any]:
+    return {"DataType": "String", "StringValue": value}
+
+
+def dlq_message(
+    *,
+    envelope: Envelope | str | None = None,
+    attributes: dict[str, dict[str, Any]] | None = None,
+    system: dict[str, str] | None = None,
+    message_id: str = "dlq-msg-1",
+) -> DlqMessage:
+    """A ReceiveMessage entry as boto3 returns it (binary values as bytes)."""
+    message_attributes = dict(attributes or {})
+    if envelope is not None:
+        raw = envelope if isinstance(envelope, str) else envelope.to_json()
+        message_attributes[ATTRIBUTE] = string(raw)
+    api: dict[str, Any] = {
+        "MessageId": message_id,
+        "ReceiptHandle": f"rh-{message_id}",
+        "Body": BODY,
+        "Attributes": {"ApproximateReceiveCount": "5", "SentTimestamp": "1795860000000", **(system or {})},
+    }
+    if message_attributes:
+        api["MessageAttributes"] = message_attributes
+    return DlqMessage.from_api(api)
+
+
+def sent_envelope(decision: Decision) -> Envelope:
+    """The envelope as it travels (the attribute), checked against the decision's own copy."""
+    _, envelope, problem = split(decision.attributes)
+    assert problem is None
+    assert envelope == decision.envelope
+    return envelope
+
+
+def decided(message: DlqMessage, settings: RedriveSettings | None = None, **kwargs: Any) -> Decision:
+    kwargs.setdefault("uniform", _highest)
+    return decide(
+        message, settings or redrive_settings(), now=NOW, url_of=kwargs.pop("url_of", UrlOf()), **kwargs
+    )
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_given_a_first_time_dead_lettered_message_when_decided_then_it_goes_back_to_its_source_within_bounds(
+    seed: int,
+) -> None:
+    url_of = UrlOf()
+    message = dlq_message(system={SOURCE_ATTRIBUTE: SOURCE, "AWSTraceHeader": TRACE})
+    d = decide(message, redrive_settings(), now=NOW, url_of=url_of, uniform=random.Random(seed).uniform)
+    assert d.action == "redrive"
+    assert url_of.asked == [SOURCE]
+    assert d.destination == WORK_URL
+    assert d.attempt == 1
+    assert 1 <= d.delay_seconds <= 120  # uniform(floor 1, min(cap 3600, 60 · 2^1))
+    assert d.send_delay_seconds == d.delay_seconds
+    assert (d.message_id, d.receipt_handle, d.body) == ("dlq-msg-1", "rh-dlq-msg-1", BODY)
+    assert not d.bouncing
+    assert d.envelope_problem is None
+    env = sent_envelope(d)
+    assert env.origin_id == "dlq-msg-1"
+    assert env.attempts == 1
+    assert env.redriven_at == NOW + timedelta(seconds=d.delay_seconds)  # due on its source again
+    assert env.first_failure == NOW
+    assert env.last_error is not None
+    assert env.last_error.type == "MaxReceiveCountExceeded"
+    assert env.last_error.at == NOW
+    assert env.last_error.receives == 5
+    assert env.source == SOURCE
+    assert env.trace == TRACE
+    assert env.deliver_at is None
+    assert env.target is None
+
+
+def test_given_user_attributes_when_decided_then_they_travel_untouched_beside_the_envelope() -> None:
+    user = {
+        "tenant": string("acme"),
+        "amount": {"DataType": "Number", "StringValue": "42"},
+        "signature": {"DataType": "Binary", "BinaryValue": b"\x00\xffsig"},
+    }
+    d = decided(dlq_message(attributes=user, system={SOURCE_ATTRIBUTE: SOURCE}))
+    assert set(d.attributes) == {*user, ATTRIBUTE}
+    assert {k: v for k, v in d.attributes.items() if k != ATTRIBUTE} == user
+
+
+def test_given_ten_user_attributes_when_decided_then_the_last_is_displaced_and_all_ten_survive() -> None:
+    user = {f"a{i}": string(f"v{i}") for i in range(9)}
+    user["z-binary"] = {"DataType": "Binary", "BinaryValue": b"\x01\x02"}
+    d = decided(dlq_message(attributes=user, system={SOURCE_ATTRIBUTE: SOURCE}))
+    assert len(d.attributes) == 10
+    assert "z-binary" not in d.attributes
+    assert d.envelope.displaced == {"z-binary": {"DataType": "Binary", "BinaryValue": "AQI="}}
+    restored, _, _ = split(d.attributes)
+    assert restored == user
+
+
+def test_given_an_envelope_at_the_maximum_when_decided_then_it_is_a_poison_pill_with_full_forensics() -> None:
+    first = NOW - timedelta(days=2)
+    previous = NOW - timedelta(hours=3)
+    envelope = Envelope(
+        origin_id="origin-1",
+        attempts=5,
+        first_failure=first,
+        last_error=ErrorInfo(type="MaxReceiveCountExceeded", message="old", at=previous - timedelta(hours=1)),
+        redriven_at=previous,
+        source=SOURCE,
+        trace=TRACE,
+    )
+    url_of = UrlOf()
+    d = decided(dlq_message(envelope=envelope, attributes={"tenant": string("acme")}), url_of=url_of)
+    assert d.action == "poison"
+    assert d.destination == POISON_URL
+    assert (d.attempt, d.delay_seconds, d.send_delay_seconds) == (6, 0, 0)
+    assert "still failing after 5 redrives" in d.reason
+    assert url_of.asked == []  # nothing is sent to the source
+    env = sent_envelope(d)
+    assert env.attempts == 6
+    assert env.first_failure == first
+    assert env.origin_id == "origin-1"
+    assert env.source == SOURCE
+    assert env.trace == TRACE
+    assert env.last_error is not None
+    assert env.last_error.type == "MaxReceiveCountExceeded"
+    assert env.last_error.at == NOW  # this cycle's, not the old one
+    assert d.attributes["tenant"] == string("acme")
+
+
+def test_given_a_consumer_error_newer_than_the_last_redrive_when_decided_then_it_is_kept() -> None:
+    recorded = ErrorInfo(type="TransientError", message="payment gateway unavailable", at=NOW, receives=5)
+    envelope = Envelope(
+        origin_id="origin-1",
+        attempts=5,
+        redriven_at=NOW - timedelta(minutes=10),
+        last_error=recorded,
+        first_failure=NOW - timedelta(hours=1),
+        source=SOURCE,
+    )
+    d = decided(dlq_message(envelope=envelope))
+    assert d.action == "poison"
+    assert d.envelope.last_error == recorded
+    assert "TransientError: payment gateway unavailable" in d.reason
+
+
+def test_given_a_consumer_error_older_than_the_last_redrive_when_decided_then_this_cycle_gets_its_own() -> (
+    None
+):
+    old = ErrorInfo(type="TransientError", message="gone by now", at=NOW - timedelta(hours=2))
+    envelope = Envelope(origin_id="o", attempts=1, redriven_at=NOW - timedelta(hours=1), last_error=old)
+    d = decided(dlq_message(envelope=envelope, system={SOURCE_ATTRIBUTE: SOURCE}))
+    assert d.action == "redrive"
+    assert d.attempt == 2
+    assert d.envelope.last_error is not None
+    assert d.envelope.last_error.type == "MaxReceiveCountExceeded"
+    assert d.envelope.first_failure == NOW  # none was recorded before
+
+
+def test_given_a_long_backoff_when_decided_then_it_goes_through_the_delay_queue() -> None:
+    settings = redrive_settings(redrive_base_seconds=600)  # attempt 1: uniform(1, 1200)
+    d = decided(dlq_message(system={SOURCE_ATTRIBUTE: SOURCE}), settings)
+    assert d.action == "delay"
+    assert d.destination == DELAY_URL
+    assert d.delay_seconds == 1200
+    assert d.send_delay_seconds == 0  # the delay pipeline holds it, not DelaySeconds
+    env = sent_envelope(d)
+    assert env.deliver_at == NOW + timedelta(seconds=1200)
+    assert env.target == WORK_URL
+    assert env.redriven_at == NOW + timedelta(seconds=1200)  # due again when the pipeline delivers it
+    assert env.attempts == 1
+    assert "delay pipeline" in d.reason
+
+
+def test_given_a_delay_beyond_the_threshold_and_no_delay_queue_when_decided_then_permanent_error() -> None:
+    settings = redrive_settings(redrive_base_seconds=600, delay_queue_url="")
+    with pytest.raises(PermanentError, match="SLUICE_DELAY_QUEUE_URL"):
+        decided(dlq_message(system={SOURCE_ATTRIBUTE: SOURCE}), settings)
+
+
+def test_given_the_step_functions_mode_when_decided_then_no_delay_pipeline_and_a_capped_wait() -> None:
+    settings = redrive_settings(redrive_base_seconds=86_400, redrive_cap_seconds=MAX_BACKOFF_SECONDS)
+    d = decided(dlq_message(system={SOURCE_ATTRIBUTE: SOURCE}), settings, hold_in_dlq=True)
+    assert d.action == "redrive"
+    assert d.destination == WORK_URL
+    assert d.delay_seconds == MAX_HOLD_WAIT
+    assert d.envelope.deliver_at is None
+    assert d.to_state()["holdSeconds"] == MAX_VISIBILITY_SECONDS
+
+
+def test_given_the_step_functions_mode_and_a_huge_floor_when_decided_then_the_floor_is_capped() -> None:
+    settings = redrive_settings(
+        redrive_base_seconds=86_400, redrive_cap_seconds=200_000, redrive_floor_seconds=100_000
+    )
+    d = decided(dlq_message(system={SOURCE_ATTRIBUTE: SOURCE}), settings, hold_in_dlq=True, uniform=_lowest)
+    assert d.delay_seconds == MAX_HOLD_WAIT
+
+
+def test_given_a_source_outside_the_allowlist_when_decided_then_it_is_isolated_as_refused() -> None:
+    url_of = UrlOf()
+    evil = "arn:aws:sqs:us-east-1:999999999999:evil"
+    envelope = Envelope(origin_id="o", attempts=2, first_failure=NOW - timedelta(hours=1))
+    d = decided(dlq_message(envelope=envelope, system={SOURCE_ATTRIBUTE: evil}), url_of=url_of)
+    assert d.action == "poison"
+    assert d.destination == POISON_URL
+    assert url_of.asked == []
+    assert d.attempt == 3
+    env = sent_envelope(d)
+    assert env.attempts == 3
+    assert env.last_error is not None
+    assert env.last_error.type == "RedriveRefused"
+    assert "not in the redrive allowlist" in env.last_error.message
+    assert env.first_failure == NOW - timedelta(hours=1)
+    assert "not in the redrive allowlist" in d.reason
+
+
+def test_given_no_source_anywhere_when_decided_then_it_is_isolated_as_refused() -> None:
+    d = decided(dlq_message(), redrive_settings(source_queue_arn=""))
+    assert d.action == "poison"
+    assert d.envelope.last_error is not None
+    assert d.envelope.last_error.type == "RedriveRefused"
+    assert "no source queue" in d.envelope.last_error.message
+
+
+def test_given_no_source_attribute_when_decided_then_the_envelope_source_is_used_when_allowlisted() -> None:
+    url_of = UrlOf()
+    d = decided(dlq_message(envelope=Envelope(origin_id="o", source=OTHER)), url_of=url_of)
+    assert d.action == "redrive"
+    assert url_of.asked == [OTHER]
+    assert d.destination == queue_url_from_arn(OTHER)
+
+
+def test_given_a_forwarded_message_from_the_delay_pipeline_when_decided_then_it_goes_to_the_default() -> None:
+    # send_delayed → batch-delay records the delay queue as the first hop's source; the consumer then
+    # forwards the failing message to the DLQ itself (SendMessage: no DeadLetterQueueSourceArn)
+    envelope = Envelope(
+        origin_id="o",
+        source=DELAY_ARN,
+        deliver_at=NOW - timedelta(hours=1),
+        target=WORK_URL,
+        last_error=ErrorInfo(type="TransientError", message="down", at=NOW - timedelta(seconds=5)),
+    )
+    url_of = UrlOf()
+    d = decided(dlq_message(envelope=envelope), url_of=url_of)
+    assert d.action == "redrive"
+    assert url_of.asked == [SOURCE]
+    assert d.destination == WORK_URL
+    assert d.envelope.source == DELAY_ARN  # the first hop's record is kept
+    assert d.envelope.deliver_at is None  # the old delay request is over
+    assert d.envelope.target is None
+    assert d.envelope.last_error is not None
+    assert d.envelope.last_error.type == "TransientError"
+
+
+def test_given_an_envelope_without_a_trace_when_decided_then_the_trace_header_fills_it() -> None:
+    d = decided(dlq_message(envelope=Envelope(origin_id="o"), system={"AWSTraceHeader": TRACE}))
+    assert d.envelope.trace == TRACE
+    assert d.envelope.origin_id == "o"
+
+
+def test_given_an_envelope_without_an_origin_when_decided_then_the_message_id_becomes_it() -> None:
+    d = decided(dlq_message(envelope=Envelope(attempts=1, source=SOURCE)))
+    assert d.envelope.origin_id == "dlq-msg-1"
+    assert d.attempt == 2
+
+
+@pytest.mark.parametrize(
+    ("redriven_ago", "bouncing"),
+    [(0, True), (COOLDOWN - 1, True), (COOLDOWN, False), (COOLDOWN + 1, False)],
+)
+def test_given_the_last_redrive_time_when_decided_then_bouncing_follows_the_cooldown_edge(
+    redriven_ago: int, bouncing: bool
+) -> None:
+    envelope = Envelope(origin_id="o", attempts=1, redriven_at=NOW - timedelta(seconds=redriven_ago))
+    d = decided(dlq_message(envelope=envelope, system={SOURCE_ATTRIBUTE: SOURCE}))
+    assert d.bouncing is bouncing
+    assert d.action == "redrive"
+
+
+def test_given_a_bouncing_poison_pill_when_decided_then_it_still_counts_as_bouncing() -> None:
+    envelope = Envelope(origin_id="o", attempts=5, redriven_at=NOW - timedelta(seconds=10))
+    d = decided(dlq_message(envelope=envelope, system={SOURCE_ATTRIBUTE: SOURCE}))
+    assert d.action == "poison"
+    assert d.bouncing
+
+
+@pytest.mark.parametrize(
+    "raw", ["{not json", '{"v": 2, "attempts": 1}', '{"v": 1, "attempts": -3}', '{"v":1,"attempts":"many"}']
+)
+def test_given_a_corrupt_envelope_when_decided_then_the_problem_is_reported_and_it_is_still_decided(
+    raw: str,
+) -> None:
+    d = decided(
+        dlq_message(envelope=raw, attributes={"tenant": string("acme")}, system={SOURCE_ATTRIBUTE: SOURCE})
+    )
+    assert d.envelope_problem is not None
+    assert d.envelope_problem.startswith("ignoring unreadable sluice envelope")
+    assert d.action == "redrive"
+    assert d.attempt == 1
+    env = sent_envelope(d)  # a fresh, valid envelope replaces the corrupt one
+    assert env.origin_id == "dlq-msg-1"
+    assert d.attributes["tenant"] == string("acme")
+
+
+def test_given_a_decision_when_turned_into_state_then_it_is_json_and_binary_values_are_base64() -> None:
+    user = {"tenant": string("acme"), "signature": {"DataType": "Binary", "BinaryValue": b"\x00\xffsig"}}
+    d = decided(dlq_message(attributes=user, system={SOURCE_ATTRIBUTE: SOURCE}))
+    state = json.loads(json.dumps(d.to_state()))
+    assert state == {
+        "messageId": "dlq-msg-1",
+        "receiptHandle": "rh-dlq-msg-1",
+        "action": "redrive",
+        "attempt": 1,
+        "delaySeconds": 120,
+        "holdSeconds": 120 + 300,
+        "queueUrl": WORK_URL,
+        "body": BODY,
+        "messageAttributes": {
+            "tenant": string("acme"),
+            "signature": {"DataType": "Binary", "BinaryValue": base64.b64encode(b"\x00\xffsig").decode()},
+            ATTRIBUTE: string(d.envelope.to_json()),
+        },
+        "bouncing": False,
+        "reason": d.reason,
+    }
+    # and the Step Functions shape reads back to the same message
+    again = DlqMessage.from_api(
+        {
+            "MessageId": state["messageId"],
+            "ReceiptHandle": state["receiptHandle"],
+            "Body": state["body"],
+            "MessageAttributes": state["messageAttributes"],
+        }
+    )
+    assert again.attributes == d.attributes
+
+
+def test_given_a_message_when_read_from_the_api_then_system_attributes_and_receives_are_kept() -> None:
+    message = dlq_message(system={SOURCE_ATTRIBUTE: SOURCE})
+    assert message.receives == 5
+    assert message.system[SOURCE_ATTRIBUTE] == SOURCE
+    assert DlqMessage.from_api({"MessageId": "m", "ReceiptHandle": "r"}).receives is None
+
+
+# --- RedriveSettings ---------------------------------------------------------------------------
+
+
+def test_given_sources_when_read_then_the_allowlist_holds_the_default_first_without_duplicates() -> None:
+    settings = redrive_settings(redrive_sources=f"{OTHER},{SOURCE}, {OTHER}")
+    assert settings.allowlist == (SOURCE, OTHER)
+    assert redrive_settings(source_queue_arn="").allowlist == (SOURCE, OTHER)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "variable"),
+    [
+        ({"redrive_floor_seconds": "700", "redrive_cap_seconds": "600"}, "SLUICE_REDRIVE_FLOOR_SECONDS"),
+        ({"source_queue_arn": "arn:aws:sns:us-east-1:123456789012:topic"}, "SLUICE_SOURCE_QUEUE_ARN"),
+        ({"redrive_sources": f"{SOURCE},not-a-queue"}, "SLUICE_REDRIVE_SOURCES"),
+        ({"dead_letter_queue_url": "work-dlq"}, "SLUICE_DEAD_LETTER_QUEUE_URL"),
+        ({"direct_send_threshold_seconds": "901"}, "SLUICE_DIRECT_SEND_THRESHOLD_SECONDS"),
+        ({"redrive_max_attempts": "0"}, "SLUICE_REDRIVE_MAX_ATTEMPTS"),
+        ({"redrive_max_per_second": "0"}, "SLUICE_REDRIVE_MAX_PER_SECOND"),
+        ({"breaker_table": ""}, "SLUICE_BREAKER_TABLE"),
+    ],
+)
+def test_given_a_bad_redrive_setting_when_read_then_the_error_names_the_variable(
+    overrides: dict[str, str], variable: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=variable):
+        redrive_settings(**overrides)

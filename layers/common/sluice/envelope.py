@@ -66,6 +66,9 @@ class Envelope(BaseModel):
     """Queue URL a delayed message is delivered to (must be on the delay allowlist)."""
     source: str | None = None
     """ARN of the queue the message was first consumed from."""
+    redriven_at: datetime | None = None
+    """When the message sluice last re-drove from a dead-letter queue was due on its source again
+    (re-driven at + its backoff, UTC): a message back in the DLQ soon after is bouncing."""
     displaced: dict[str, dict[str, Any]] | None = None
     """User attributes that did not fit beside the envelope (SQS allows 10); restored on read."""
 

@@ -11,6 +11,7 @@ DUPLICATES_SKIPPED = "DuplicatesSkipped"
 CLAIM_CHECKS_RESOLVED = "ClaimChecksResolved"
 VISIBILITY_EXTENDED = "VisibilityExtended"
 NEAR_DEAD_LETTER = "NearDeadLetter"
+RECORDS_DEAD_LETTERED = "RecordsDeadLettered"
 ENVELOPES_CORRUPT = "EnvelopesCorrupt"
 
 MESSAGES_DELAYED = "MessagesDelayed"
@@ -21,6 +22,12 @@ DELIVERY_LAG_SECONDS = "DeliveryLagSeconds"
 DELAYED_OBJECTS_SWEPT = "DelayedObjectsSwept"
 DELAYED_OBJECTS_QUARANTINED = "DelayedObjectsQuarantined"
 
+SUCCESSFUL_REDRIVES = "SuccessfulRedrives"
+POISON_PILLS_ISOLATED = "PoisonPillsIsolated"
+REDRIVE_FAILURES = "RedriveFailures"
+BOUNCING_REDRIVES = "BouncingRedrives"
+BREAKER_OPEN = "BreakerOpen"
+
 CONSUMER_COUNTERS = (
     RECORDS_PROCESSED,
     RECORDS_FAILED,
@@ -29,6 +36,7 @@ CONSUMER_COUNTERS = (
     CLAIM_CHECKS_RESOLVED,
     VISIBILITY_EXTENDED,
     NEAR_DEAD_LETTER,
+    RECORDS_DEAD_LETTERED,
     ENVELOPES_CORRUPT,
 )
 

@@ -15,18 +15,42 @@ else from the configured default; only allowlisted sources are ever written to.
 
 from __future__ import annotations
 
+import base64
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Literal, Self
+
+from pydantic import Field, field_validator, model_validator
 
 from sluice.backoff import Uniform
-from sluice.errors import PermanentError
+from sluice.breaker import BreakerSettings, as_utc
+from sluice.envelope import (
+    ATTRIBUTE,
+    Envelope,
+    ErrorInfo,
+    SendAttributes,
+    from_event_attributes,
+    merge,
+    split,
+)
+from sluice.errors import MAX_VISIBILITY_SECONDS, PermanentError
 from sluice.sqs import queue_identity, same_queue
 
 SQS_MAX_DELAY = 900
 MAX_BACKOFF_SECONDS = 365 * 86_400  # the long-delay pipeline's limit
 SOURCE_ATTRIBUTE = "DeadLetterQueueSourceArn"
+RECEIVE_COUNT_ATTRIBUTE = "ApproximateReceiveCount"
+TRACE_ATTRIBUTE = "AWSTraceHeader"
+HOLD_MARGIN_SECONDS = 300
+"""Step Functions mode holds a message invisible in the DLQ while it waits: wait + this margin."""
+MAX_HOLD_WAIT = MAX_VISIBILITY_SECONDS - HOLD_MARGIN_SECONDS
+"""Longest Step Functions wait (SQS keeps a message invisible for at most 12 hours)."""
+DEAD_LETTERED = "MaxReceiveCountExceeded"
+REFUSED = "RedriveRefused"
+
+Action = Literal["redrive", "delay", "poison"]
 
 
 @dataclass(frozen=True)
@@ -91,3 +115,295 @@ def source_queue(
     if identity is None or not any(a is not None and same_queue(identity, a) for a in allowed):
         raise PermanentError(f"source queue {source!r} is not in the redrive allowlist")
     return str(source)
+
+
+# --- settings ----------------------------------------------------------------------------------
+
+
+def _csv(value: object) -> object:
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip())
+    return value
+
+
+class RedriveSettings(BreakerSettings):
+    """Settings of the redriver and the redrive state machine's Plan step (``SLUICE_*``)."""
+
+    dead_letter_queue_url: str = Field(pattern=r"^https?://")
+    poison_queue_url: str = Field(pattern=r"^https?://")
+    source_queue_arn: str = ""
+    """Where a message without ``DeadLetterQueueSourceArn`` (or a recorded source) goes back to."""
+    redrive_sources: tuple[str, ...] = ()
+    """Allowlist of queues (ARNs or URLs) messages may be re-driven to; the default source is always in."""
+    delay_queue_url: str = ""
+    """The long-delay pipeline's queue: backoffs beyond the direct-send threshold go through it."""
+    redrive_max_attempts: int = Field(default=5, ge=1, le=100)
+    redrive_base_seconds: float = Field(default=60.0, gt=0, le=MAX_BACKOFF_SECONDS)
+    redrive_cap_seconds: float = Field(default=3600.0, gt=0, le=MAX_BACKOFF_SECONDS)
+    redrive_floor_seconds: float = Field(default=1.0, ge=0, le=MAX_BACKOFF_SECONDS)
+    direct_send_threshold_seconds: int = Field(default=SQS_MAX_DELAY, ge=1, le=SQS_MAX_DELAY)
+    redrive_max_per_second: float = Field(default=50.0, gt=0, le=3000)
+    receive_wait_seconds: int = Field(default=2, ge=0, le=20)
+
+    _sources = field_validator("redrive_sources", mode="before")(_csv)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.redrive_floor_seconds > self.redrive_cap_seconds:
+            raise ValueError(
+                f"SLUICE_REDRIVE_FLOOR_SECONDS ({self.redrive_floor_seconds}) exceeds "
+                f"SLUICE_REDRIVE_CAP_SECONDS ({self.redrive_cap_seconds})"
+            )
+        if self.source_queue_arn and queue_identity(self.source_queue_arn) is None:
+            raise ValueError(f"SLUICE_SOURCE_QUEUE_ARN is not a queue ARN or URL: {self.source_queue_arn!r}")
+        for entry in self.redrive_sources:
+            if queue_identity(entry) is None:
+                raise ValueError(f"SLUICE_REDRIVE_SOURCES entry is not a queue ARN or URL: {entry!r}")
+        return self
+
+    @property
+    def allowlist(self) -> tuple[str, ...]:
+        return tuple(
+            dict.fromkeys(
+                (self.source_queue_arn, *self.redrive_sources)
+                if self.source_queue_arn
+                else self.redrive_sources
+            )
+        )
+
+
+# --- one dead-lettered message -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DlqMessage:
+    """A message received from the dead-letter queue (SQS API shape, attributes in SendMessage shape)."""
+
+    message_id: str
+    receipt_handle: str
+    body: str
+    attributes: SendAttributes
+    system: Mapping[str, str]
+
+    @classmethod
+    def from_api(cls, message: Mapping[str, Any]) -> Self:
+        """From ReceiveMessage's ``Messages[i]`` (boto3, or Step Functions with base64 binary values)."""
+        return cls(
+            message_id=str(message["MessageId"]),
+            receipt_handle=str(message["ReceiptHandle"]),
+            body=str(message.get("Body") or ""),
+            attributes=from_event_attributes(message.get("MessageAttributes")),
+            system={str(k): str(v) for k, v in (message.get("Attributes") or {}).items()},
+        )
+
+    @property
+    def receives(self) -> int | None:
+        try:
+            return int(self.system[RECEIVE_COUNT_ATTRIBUTE])
+        except (KeyError, ValueError):
+            return None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with one dead-lettered message, and the exact message to send."""
+
+    message_id: str
+    receipt_handle: str
+    action: Action
+    attempt: int
+    delay_seconds: int
+    """Seconds until the message is due on its source again (0 for poison)."""
+    destination: str
+    """Queue URL to send to: the source (redrive), the delay queue (delay) or the poison queue."""
+    body: str
+    attributes: SendAttributes
+    """User attributes untouched, plus the updated envelope."""
+    envelope: Envelope
+    bouncing: bool
+    """Sluice re-drove this message within the breaker's cooldown window and it is back."""
+    reason: str
+    envelope_problem: str | None = None
+
+    @property
+    def send_delay_seconds(self) -> int:
+        """``DelaySeconds`` for a direct SendMessage (only a direct redrive carries a delay)."""
+        return self.delay_seconds if self.action == "redrive" else 0
+
+    def to_state(self) -> dict[str, Any]:
+        """The Step Functions Plan step's output (JSON-ready; binary attribute values base64).
+
+        ``holdSeconds`` is the visibility to give the DLQ message while the execution waits
+        ``delaySeconds`` before sending it with ``sqs:sendMessage`` and deleting it.
+        """
+        return {
+            "messageId": self.message_id,
+            "receiptHandle": self.receipt_handle,
+            "action": self.action,
+            "attempt": self.attempt,
+            "delaySeconds": self.delay_seconds,
+            "holdSeconds": min(MAX_VISIBILITY_SECONDS, self.delay_seconds + HOLD_MARGIN_SECONDS),
+            "queueUrl": self.destination,
+            "body": self.body,
+            "messageAttributes": {
+                name: (
+                    {"DataType": v["DataType"], "BinaryValue": base64.b64encode(v["BinaryValue"]).decode()}
+                    if isinstance(v.get("BinaryValue"), bytes | bytearray)
+                    else dict(v)
+                )
+                for name, v in self.attributes.items()
+            },
+            "bouncing": self.bouncing,
+            "reason": self.reason,
+        }
+
+
+def decide(
+    message: DlqMessage,
+    settings: RedriveSettings,
+    *,
+    now: datetime,
+    url_of: Callable[[str], str],
+    hold_in_dlq: bool = False,
+    uniform: Uniform = random.uniform,
+) -> Decision:
+    """The one decision both redrive modes make for ``message`` (pure but for ``uniform``).
+
+    ``url_of`` turns a queue ARN into the URL the caller's SQS client uses. ``hold_in_dlq`` is the
+    Step Functions mode: the execution waits with the message held invisible in the DLQ, so a
+    backoff never goes through the delay pipeline but is capped at :data:`MAX_HOLD_WAIT`.
+    """
+    user, envelope, problem = split(message.attributes)
+    if envelope is None:  # dead-lettered on its first hop: this message is the identity
+        envelope = Envelope(
+            origin_id=message.message_id,
+            source=message.system.get(SOURCE_ATTRIBUTE),
+            trace=message.system.get(TRACE_ATTRIBUTE),
+        )
+    else:
+        if envelope.origin_id is None:
+            envelope = envelope.model_copy(update={"origin_id": message.message_id})
+        if envelope.trace is None and message.system.get(TRACE_ATTRIBUTE):
+            envelope = envelope.model_copy(update={"trace": message.system[TRACE_ATTRIBUTE]})
+    bouncing = settings.policy().is_bouncing(envelope, now)
+    error = _cycle_error(envelope, message, now)
+    failed = envelope.model_copy(
+        update={"first_failure": envelope.first_failure or error.at, "last_error": error}
+    )
+
+    def make(
+        action: Action, attempt: int, delay: int, *, destination: str, env: Envelope, reason: str
+    ) -> Decision:
+        attributes = merge(user, env)
+        # the envelope exactly as it travels (``merge`` may have filled or cleared ``displaced``)
+        written = Envelope.model_validate_json(attributes[ATTRIBUTE]["StringValue"])
+        return Decision(
+            message.message_id,
+            message.receipt_handle,
+            action,
+            attempt,
+            delay,
+            destination,
+            message.body,
+            attributes,
+            written,
+            bouncing,
+            reason,
+            problem,
+        )
+
+    def poison(attempt: int, reason: str, last: ErrorInfo) -> Decision:
+        env = failed.model_copy(update={"attempts": attempt, "last_error": last})
+        return make("poison", attempt, 0, destination=settings.poison_queue_url, env=env, reason=reason)
+
+    try:
+        source = source_queue(
+            message.system,
+            default=_default_source(envelope, settings),
+            allowlist=settings.allowlist,
+        )
+    except PermanentError as exc:
+        refused = ErrorInfo(type=REFUSED, message=str(exc)[:511], at=now, receives=message.receives)
+        return poison(envelope.attempts + 1, str(exc), refused)
+    p = plan(
+        envelope.attempts,
+        max_attempts=settings.redrive_max_attempts,
+        base=settings.redrive_base_seconds,
+        cap=min(settings.redrive_cap_seconds, MAX_HOLD_WAIT) if hold_in_dlq else settings.redrive_cap_seconds,
+        floor=min(settings.redrive_floor_seconds, MAX_HOLD_WAIT)
+        if hold_in_dlq
+        else settings.redrive_floor_seconds,
+        direct_send_threshold=settings.direct_send_threshold_seconds,
+        uniform=uniform,
+    )
+    if p.poison:
+        reason = (
+            f"still failing after {settings.redrive_max_attempts} redrives "
+            f"(last error {error.type}: {error.message})"
+        )
+        return poison(p.attempt, reason, error)
+    env = failed.model_copy(
+        update={
+            "attempts": p.attempt,
+            # when it is due on its source again: a message back in the DLQ soon after is bouncing
+            "redriven_at": now + timedelta(seconds=p.delay_seconds),
+            "source": envelope.source or source,
+            # a previous hop's delay request is over: a direct redrive is no delayed message
+            "deliver_at": None,
+            "target": None,
+        }
+    )
+    target = url_of(source) if source.startswith("arn:") else source
+    if p.via_delay_pipeline and not hold_in_dlq:
+        if not settings.delay_queue_url:
+            raise PermanentError("a backoff beyond the direct-send threshold needs SLUICE_DELAY_QUEUE_URL")
+        delayed = env.model_copy(
+            update={"deliver_at": now + timedelta(seconds=p.delay_seconds), "target": target}
+        )
+        return make(
+            "delay",
+            p.attempt,
+            p.delay_seconds,
+            destination=settings.delay_queue_url,
+            env=delayed,
+            reason=f"attempt {p.attempt}: due in {p.delay_seconds}s through the delay pipeline",
+        )
+    return make(
+        "redrive",
+        p.attempt,
+        p.delay_seconds,
+        destination=target,
+        env=env,
+        reason=f"attempt {p.attempt}: due in {p.delay_seconds}s",
+    )
+
+
+def _default_source(envelope: Envelope, settings: RedriveSettings) -> str | None:
+    """Where a message without ``DeadLetterQueueSourceArn`` goes back to: the source its envelope
+    recorded when that is allowlisted, else the configured default.
+
+    A message the consumer forwarded to the DLQ itself (SendMessage: no ``DeadLetterQueueSourceArn``)
+    carries the *first* hop's source, which is the delay queue for a message that went through the
+    long-delay pipeline: that is not where it failed, and must not make it a poison pill.
+    """
+    if envelope.source:
+        identity = queue_identity(envelope.source)
+        allowed = [queue_identity(entry) for entry in settings.allowlist]
+        if identity is not None and any(a is not None and same_queue(identity, a) for a in allowed):
+            return envelope.source
+    return settings.source_queue_arn or envelope.source or None
+
+
+def _cycle_error(envelope: Envelope, message: DlqMessage, now: datetime) -> ErrorInfo:
+    """The error of the cycle that just ended: the consumer's, when it recorded one since the last
+    redrive, else "dead-lettered by the queue's redrive policy" (a timeout or a crash records nothing)."""
+    last = envelope.last_error
+    if last is not None and (envelope.redriven_at is None or as_utc(last.at) > as_utc(envelope.redriven_at)):
+        return last
+    return ErrorInfo(
+        type=DEAD_LETTERED,
+        message="moved to the dead-letter queue by the source queue's redrive policy; "
+        "the consumer recorded no error (a timeout or a crash?)",
+        at=now,
+        receives=message.receives,
+    )

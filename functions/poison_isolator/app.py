@@ -1,0 +1,42 @@
+"""Poison-pill isolator Lambda: wiring only. Moves one message to the poison queue with its forensics.
+
+Called by the redrive state machine's Isolate step (the consumer and the redriver isolate in-process
+with the same layer function, ``sluice.poison.isolate``).
+"""
+
+import os
+from typing import Any
+
+import boto3
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from sluice import metrics as names
+from sluice.poison import IsolatorSettings, isolate_request
+
+logger = Logger()
+metrics = Metrics()
+tracer = Tracer()
+
+# Cold start: a bad SLUICE_* setting fails here, naming the variable.
+settings = IsolatorSettings.from_env(os.environ)
+sqs = boto3.client("sqs")
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    logger.append_keys(message_id=event.get("messageId"), attempt=event.get("attempt"))
+    poison_id, envelope = isolate_request(sqs, poison_queue_url=settings.poison_queue_url, request=event)
+    metrics.add_metric(name=names.POISON_PILLS_ISOLATED, unit="Count", value=1)
+    logger.error(
+        "message isolated to the poison queue",
+        extra={
+            "poison_message_id": poison_id,
+            "attempts": envelope.attempts,
+            "error_type": envelope.last_error.type if envelope.last_error else None,
+            "reason": str(event.get("reason") or "")[:512],
+        },
+    )
+    return {"poisonMessageId": poison_id, "attempts": envelope.attempts}

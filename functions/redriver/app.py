@@ -1,0 +1,45 @@
+"""Redriver Lambda: wiring only. Drains the work DLQ back to its sources (see sluice.redriver).
+
+Triggered by the DLQ depth alarm through SNS and by a backstop schedule; the event only names the
+trigger. Returns the run's report.
+"""
+
+import os
+from typing import Any
+
+import boto3
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from sluice.breaker import Breaker
+from sluice.redrive import RedriveSettings
+from sluice.redriver import Redriver
+
+logger = Logger()
+metrics = Metrics()
+tracer = Tracer()
+
+# Cold start: a bad SLUICE_* setting fails here, naming the variable.
+settings = RedriveSettings.from_env(os.environ)
+redriver = Redriver(
+    settings=settings,
+    sqs=boto3.client("sqs"),
+    breaker=Breaker.from_settings(settings, boto3.client("dynamodb")),
+    logger=logger,
+    metrics_sink=metrics,
+)
+
+
+def _trigger(event: dict[str, Any]) -> str:
+    records = event.get("Records") or []
+    if records and records[0].get("EventSource") == "aws:sns":
+        return "alarm"
+    return "schedule" if event.get("source") == "aws.events" or event.get("schedule") else "manual"
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    logger.append_keys(trigger=_trigger(event))
+    return redriver.run(context.get_remaining_time_in_millis).to_dict()

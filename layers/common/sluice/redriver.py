@@ -1,0 +1,334 @@
+"""The redriver: drain a dead-letter queue back to its sources with backoff, velocity and a breaker.
+
+One run (a Lambda invocation triggered by the DLQ depth alarm through SNS, or by the backstop
+schedule, or the operator CLI):
+
+1. check the circuit breaker before every batch: open → stop without touching a message;
+2. long-poll the DLQ for a batch (10, fewer when the velocity is below 10 messages/s);
+3. decide every message with :func:`sluice.redrive.decide` (the Step Functions mode's Plan step
+   uses the same function): re-drive to its source with ``DelaySeconds``, through the long-delay
+   pipeline when the backoff exceeds the direct-send threshold, or isolate it as a poison pill;
+4. send with ``SendMessageBatch`` per destination (≤ 10 entries per request);
+5. ``DeleteMessageBatch`` only the entries accepted downstream: the others stay in the DLQ and come
+   back after the receive's visibility timeout for the next run;
+6. report the batch's bounce counts to the breaker; pace to at most ``max_per_second`` messages per
+   second; stop before the Lambda deadline.
+
+SQS requests per re-driven message: 3 per batch of 10 (receive, send, delete), plus the one empty
+receive that tells the queue is drained. At-least-once: a crash between the send and the delete
+re-drives a message twice; its envelope keeps ``origin_id``, so the consumer's idempotency absorbs
+the duplicate.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from sluice import metrics
+from sluice.backoff import Uniform
+from sluice.batchsend import MAX_ENTRIES, Outgoing, send_batch
+from sluice.breaker import Breaker, BreakerState, report
+from sluice.envelope import ATTRIBUTE, Envelope, ErrorInfo, merge, split, utcnow
+from sluice.errors import ConfigurationError, PermanentError
+from sluice.redrive import REFUSED, Decision, DlqMessage, RedriveSettings, decide
+from sluice.sqs import queue_url_from_arn
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools import Logger
+    from mypy_boto3_sqs import SQSClient
+
+    from sluice.metrics import MetricSink
+
+SAFETY_MILLIS = 10_000
+"""Stop a run this long (plus the long-poll wait) before the Lambda deadline."""
+RECEIVE_VISIBILITY_SECONDS = 60
+"""How long a received DLQ message stays hidden while its batch is handled (or after a failure)."""
+
+
+@dataclass
+class RedriveReport:
+    received: int = 0
+    redriven: int = 0
+    delayed: int = 0
+    isolated: int = 0
+    failed: int = 0
+    bouncing: int = 0
+    batches: int = 0
+    stopped: str = ""
+    """Why the run ended: drained, breaker_open, deadline or limit."""
+    breaker: dict[str, Any] = field(default_factory=dict)
+    elapsed_seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Redriver:
+    def __init__(
+        self,
+        *,
+        settings: RedriveSettings,
+        sqs: SQSClient,
+        breaker: Breaker,
+        logger: Logger,
+        metrics_sink: MetricSink,
+        clock: Callable[[], datetime] = utcnow,
+        monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        uniform: Uniform = random.uniform,
+    ) -> None:
+        self._s = settings
+        self._sqs = sqs
+        self._breaker = breaker
+        self._log = logger
+        self._metrics = metrics_sink
+        self._clock = clock
+        self._monotonic = monotonic
+        self._sleep = sleep
+        self._uniform = uniform
+        self._urls: dict[str, str] = {}
+        if (
+            settings.redrive_cap_seconds > settings.direct_send_threshold_seconds
+            and not settings.delay_queue_url
+        ):
+            # else every backoff beyond the threshold would fail at run time and stay in the DLQ
+            raise ConfigurationError(
+                f"SLUICE_DELAY_QUEUE_URL is required: SLUICE_REDRIVE_CAP_SECONDS "
+                f"({settings.redrive_cap_seconds:g}) exceeds SLUICE_DIRECT_SEND_THRESHOLD_SECONDS "
+                f"({settings.direct_send_threshold_seconds})"
+            )
+
+    def run(
+        self,
+        remaining_millis: Callable[[], int] | None = None,
+        *,
+        max_messages: int | None = None,
+        max_per_second: float | None = None,
+    ) -> RedriveReport:
+        """Re-drive until the DLQ is drained, the breaker opens, the deadline nears or the limit."""
+        remaining = remaining_millis or (lambda: 900_000)
+        rate = self._s.redrive_max_per_second if max_per_second is None else max_per_second
+        if rate <= 0:
+            raise ValueError(f"max_per_second must be positive, got {rate}")
+        per_batch = max(1, min(MAX_ENTRIES, int(rate)))
+        report_ = RedriveReport()
+        start = self._monotonic()
+        handled = 0
+        try:
+            while True:
+                status = self._breaker.check()
+                report(status, self._metrics)
+                report_.breaker = status.to_dict()
+                if status.is_open:
+                    self._log.warning("circuit breaker is open: nothing is re-driven", extra=report_.breaker)
+                    report_.stopped = "breaker_open"
+                    break
+                if max_messages is not None and report_.received >= max_messages:
+                    report_.stopped = "limit"
+                    break
+                # Velocity: the next batch may start once `handled / rate` seconds have passed, so
+                # after t seconds at most rate·t + one batch have been re-driven.
+                wait = start + handled / rate - self._monotonic()
+                budget_ms = SAFETY_MILLIS + 1000 * (self._s.receive_wait_seconds + max(0.0, wait))
+                if remaining() < budget_ms:
+                    report_.stopped = "deadline"
+                    break
+                if wait > 0:
+                    self._sleep(wait)
+                want = per_batch if max_messages is None else min(per_batch, max_messages - report_.received)
+                messages = self._receive(want)
+                if not messages:
+                    report_.stopped = "drained"
+                    break
+                self._batch(messages, report_, half_open=status.state is BreakerState.HALF_OPEN)
+                handled += len(messages)
+        finally:
+            report_.elapsed_seconds = round(self._monotonic() - start, 3)
+            for name, value in (
+                (metrics.SUCCESSFUL_REDRIVES, report_.redriven + report_.delayed),
+                (metrics.POISON_PILLS_ISOLATED, report_.isolated),
+                (metrics.REDRIVE_FAILURES, report_.failed),
+                (metrics.BOUNCING_REDRIVES, report_.bouncing),
+            ):
+                self._metrics.add_metric(name=name, unit="Count", value=value)
+        self._log.info("redrive run finished", extra=report_.to_dict())
+        return report_
+
+    # --- one batch -----------------------------------------------------------------------------
+
+    def _receive(self, count: int) -> list[DlqMessage]:
+        response = self._sqs.receive_message(
+            QueueUrl=self._s.dead_letter_queue_url,
+            MaxNumberOfMessages=count,
+            WaitTimeSeconds=self._s.receive_wait_seconds,
+            VisibilityTimeout=RECEIVE_VISIBILITY_SECONDS,
+            MessageAttributeNames=["All"],
+            MessageSystemAttributeNames=["All"],
+        )
+        return [DlqMessage.from_api(m) for m in response.get("Messages", [])]
+
+    def _batch(self, messages: list[DlqMessage], report_: RedriveReport, *, half_open: bool) -> None:
+        report_.batches += 1
+        report_.received += len(messages)
+        now = self._clock()
+        decisions: list[Decision] = []
+        for message in messages:
+            try:
+                decision = decide(message, self._s, now=now, url_of=self._url, uniform=self._uniform)
+            except Exception as exc:  # noqa: BLE001 - left in the DLQ for the next run, never lost
+                report_.failed += 1
+                self._log.exception(
+                    "could not plan a dead-lettered message; it stays in the DLQ",
+                    extra={"message_id": message.message_id, "error_type": exc.__class__.__name__},
+                )
+                continue
+            if decision.envelope_problem:
+                self._metrics.add_metric(name=metrics.ENVELOPES_CORRUPT, unit="Count", value=1)
+                self._log.warning(decision.envelope_problem, extra={"message_id": message.message_id})
+            decisions.append(decision)
+        bouncing = sum(d.bouncing for d in decisions)
+        report_.bouncing += bouncing
+        self._breaker.observe(seen=len(decisions), bouncing=bouncing)
+        if half_open:
+            self._log.info("breaker half-open: this batch is the probe", extra={"size": len(decisions)})
+        accepted = self._send(decisions, report_, now)
+        self._delete([d for d in decisions if d.message_id in accepted], report_)
+
+    def _send(self, decisions: list[Decision], report_: RedriveReport, now: datetime) -> set[str]:
+        """Send per destination; returns the message ids accepted downstream."""
+        groups: dict[str, list[Decision]] = defaultdict(list)
+        for d in decisions:
+            groups[d.destination].append(d)
+        by_id = {d.message_id: d for d in decisions}
+        accepted: set[str] = set()
+        retry_as_poison: list[Decision] = []
+        for destination, group in groups.items():
+            refused = send_batch(
+                self._sqs,
+                destination,
+                [Outgoing(d.message_id, d.body, d.attributes, d.send_delay_seconds) for d in group],
+                sleep=self._sleep,
+            )
+            refused_ids = {r.message.key: r for r in refused}
+            for d in group:
+                r = refused_ids.get(d.message_id)
+                if r is None:
+                    accepted.add(d.message_id)
+                    self._done(d, report_)
+                elif r.sender_fault and d.action != "poison":  # the source will never take it
+                    retry_as_poison.append(_refused(d, f"{r.code}: {r.reason}", self._s, now))
+                else:
+                    report_.failed += 1
+                    self._log.error(
+                        "send refused; the message stays in the DLQ for the next run",
+                        extra={
+                            "message_id": d.message_id,
+                            "attempt": d.attempt,
+                            "code": r.code,
+                            "reason": r.reason,
+                        },
+                    )
+        if retry_as_poison:
+            refused = send_batch(
+                self._sqs,
+                self._s.poison_queue_url,
+                [Outgoing(d.message_id, d.body, d.attributes) for d in retry_as_poison],
+                sleep=self._sleep,
+            )
+            still = {r.message.key for r in refused}
+            for d in retry_as_poison:
+                if d.message_id in still:
+                    report_.failed += 1
+                    self._log.error(
+                        "neither the source nor the poison queue took the message; it stays in the DLQ",
+                        extra={"message_id": d.message_id, "attempt": by_id[d.message_id].attempt},
+                    )
+                else:
+                    accepted.add(d.message_id)
+                    self._done(d, report_)
+        return accepted
+
+    def _done(self, d: Decision, report_: RedriveReport) -> None:
+        extra = {
+            "message_id": d.message_id,
+            "origin_id": d.envelope.origin_id,
+            "attempt": d.attempt,
+            "action": d.action,
+            "delay_seconds": d.delay_seconds,
+            "bouncing": d.bouncing,
+        }
+        if d.action == "poison":
+            report_.isolated += 1
+            error = d.envelope.last_error
+            self._log.error(
+                "message isolated to the poison queue",
+                extra={**extra, "reason": d.reason[:512], "error_type": error.type if error else None},
+            )
+            return
+        if d.action == "delay":
+            report_.delayed += 1
+        else:
+            report_.redriven += 1
+        self._log.info("message re-driven", extra=extra)
+
+    def _delete(self, decisions: list[Decision], report_: RedriveReport) -> None:
+        for start in range(0, len(decisions), MAX_ENTRIES):
+            chunk = decisions[start : start + MAX_ENTRIES]
+            response = self._sqs.delete_message_batch(
+                QueueUrl=self._s.dead_letter_queue_url,
+                Entries=[{"Id": str(i), "ReceiptHandle": d.receipt_handle} for i, d in enumerate(chunk)],
+            )
+            for failure in response.get("Failed", []):
+                d = chunk[int(failure["Id"])]
+                report_.failed += 1
+                self._log.warning(
+                    "re-driven but not deleted from the DLQ: it will be re-driven again, "
+                    "and the consumer's idempotency absorbs the duplicate",
+                    extra={
+                        "message_id": d.message_id,
+                        "code": failure.get("Code"),
+                        "reason": failure.get("Message"),
+                    },
+                )
+
+    def _url(self, arn: str) -> str:
+        url = self._urls.get(arn)
+        if url is None:
+            url = self._urls[arn] = queue_url_from_arn(arn, endpoint=self._sqs.meta.endpoint_url)
+        return url
+
+
+def _refused(d: Decision, why: str, settings: RedriveSettings, now: datetime) -> Decision:
+    """The poison version of a decision whose destination refused the message as malformed."""
+    user, envelope, _ = split(d.attributes)
+    base = envelope or Envelope(origin_id=d.message_id)
+    error = ErrorInfo(type=REFUSED, message=f"{d.destination} refused the message: {why}"[:511], at=now)
+    env = base.model_copy(
+        update={
+            "last_error": error,
+            "first_failure": base.first_failure or now,
+            "deliver_at": None,
+            "target": None,
+            "redriven_at": None,
+        }
+    )
+    attributes = merge(user, env)
+    return Decision(
+        d.message_id,
+        d.receipt_handle,
+        "poison",
+        d.attempt,
+        0,
+        settings.poison_queue_url,
+        d.body,
+        attributes,
+        Envelope.model_validate_json(attributes[ATTRIBUTE]["StringValue"]),
+        d.bouncing,
+        str(PermanentError(error.message)),
+    )
