@@ -379,3 +379,53 @@ class Alarms:
                 }
             ]
         )
+
+
+def install_aws_sdk_casing(region: str = "us-east-1") -> Callable[[], None]:
+    """What Step Functions does for ``aws-sdk`` tasks and moto 5.2 leaves out, for ``sfn`` calls.
+
+    Step Functions names every parameter and result field in PascalCase, even for an API whose wire
+    names are camelCase (its own): ``StateMachineArn`` goes to boto3 as ``stateMachineArn``, and
+    ``executions[].executionArn`` comes back as ``Executions[].ExecutionArn`` (timestamps as JSON
+    text). moto passes Parameters as written, so the redrive state machine's guard
+    (``aws-sdk:sfn:listExecutions``) would fail with ``States.Runtime``. SQS is PascalCase on the wire
+    and needs nothing. Uses moto's own (otherwise unused) request/response normalisers.
+    """
+    import boto3  # noqa: PLC0415
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (  # noqa: PLC0415
+        state_task_service_aws_sdk as aws_sdk,
+    )
+    from moto.stepfunctions.parser.asl.utils.encoding import to_json_str  # noqa: PLC0415
+
+    task_class: Any = aws_sdk.StateTaskServiceAwsSdk
+    original_parameters = task_class._normalise_parameters
+    original_response = task_class._normalise_response
+    model = boto3.session.Session().client("stepfunctions", region_name=region).meta.service_model
+
+    def operation(task: Any) -> Any:
+        action = task.resource.api_action
+        return model.operation_model(action[0].upper() + action[1:])
+
+    def parameters(self: Any, params: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        if self.resource.api_name != "sfn":
+            original_parameters(self, params, *args, **kwargs)
+            return
+        self._to_boto_request(params, operation(self).input_shape)
+
+    def response(self: Any, answer: Any, *args: Any, **kwargs: Any) -> None:
+        if self.resource.api_name != "sfn" or not isinstance(answer, dict):
+            original_response(self, answer, *args, **kwargs)
+            return
+        self._from_boto_response(answer, operation(self).output_shape)
+        as_json = json.loads(to_json_str(answer))
+        answer.clear()
+        answer.update(as_json)
+
+    task_class._normalise_parameters = parameters
+    task_class._normalise_response = response
+
+    def undo() -> None:
+        task_class._normalise_parameters = original_parameters
+        task_class._normalise_response = original_response
+
+    return undo

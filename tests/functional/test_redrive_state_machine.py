@@ -1,0 +1,702 @@
+"""statemachines/redrive.asl.json executed by moto's Step Functions interpreter (Given / When / Then).
+
+The definition runs as written, with its ``${...}`` DefinitionSubstitutions filled in the way the
+template fills them, except that the test copy cuts every retrier to ``IntervalSeconds: 1`` and
+``BackoffRate: 1`` (moto really sleeps between retries) and FetchBatch's long poll to 1 s (moto
+really waits it out on an empty queue, once per execution). Backoffs are 1 s (base = cap = floor).
+
+Queues, the breaker table and the three Lambda functions exist in moto; ``LambdaSimpleBackend.invoke``
+is patched to run the layer code each function runs (``Breaker.check``,
+``sluice.redrive_sfn.plan_step``, ``sluice.poison.isolate_request``) in-process, against the same
+moto account.
+
+Two moto differences the test allows for (see statemachines/README.md):
+
+- moto's ``aws-sdk`` integration passes Parameters to boto3 as written and returns boto3's answer as
+  it is. Step Functions names every parameter and result field in PascalCase, even for APIs whose
+  wire names are camelCase (Step Functions' own). SQS is PascalCase on the wire, so only the
+  ``sfn:listExecutions`` guard is affected: the ``aws_sdk_casing`` fixture applies Step Functions'
+  naming to ``sfn`` calls with moto's own (otherwise unused) request/response normalisers.
+- moto hands ``aws-sdk`` results to the next state as boto3 objects, so a binary message attribute
+  arrives as bytes, not as the base64 text Step Functions passes. The messages here carry string
+  attributes; binary values are covered by tests/unit/test_redrive_sfn.py.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import threading
+import time
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from aws_lambda_powertools import Logger
+from moto import mock_aws
+from moto.awslambda_simple.models import LambdaSimpleBackend
+
+from sluice.breaker import Breaker, BreakerState
+from sluice.envelope import ATTRIBUTE, Envelope, ErrorInfo, utcnow
+from sluice.poison import isolate_request
+from sluice.redrive import RedriveSettings
+from sluice.redrive_sfn import FETCH_VISIBILITY_SECONDS, plan_step
+from sluice.sqs import queue_url_from_arn
+from sluice_local.emulation import install_aws_sdk_casing
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFINITION = ROOT / "statemachines" / "redrive.asl.json"
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+BREAKER_TABLE = "sluice-test-breaker"
+
+# Every ${...} the definition may use (the template substitutes exactly these).
+PLACEHOLDERS = {
+    "CircuitBreakerFunctionArn",
+    "RedrivePlanFunctionArn",
+    "PoisonIsolatorFunctionArn",
+    "DeadLetterQueueUrl",
+    "MapConcurrency",
+    "PaceSeconds",
+}
+
+MAX_ATTEMPTS = 3
+MAP_CONCURRENCY = 2
+EXECUTION_TIMEOUT = 40.0
+MOTO_CONFIG: Any = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+
+
+def load_definition(substitutions: dict[str, str], *, fast: bool = False) -> dict[str, Any]:
+    text = DEFINITION.read_text()
+    for name, value in substitutions.items():
+        text = text.replace("${" + name + "}", value)
+    definition = json.loads(text)
+    if fast:
+        for state in all_states(definition).values():
+            for retrier in state.get("Retry", []):
+                retrier["IntervalSeconds"] = 1
+                retrier["BackoffRate"] = 1
+        definition["States"]["FetchBatch"]["Parameters"]["WaitTimeSeconds"] = 1
+    return definition
+
+
+def all_states(definition: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every state, those inside Map iterators included."""
+    found: dict[str, dict[str, Any]] = {}
+    for name, state in definition["States"].items():
+        found[name] = state
+        processor = state.get("ItemProcessor") or state.get("Iterator")
+        if processor:
+            found.update(all_states(processor))
+    return found
+
+
+def lambda_zip() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("app.py", "def handler(event, context):\n    return event\n")
+    return buffer.getvalue()
+
+
+# --- moto: Step Functions' PascalCase naming for aws-sdk:sfn ---------------------------------------
+
+
+@pytest.fixture
+def aws_sdk_casing() -> Iterator[None]:
+    """Step Functions' PascalCase for ``aws-sdk:sfn:*`` tasks, which moto 5.2 leaves out (the same
+    patch the local runtime installs; see sluice_local.emulation.install_aws_sdk_casing)."""
+    undo = install_aws_sdk_casing(REGION)
+    yield
+    undo()
+
+
+# --- the three functions, in-process --------------------------------------------------------------
+
+
+class RecordingMetrics:
+    def __init__(self) -> None:
+        self.values: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def add_metric(self, name: str, unit: str, value: float) -> None:
+        with self._lock:
+            self.values[name] = self.values.get(name, 0) + value
+
+
+class SerialObservations:
+    """The breaker, its observations one at a time: moto's DynamoDB applies an ``ADD`` as a
+    read-modify-write in Python, so two threads adding at once can lose an increment (DynamoDB
+    itself adds atomically)."""
+
+    def __init__(self, breaker: Breaker, lock: threading.Lock) -> None:
+        self._breaker = breaker
+        self._lock = lock
+        self.policy = breaker.policy
+
+    def observe(self, *, seen: int, bouncing: int) -> None:
+        with self._lock:
+            self._breaker.observe(seen=seen, bouncing=bouncing)
+
+
+@dataclass
+class Functions:
+    """The Lambda functions the state machine invokes, run in-process with the layer's code."""
+
+    settings: RedriveSettings
+    breaker: Breaker
+    sqs: Any
+    plan_delay: float = 0.0
+    failing: set[str] = field(default_factory=set)
+    calls: dict[str, list[dict[str, Any]]] = field(
+        default_factory=lambda: {"breaker": [], "plan": [], "isolate": []}
+    )
+    plan_windows: list[tuple[float, float]] = field(default_factory=list)
+    metrics: RecordingMetrics = field(default_factory=RecordingMetrics)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _running_plans: int = 0
+    max_running_plans: int = 0
+
+    def invoke(self, function_name: str, body: Any, response_headers: dict[str, str]) -> bytes:
+        payload = json.loads(body) if body else {}
+        kind = function_name.rsplit(":", 1)[-1].removeprefix("sluice-test-")
+        with self._lock:
+            self.calls[kind].append(payload)
+        handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+            "breaker": self._check,
+            "plan": self._plan,
+            "isolate": self._isolate,
+        }
+        handler = self._down if kind in self.failing else handlers[kind]
+        try:
+            result = handler(payload)
+        except Exception as exc:  # noqa: BLE001 - the Lambda runtime reports any exception as a function error
+            response_headers["x-amz-function-error"] = "Unhandled"
+            return json.dumps({"errorType": type(exc).__name__, "errorMessage": str(exc)}).encode()
+        return json.dumps(result).encode()
+
+    @staticmethod
+    def _down(_: dict[str, Any]) -> dict[str, Any]:
+        raise RuntimeError("the function keeps failing")
+
+    def _check(self, _: dict[str, Any]) -> dict[str, Any]:
+        return self.breaker.check().to_dict()
+
+    def _plan(self, message: dict[str, Any]) -> dict[str, Any]:
+        started = time.monotonic()
+        with self._lock:
+            self._running_plans += 1
+            self.max_running_plans = max(self.max_running_plans, self._running_plans)
+        try:
+            time.sleep(self.plan_delay)
+            return plan_step(
+                message,
+                settings=self.settings,
+                breaker=SerialObservations(self.breaker, self._lock),  # type: ignore[arg-type]
+                url_of=lambda arn: queue_url_from_arn(arn, endpoint=self.sqs.meta.endpoint_url),
+                now=utcnow(),
+                logger=Logger(service="sluice-test"),
+                metrics_sink=self.metrics,
+            )
+        finally:
+            with self._lock:
+                self._running_plans -= 1
+                self.plan_windows.append((started, time.monotonic()))
+
+    def _isolate(self, plan: dict[str, Any]) -> dict[str, Any]:
+        poison_id, envelope = isolate_request(
+            self.sqs, poison_queue_url=self.settings.poison_queue_url, request=plan
+        )
+        return {"poisonMessageId": poison_id, "attempts": envelope.attempts}
+
+
+@dataclass
+class RedriveMachine:
+    sfn: Any
+    sqs: Any
+    arn: str
+    definition: dict[str, Any]
+    functions: Functions
+    dlq_url: str
+    work_url: str
+    work_arn: str
+    poison_url: str
+
+    def start(self, name: str) -> str:
+        return self.sfn.start_execution(stateMachineArn=self.arn, name=name, input="{}")["executionArn"]
+
+    def finish(self, execution_arn: str, timeout: float = EXECUTION_TIMEOUT) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            described = self.sfn.describe_execution(executionArn=execution_arn)
+            if described["status"] != "RUNNING":
+                return described
+            if time.monotonic() > deadline:
+                pytest.fail(f"execution still RUNNING after {timeout} s")
+            time.sleep(0.05)
+
+    def run(self, name: str = "redrive-1") -> dict[str, Any]:
+        return self.finish(self.start(name))
+
+    def history(self, execution_arn: str) -> list[dict[str, Any]]:
+        return self.sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)["events"]
+
+    def entered(self, execution_arn: str, state: str) -> list[dict[str, Any]]:
+        """The input of every entry into ``state``, with its time as ``"_at"`` (epoch seconds)."""
+        return [
+            {**json.loads(e["stateEnteredEventDetails"]["input"]), "_at": e["timestamp"].timestamp()}
+            for e in self.history(execution_arn)
+            if e["type"].endswith("StateEntered") and e["stateEnteredEventDetails"]["name"] == state
+        ]
+
+    def path(self, execution_arn: str) -> list[str]:
+        """The names of the states entered, in order."""
+        return [
+            e["stateEnteredEventDetails"]["name"]
+            for e in self.history(execution_arn)
+            if e["type"].endswith("StateEntered")
+        ]
+
+    def dead_letter(self, body: Any, envelope: Envelope | None = None, **attributes: str) -> str:
+        """A message as it sits in the DLQ (moto does not add DeadLetterQueueSourceArn: the
+        envelope's source or the configured default stands in for it)."""
+        message_attributes = {k: {"DataType": "String", "StringValue": v} for k, v in attributes.items()}
+        if envelope is not None:
+            message_attributes[ATTRIBUTE] = {"DataType": "String", "StringValue": envelope.to_json()}
+        return self.sqs.send_message(
+            QueueUrl=self.dlq_url,
+            MessageBody=body if isinstance(body, str) else json.dumps(body),
+            MessageAttributes=message_attributes,
+        )["MessageId"]
+
+    def drain(self, url: str) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = []
+        while True:
+            got = self.sqs.receive_message(
+                QueueUrl=url,
+                MaxNumberOfMessages=10,
+                MessageAttributeNames=["All"],
+                AttributeNames=["All"],
+                WaitTimeSeconds=0,
+            ).get("Messages", [])
+            if not got:
+                return messages
+            messages.extend(got)
+
+    def counts(self, url: str) -> tuple[int, int]:
+        """(visible, in flight) messages of a queue."""
+        attributes = self.sqs.get_queue_attributes(
+            QueueUrl=url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return int(attributes["ApproximateNumberOfMessages"]), int(
+            attributes["ApproximateNumberOfMessagesNotVisible"]
+        )
+
+
+def envelope_of(message: dict[str, Any]) -> Envelope:
+    return Envelope.model_validate_json(message["MessageAttributes"][ATTRIBUTE]["StringValue"])
+
+
+def outcomes(result: dict[str, Any]) -> list[dict[str, Any]]:
+    return json.loads(result["output"])["lastBatch"]
+
+
+@pytest.fixture
+def machine(aws_sdk_casing, monkeypatch: pytest.MonkeyPatch) -> Iterator[RedriveMachine]:
+    holder: dict[str, Functions] = {}
+
+    def backend_invoke(  # moto's signature
+        backend: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any
+    ) -> bytes:
+        return holder["functions"].invoke(function_name, body, response_headers)
+
+    monkeypatch.setattr(LambdaSimpleBackend, "invoke", backend_invoke)
+    with mock_aws(config=MOTO_CONFIG):
+        sqs = boto3.client("sqs", region_name=REGION)
+        ddb = boto3.client("dynamodb", region_name=REGION)
+        iam = boto3.client("iam", region_name=REGION)
+        lam = boto3.client("lambda", region_name=REGION)
+        sfn = boto3.client("stepfunctions", region_name=REGION)
+        dlq_url = sqs.create_queue(QueueName="work-dlq")["QueueUrl"]
+        work_url = sqs.create_queue(QueueName="work")["QueueUrl"]
+        poison_url = sqs.create_queue(QueueName="poison")["QueueUrl"]
+        work_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:work"
+        ddb.create_table(
+            TableName=BREAKER_TABLE,
+            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        settings = RedriveSettings.from_env(
+            {
+                "SLUICE_BREAKER_TABLE": BREAKER_TABLE,
+                "SLUICE_BREAKER_COOLDOWN_SECONDS": "300",
+                "SLUICE_DEAD_LETTER_QUEUE_URL": dlq_url,
+                "SLUICE_POISON_QUEUE_URL": poison_url,
+                "SLUICE_SOURCE_QUEUE_ARN": work_arn,
+                "SLUICE_REDRIVE_SOURCES": f"arn:aws:sqs:{REGION}:{ACCOUNT}:gone",
+                "SLUICE_REDRIVE_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
+                "SLUICE_REDRIVE_BASE_SECONDS": "1",
+                "SLUICE_REDRIVE_CAP_SECONDS": "1",
+                "SLUICE_REDRIVE_FLOOR_SECONDS": "1",
+            }
+        )
+        functions = Functions(settings, Breaker.from_settings(settings, ddb), sqs)
+        holder["functions"] = functions
+        trust = {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": ["lambda.amazonaws.com", "states.amazonaws.com"]},
+                    "Action": "sts:AssumeRole",
+                }
+            ],
+        }
+        role = iam.create_role(RoleName="redrive-test", AssumeRolePolicyDocument=json.dumps(trust))["Role"][
+            "Arn"
+        ]
+        arns = {
+            kind: lam.create_function(
+                FunctionName=f"sluice-test-{kind}",
+                Runtime="python3.13",
+                Role=role,
+                Handler="app.handler",
+                Code={"ZipFile": lambda_zip()},
+            )["FunctionArn"]
+            for kind in ("breaker", "plan", "isolate")
+        }
+        definition = load_definition(
+            {
+                "CircuitBreakerFunctionArn": arns["breaker"],
+                "RedrivePlanFunctionArn": arns["plan"],
+                "PoisonIsolatorFunctionArn": arns["isolate"],
+                "DeadLetterQueueUrl": dlq_url,
+                "MapConcurrency": str(MAP_CONCURRENCY),
+                "PaceSeconds": "1",
+            },
+            fast=True,
+        )
+        arn = sfn.create_state_machine(
+            name="sluice-test-redrive", definition=json.dumps(definition), roleArn=role, type="STANDARD"
+        )["stateMachineArn"]
+        yield RedriveMachine(sfn, sqs, arn, definition, functions, dlq_url, work_url, work_arn, poison_url)
+        # Never leave an execution thread behind that outlives the mock.
+        for execution in sfn.list_executions(stateMachineArn=arn, statusFilter="RUNNING")["executions"]:
+            sfn.stop_execution(executionArn=execution["executionArn"])
+
+
+# --- the definition and its substitutions ---------------------------------------------------------
+
+
+def test_given_the_definition_when_listing_its_placeholders_then_each_one_has_a_known_substitution():
+    # Given the definition as committed
+    text = DEFINITION.read_text()
+    # When its ${...} placeholders are listed
+    found = set(re.findall(r"\$\{([^}]*)\}", text))
+    # Then each is one the template substitutes, all of them are used, and none is left over
+    assert found == PLACEHOLDERS
+    assert "${" not in json.dumps(load_definition(dict.fromkeys(PLACEHOLDERS, "1")))
+
+
+def test_given_the_definition_when_read_then_every_task_retries_and_numbers_come_from_placeholders():
+    # Given the definition with numbers substituted as the template substitutes them
+    definition = load_definition(dict.fromkeys(PLACEHOLDERS, "7"))
+    states = all_states(definition)
+    # Then every Task state declares a Retry
+    tasks = {name for name, s in states.items() if s["Type"] == "Task"}
+    assert tasks >= {
+        "Guard",
+        "CheckCircuitBreaker",
+        "FetchBatch",
+        "Plan",
+        "Hold",
+        "Isolate",
+        "Redrive",
+        "Delete",
+    }
+    assert all(states[name].get("Retry") for name in tasks)
+    # ... the Map's concurrency and the pace are parsed from their (string) placeholders at run time
+    configure = definition["States"]["Configure"]["Parameters"]["config"]
+    assert configure["mapConcurrency.$"] == "States.StringToJson('7')"
+    assert configure["paceSeconds.$"] == "States.StringToJson('7')"
+    assert definition["States"]["PlanBatch"]["MaxConcurrencyPath"] == "$.config.mapConcurrency"
+    assert definition["States"]["Pace"]["SecondsPath"] == "$.config.paceSeconds"
+    # ... and a batch is received with the visibility the Plan step caps holds by
+    fetch = definition["States"]["FetchBatch"]["Parameters"]
+    assert fetch["VisibilityTimeout"] == FETCH_VISIBILITY_SECONDS
+    assert fetch["MaxNumberOfMessages"] == 10
+
+
+# --- CheckCircuitBreaker --------------------------------------------------------------------------
+
+
+def test_given_an_open_breaker_when_the_execution_runs_then_it_fails_and_nothing_moves(machine):
+    # Given a message in the DLQ and a breaker an operator opened
+    machine.dead_letter({"order_id": "ord-1"}, tenant="acme")
+    machine.functions.breaker.open("payments API down (INC-42)")
+    # When the execution runs
+    result = machine.run()
+    # Then it fails with CircuitBreakerOpen and the breaker's reason ...
+    assert result["status"] == "FAILED"
+    assert result["error"] == "CircuitBreakerOpen"
+    assert result["cause"] == "payments API down (INC-42)"
+    # ... no message was received, planned or moved
+    assert machine.functions.calls["plan"] == []
+    assert machine.counts(machine.dlq_url) == (1, 0)
+    assert machine.counts(machine.work_url) == (0, 0)
+    assert machine.counts(machine.poison_url) == (0, 0)
+
+
+def test_given_a_half_open_breaker_when_the_probe_batch_went_through_then_the_next_check_stops_the_run(
+    machine,
+):
+    # Given a breaker half-open after its cooldown, and 15 messages of which 12 sluice re-drove a
+    # minute ago and are back: any batch of 10 is mostly bouncing
+    ddb = boto3.client("dynamodb", region_name=REGION)
+    ddb.put_item(
+        TableName=BREAKER_TABLE,
+        Item={
+            "id": {"S": "redrive"},
+            "state": {"S": BreakerState.HALF_OPEN.value},
+            "reason": {"S": "cooldown over"},
+            "opened_by": {"S": "auto"},
+            "since": {"N": str(time.time())},
+            "seen": {"N": "0"},
+            "bouncing": {"N": "0"},
+            "version": {"N": "3"},
+        },
+    )
+    recently = utcnow() - timedelta(minutes=1)
+    for n in range(12):
+        machine.dead_letter(
+            {"order_id": f"ord-b{n}"},
+            Envelope(origin_id=f"orig-{n}", attempts=1, redriven_at=recently, source=machine.work_arn),
+        )
+    for n in range(3):
+        machine.dead_letter({"order_id": f"ord-q{n}"})
+    # When the execution runs
+    result = machine.run()
+    # Then exactly one probe batch goes through; the loop checks the breaker again, which settles the
+    # probe and answers open, and the run stops there
+    assert result["status"] == "FAILED"
+    assert result["error"] == "CircuitBreakerOpen"
+    assert "probe" in result["cause"]
+    assert len(machine.functions.calls["breaker"]) == 2
+    assert len(machine.functions.calls["plan"]) == 10
+    assert machine.functions.breaker.check().is_open
+    # ... and the messages after the probe batch never left the DLQ
+    visible, _ = machine.counts(machine.dlq_url)
+    assert visible == 5
+
+
+# --- Guard ----------------------------------------------------------------------------------------
+
+
+def test_given_a_running_execution_when_a_second_one_starts_then_it_ends_already_running(machine):
+    # Given an execution busy with a batch (each plan takes a while)
+    for n in range(4):
+        machine.dead_letter({"order_id": f"ord-{n}"})
+    machine.functions.plan_delay = 0.5
+    first = machine.start("redrive-first")
+    deadline = time.monotonic() + 10
+    while not machine.functions.calls["plan"]:
+        assert time.monotonic() < deadline, "the first execution never planned"
+        time.sleep(0.05)
+    # When a second execution starts meanwhile
+    second = machine.finish(machine.start("redrive-second"))
+    # Then the second sees an older running execution and stops at once, touching nothing
+    assert second["status"] == "SUCCEEDED"
+    names = machine.path(second["executionArn"])
+    assert names[-1] == "AlreadyRunning"
+    assert "CheckCircuitBreaker" not in names
+    # ... while the first carries on and redrives every message exactly once
+    assert machine.finish(first)["status"] == "SUCCEEDED"
+    arrived = machine.drain(machine.work_url)
+    assert sorted(json.loads(m["Body"])["order_id"] for m in arrived) == [f"ord-{n}" for n in range(4)]
+    assert len(machine.functions.calls["plan"]) == 4
+
+
+# --- PlanBatch / DeliverBatch ---------------------------------------------------------------------
+
+
+def test_given_a_first_time_dead_letter_when_redriven_then_it_is_back_on_its_source_and_gone_from_the_dlq(
+    machine,
+):
+    # Given a message dead-lettered on its first hop (no envelope yet), with a user attribute
+    dlq_id = machine.dead_letter({"order_id": "ord-7"}, tenant="acme")
+    before = utcnow()
+    # When the execution runs
+    result = machine.run()
+    # Then it succeeds, the batch's message was redriven ...
+    assert result["status"] == "SUCCEEDED"
+    assert [o["outcome"] for o in outcomes(result)] == ["redriven"]
+    # ... it is on the source queue with its body, its user attribute untouched and the envelope updated
+    [arrived] = machine.drain(machine.work_url)
+    assert json.loads(arrived["Body"]) == {"order_id": "ord-7"}
+    assert arrived["MessageAttributes"]["tenant"] == {"StringValue": "acme", "DataType": "String"}
+    envelope = envelope_of(arrived)
+    assert envelope.attempts == 1
+    assert envelope.origin_id == dlq_id
+    assert envelope.redriven_at is not None
+    assert envelope.redriven_at >= before - timedelta(seconds=1)
+    assert envelope.source == machine.work_arn
+    # ... after its backoff (1 s here), held in the DLQ meanwhile for the backoff plus the margin
+    [waited] = machine.entered(result["executionArn"], "Wait")
+    [redriven] = machine.entered(result["executionArn"], "Redrive")
+    assert waited["plan"]["delaySeconds"] == 1
+    assert waited["plan"]["holdSeconds"] == 1 + 300
+    assert redriven["_at"] - waited["_at"] >= 1.0
+    # ... and it was deleted from the DLQ (neither visible nor held)
+    assert machine.counts(machine.dlq_url) == (0, 0)
+    assert machine.counts(machine.poison_url) == (0, 0)
+
+
+def test_given_a_message_at_max_attempts_when_planned_then_it_is_isolated_with_its_envelope_and_deleted(
+    machine,
+):
+    # Given a message sluice already re-drove MAX_ATTEMPTS times, still failing
+    last = ErrorInfo(type="TransientError", message="gateway timeout", at=utcnow() - timedelta(hours=2))
+    envelope = Envelope(
+        origin_id="orig-9",
+        attempts=MAX_ATTEMPTS,
+        last_error=last,
+        redriven_at=utcnow() - timedelta(hours=3),
+        source=machine.work_arn,
+    )
+    machine.dead_letter({"order_id": "ord-9"}, envelope, tenant="acme")
+    # When the execution runs
+    result = machine.run()
+    # Then it is isolated, not redriven
+    assert result["status"] == "SUCCEEDED"
+    [outcome] = outcomes(result)
+    assert outcome["outcome"] == "isolated"
+    [poisoned] = machine.drain(machine.poison_url)
+    assert outcome["poisonMessageId"] == poisoned["MessageId"]
+    # ... with its body, its user attribute and an envelope that tells why
+    assert json.loads(poisoned["Body"]) == {"order_id": "ord-9"}
+    assert poisoned["MessageAttributes"]["tenant"]["StringValue"] == "acme"
+    isolated = envelope_of(poisoned)
+    assert isolated.origin_id == "orig-9"
+    assert isolated.attempts == MAX_ATTEMPTS + 1
+    assert isolated.last_error is not None
+    assert isolated.last_error.type == "TransientError"
+    # ... and deleted from the DLQ; nothing went back to the source
+    assert machine.counts(machine.dlq_url) == (0, 0)
+    assert machine.counts(machine.work_url) == (0, 0)
+
+
+def test_given_the_isolator_keeps_failing_when_retries_run_out_then_the_poison_pill_stays_in_the_dlq(
+    machine,
+):
+    # Given a message at max attempts, and a poison isolator that fails on every call
+    envelope = Envelope(origin_id="orig-p", attempts=MAX_ATTEMPTS, source=machine.work_arn)
+    machine.dead_letter({"order_id": "ord-p"}, envelope)
+    machine.functions.failing.add("isolate")
+    # When the execution runs
+    result = machine.run()
+    # Then the batch completes with the message marked failed at Isolate, after the retries
+    assert result["status"] == "SUCCEEDED"
+    [outcome] = outcomes(result)
+    assert outcome == {
+        "messageId": outcome["messageId"],
+        "outcome": "failed",
+        "step": "Isolate",
+        "error": "RuntimeError",
+    }
+    retrier = all_states(machine.definition)["Isolate"]["Retry"][-1]
+    assert len(machine.functions.calls["isolate"]) == 1 + retrier["MaxAttempts"]
+    # ... and it was not deleted: still in the DLQ (in flight until the receive's visibility ends)
+    assert machine.counts(machine.dlq_url) == (0, 1)
+    assert machine.counts(machine.poison_url) == (0, 0)
+    assert machine.counts(machine.work_url) == (0, 0)
+
+
+def test_given_a_send_that_keeps_failing_when_retries_run_out_then_the_message_stays_in_the_dlq(machine):
+    # Given a message whose (allowlisted) source queue no longer exists, and one that is fine
+    machine.dead_letter(
+        {"order_id": "ord-lost"}, Envelope(origin_id="orig-l", source=f"arn:aws:sqs:{REGION}:{ACCOUNT}:gone")
+    )
+    machine.dead_letter({"order_id": "ord-ok"})
+    # When the execution runs
+    result = machine.run()
+    # Then the batch still completes: the good message is redriven, the other marked failed at Redrive
+    assert result["status"] == "SUCCEEDED"
+    by_outcome = {o["outcome"]: o for o in outcomes(result)}
+    assert set(by_outcome) == {"redriven", "failed"}
+    assert by_outcome["failed"]["step"] == "Redrive"
+    # ... after every retry
+    retrier = all_states(machine.definition)["Redrive"]["Retry"][0]
+    sends = [
+        e
+        for e in machine.history(result["executionArn"])
+        if e["type"] == "TaskScheduled"
+        and e["taskScheduledEventDetails"]["resourceType"] == "sqs"
+        and "gone" in e["taskScheduledEventDetails"]["parameters"]
+    ]
+    assert len(sends) == 1 + retrier["MaxAttempts"]
+    # ... and it was not deleted: it is still in the DLQ, held until its hold runs out
+    assert machine.counts(machine.dlq_url) == (0, 1)
+    assert [json.loads(m["Body"])["order_id"] for m in machine.drain(machine.work_url)] == ["ord-ok"]
+
+
+def test_given_more_messages_than_the_concurrency_when_planned_then_at_most_map_concurrency_run_at_once(
+    machine,
+):
+    # Given 8 messages and plans that take a while, so that they would overlap if allowed to
+    for n in range(8):
+        machine.dead_letter({"order_id": f"ord-{n}"})
+    machine.functions.plan_delay = 0.3
+    # When the execution runs
+    result = machine.run()
+    # Then never more than MapConcurrency plans ran at the same time, and they did run side by side
+    assert result["status"] == "SUCCEEDED"
+    assert len(machine.functions.calls["plan"]) == 8
+    assert machine.functions.max_running_plans == MAP_CONCURRENCY
+    # ... and every message was redriven
+    assert len(machine.drain(machine.work_url)) == 8
+
+
+# --- the loop -------------------------------------------------------------------------------------
+
+
+def test_given_more_than_one_batch_when_the_execution_runs_then_it_loops_until_the_dlq_is_empty(machine):
+    # Given 13 messages: more than one batch of 10
+    for n in range(13):
+        machine.dead_letter({"order_id": f"ord-{n}"})
+    # When the execution runs
+    result = machine.run()
+    # Then it succeeds once the DLQ is drained, after at least two batches
+    assert result["status"] == "SUCCEEDED"
+    output = json.loads(result["output"])
+    assert output["batches"] >= 2
+    names = machine.path(result["executionArn"])
+    assert names[-1] == "Drained"
+    # ... checking the breaker and paced before each further batch
+    assert names.count("CheckCircuitBreaker") == output["batches"] + 1
+    assert names.count("Pace") == output["batches"]
+    paced = machine.entered(result["executionArn"], "Pace")[0]["_at"]
+    checked_again = machine.entered(result["executionArn"], "CheckCircuitBreaker")[1]["_at"]
+    assert checked_again - paced >= 1.0  # PaceSeconds
+    # ... and every message is on its source queue once, none left in the DLQ
+    arrived = machine.drain(machine.work_url)
+    assert sorted(json.loads(m["Body"])["order_id"] for m in arrived) == sorted(f"ord-{n}" for n in range(13))
+    assert machine.counts(machine.dlq_url) == (0, 0)
+    assert machine.functions.breaker.status().seen == 13
+
+
+def test_given_an_empty_dlq_when_the_execution_runs_then_it_succeeds_drained_without_planning(machine):
+    # Given an empty DLQ
+    # When the execution runs
+    result = machine.run()
+    # Then it checks the breaker, finds nothing and ends Drained
+    assert result["status"] == "SUCCEEDED"
+    names = machine.path(result["executionArn"])
+    assert names[-1] == "Drained"
+    assert machine.functions.calls["plan"] == []

@@ -1,0 +1,359 @@
+"""The redrive state machine's Plan step (sluice.redrive_sfn.plan_step), Given / When / Then.
+
+Messages are in the shape Step Functions' ``aws-sdk:sqs:receiveMessage`` hands each Map iteration:
+ReceiveMessage's ``Messages[i]`` with PascalCase fields and binary attribute values as base64 text.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from aws_lambda_powertools import Logger
+
+from sluice import redrive_sfn
+from sluice.breaker import BreakerPolicy
+from sluice.envelope import ATTRIBUTE, Envelope, ErrorInfo
+from sluice.errors import MAX_VISIBILITY_SECONDS, PermanentError
+from sluice.redrive import HOLD_MARGIN_SECONDS, MAX_HOLD_WAIT, RedriveSettings
+from sluice.redrive_sfn import FETCH_VISIBILITY_SECONDS, MAX_HOLD_SECONDS, plan_step
+
+NOW = datetime(2026, 11, 28, 8, 0, tzinfo=UTC)
+ACCOUNT = "123456789012"
+WORK_ARN = f"arn:aws:sqs:us-east-1:{ACCOUNT}:sluice-dev-work"
+WORK_URL = f"https://sqs.us-east-1.amazonaws.com/{ACCOUNT}/sluice-dev-work"
+POISON_URL = f"https://sqs.us-east-1.amazonaws.com/{ACCOUNT}/sluice-dev-poison"
+DLQ_URL = f"https://sqs.us-east-1.amazonaws.com/{ACCOUNT}/sluice-dev-work-dlq"
+
+
+class FakeBreaker:
+    def __init__(self, policy: BreakerPolicy | None = None, fail: Exception | None = None) -> None:
+        self.policy = policy or BreakerPolicy(cooldown_seconds=300)
+        self.observed: list[tuple[int, int]] = []
+        self._fail = fail
+
+    def observe(self, *, seen: int, bouncing: int) -> None:
+        if self._fail is not None:
+            raise self._fail
+        self.observed.append((seen, bouncing))
+
+
+class RecordingMetrics:
+    def __init__(self) -> None:
+        self.values: dict[str, float] = {}
+
+    def add_metric(self, name: str, unit: str, value: float) -> None:
+        assert unit == "Count"
+        self.values[name] = self.values.get(name, 0) + value
+
+
+def settings(**overrides: str) -> RedriveSettings:
+    env = {
+        "SLUICE_BREAKER_TABLE": "sluice-dev-breaker",
+        "SLUICE_BREAKER_COOLDOWN_SECONDS": "300",
+        "SLUICE_DEAD_LETTER_QUEUE_URL": DLQ_URL,
+        "SLUICE_POISON_QUEUE_URL": POISON_URL,
+        "SLUICE_SOURCE_QUEUE_ARN": WORK_ARN,
+        "SLUICE_REDRIVE_MAX_ATTEMPTS": "5",
+        "SLUICE_REDRIVE_BASE_SECONDS": "60",
+        "SLUICE_REDRIVE_CAP_SECONDS": "3600",
+        "SLUICE_REDRIVE_FLOOR_SECONDS": "1",
+    }
+    env.update({f"SLUICE_{k.upper()}": v for k, v in overrides.items()})
+    return RedriveSettings.from_env(env)
+
+
+def url_of(arn: str) -> str:
+    name = arn.rsplit(":", 1)[-1]
+    return f"https://sqs.us-east-1.amazonaws.com/{ACCOUNT}/{name}"
+
+
+def highest(a: float, b: float) -> float:
+    return b
+
+
+def message(
+    envelope: Envelope | None = None,
+    *,
+    source: str | None = WORK_ARN,
+    extra_attributes: dict[str, Any] | None = None,
+    raw_envelope: str | None = None,
+) -> dict[str, Any]:
+    attributes: dict[str, Any] = {"tenant": {"StringValue": "acme", "DataType": "String"}}
+    if envelope is not None:
+        attributes[ATTRIBUTE] = {"StringValue": envelope.to_json(), "DataType": "String"}
+    if raw_envelope is not None:
+        attributes[ATTRIBUTE] = {"StringValue": raw_envelope, "DataType": "String"}
+    attributes.update(extra_attributes or {})
+    system = {
+        "ApproximateReceiveCount": "1",
+        "SentTimestamp": "1795860000000",
+        "ApproximateFirstReceiveTimestamp": "1795860000100",
+        "SenderId": "AROAEXAMPLE:sluice",
+    }
+    if source:
+        system["DeadLetterQueueSourceArn"] = source
+    return {
+        "MessageId": "9b1f6c1e-0000-4000-8000-000000000001",
+        "ReceiptHandle": "AQEB-dlq-receipt-1",
+        "MD5OfBody": "0f1e2d3c4b5a69788796a5b4c3d2e1f0",
+        "Body": json.dumps({"order_id": "ord-1001", "amount_cents": 1250}),
+        "Attributes": system,
+        "MessageAttributes": attributes,
+    }
+
+
+def run(
+    event: dict[str, Any],
+    *,
+    breaker: FakeBreaker | None = None,
+    config: RedriveSettings | None = None,
+    uniform: Any = highest,
+    metrics: RecordingMetrics | None = None,
+    log: io.StringIO | None = None,
+) -> dict[str, Any]:
+    return plan_step(
+        event,
+        settings=config or settings(),
+        breaker=breaker or FakeBreaker(),  # type: ignore[arg-type]
+        url_of=url_of,
+        now=NOW,
+        logger=Logger(service=f"sluice-test-{uuid.uuid4().hex}", stream=log or io.StringIO()),
+        metrics_sink=metrics or RecordingMetrics(),
+        uniform=uniform,
+    )
+
+
+def log_lines(log: io.StringIO) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.getvalue().splitlines() if line.startswith("{")]
+
+
+def envelope_of(plan: dict[str, Any]) -> Envelope:
+    return Envelope.model_validate_json(plan["messageAttributes"][ATTRIBUTE]["StringValue"])
+
+
+# --- redrive --------------------------------------------------------------------------------------
+
+
+def test_given_a_first_time_dead_letter_when_planned_then_it_is_redriven_to_its_source_with_a_new_envelope():
+    # Given a message dead-lettered on its first hop: no envelope, SQS names its source queue
+    breaker = FakeBreaker()
+    metrics = RecordingMetrics()
+    # When the Plan step runs (largest draw: base 60 · 2^1 = 120 s)
+    plan = run(message(), breaker=breaker, metrics=metrics)
+    # Then it is redriven to the source's URL after the backoff, held for the backoff plus the margin
+    assert plan["action"] == "redrive"
+    assert plan["attempt"] == 1
+    assert plan["queueUrl"] == WORK_URL
+    assert plan["delaySeconds"] == 120
+    assert plan["holdSeconds"] == 120 + HOLD_MARGIN_SECONDS
+    assert plan["messageId"] == "9b1f6c1e-0000-4000-8000-000000000001"
+    assert plan["receiptHandle"] == "AQEB-dlq-receipt-1"
+    # ... with the original body, the user attribute untouched and an envelope that starts here
+    assert json.loads(plan["body"]) == {"order_id": "ord-1001", "amount_cents": 1250}
+    assert plan["messageAttributes"]["tenant"] == {"DataType": "String", "StringValue": "acme"}
+    envelope = envelope_of(plan)
+    assert envelope.origin_id == plan["messageId"]
+    assert envelope.attempts == 1
+    assert envelope.redriven_at == NOW + timedelta(seconds=plan["delaySeconds"])  # due again then
+    assert envelope.source == WORK_ARN
+    assert envelope.last_error is not None
+    assert envelope.last_error.type == "MaxReceiveCountExceeded"
+    # ... and it is counted for the breaker, not bouncing
+    assert breaker.observed == [(1, 0)]
+    assert metrics.values == {"BouncingRedrives": 0, "EnvelopesCorrupt": 0}
+    assert plan["bouncing"] is False
+
+
+def test_given_a_message_redriven_within_the_cooldown_when_planned_then_it_counts_as_bouncing():
+    # Given a message sluice re-drove two minutes ago (cooldown 300 s) that is back in the DLQ
+    envelope = Envelope(
+        origin_id="orig-1", attempts=2, redriven_at=NOW - timedelta(minutes=2), source=WORK_ARN
+    )
+    breaker = FakeBreaker()
+    metrics = RecordingMetrics()
+    # When the Plan step runs
+    plan = run(message(envelope), breaker=breaker, metrics=metrics)
+    # Then it is still redriven (attempt 3), but reported as bouncing to the breaker and in metrics
+    assert plan["action"] == "redrive"
+    assert plan["attempt"] == 3
+    assert plan["bouncing"] is True
+    assert breaker.observed == [(1, 1)]
+    assert metrics.values["BouncingRedrives"] == 1
+
+
+def test_given_the_longest_backoff_when_planned_then_the_hold_fits_sqs_12_hours_from_the_receive():
+    # Given a cap far beyond 12 hours and the largest draw
+    config = settings(redrive_base_seconds="100000", redrive_cap_seconds="200000")
+    # When the Plan step runs
+    plan = run(message(), config=config)
+    # Then the wait is capped at 12 h less the margin, and the hold fits within 12 h of FetchBatch's
+    # receive (which happened at most FETCH_VISIBILITY_SECONDS ago) yet still outlasts the wait
+    assert plan["action"] == "redrive"
+    assert plan["delaySeconds"] == MAX_HOLD_WAIT
+    assert plan["holdSeconds"] == MAX_HOLD_SECONDS == MAX_VISIBILITY_SECONDS - FETCH_VISIBILITY_SECONDS
+    assert plan["holdSeconds"] - plan["delaySeconds"] >= 60
+
+
+def test_given_a_binary_attribute_as_step_functions_passes_it_when_planned_then_it_is_sent_back_unchanged():
+    # Given a binary user attribute as base64 text, and the empty list fields SDKs may add
+    raw = bytes(range(256))
+    text = base64.b64encode(raw).decode()
+    extra = {
+        "signature": {
+            "BinaryValue": text,
+            "DataType": "Binary",
+            "StringListValues": [],
+            "BinaryListValues": [],
+        }
+    }
+    # When the Plan step runs
+    plan = run(message(extra_attributes=extra))
+    # Then the plan carries the same base64 text, ready for sqs:sendMessage
+    assert plan["messageAttributes"]["signature"] == {"DataType": "Binary", "BinaryValue": text}
+    assert plan["messageAttributes"]["tenant"] == {"DataType": "String", "StringValue": "acme"}
+
+
+# --- poison ---------------------------------------------------------------------------------------
+
+
+def test_given_a_message_at_max_attempts_when_planned_then_it_is_isolated_to_the_poison_queue():
+    # Given a message that failed again after its fifth redrive
+    last = ErrorInfo(type="TransientError", message="gateway timeout", at=NOW - timedelta(hours=1))
+    envelope = Envelope(
+        origin_id="orig-5", attempts=5, last_error=last, redriven_at=NOW - timedelta(hours=2), source=WORK_ARN
+    )
+    breaker = FakeBreaker()
+    # When the Plan step runs
+    plan = run(message(envelope), breaker=breaker)
+    # Then it goes to the poison queue at once, with the reason and the consumer's last error
+    assert plan["action"] == "poison"
+    assert plan["attempt"] == 6
+    assert plan["queueUrl"] == POISON_URL
+    assert plan["delaySeconds"] == 0
+    assert "still failing after 5 redrives" in plan["reason"]
+    isolated = envelope_of(plan)
+    assert isolated.attempts == 6
+    assert isolated.origin_id == "orig-5"
+    assert isolated.last_error == last
+    assert breaker.observed == [(1, 0)]
+
+
+def test_given_a_permanent_error_while_deciding_when_planned_then_the_message_is_isolated_not_lost(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    # Given a decision that cannot be made (the decider refuses the message permanently)
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise PermanentError("backoff needs the delay pipeline, which is not configured")
+
+    monkeypatch.setattr(redrive_sfn, "decide", refuse)
+    envelope = Envelope(
+        origin_id="orig-2", attempts=2, redriven_at=NOW - timedelta(minutes=1), source=WORK_ARN
+    )
+    breaker = FakeBreaker()
+    # When the Plan step runs
+    plan = run(message(envelope), breaker=breaker)
+    # Then the plan isolates it with the reason recorded in its envelope, body and attributes intact
+    assert plan["action"] == "poison"
+    assert plan["queueUrl"] == POISON_URL
+    assert plan["attempt"] == 3
+    assert plan["reason"] == "cannot be redriven: backoff needs the delay pipeline, which is not configured"
+    assert json.loads(plan["body"]) == {"order_id": "ord-1001", "amount_cents": 1250}
+    assert plan["messageAttributes"]["tenant"] == {"DataType": "String", "StringValue": "acme"}
+    isolated = envelope_of(plan)
+    assert isolated.origin_id == "orig-2"
+    assert isolated.attempts == 3
+    assert isolated.last_error is not None
+    assert isolated.last_error.type == "PermanentError"
+    assert isolated.last_error.at == NOW
+    # ... and it still counts for the breaker (it was re-driven a minute ago: bouncing)
+    assert breaker.observed == [(1, 1)]
+
+
+def test_given_a_permanent_error_for_a_first_hop_message_when_planned_then_it_gets_an_envelope(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    # Given a first-hop message (no envelope) the decider refuses
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise PermanentError("refused")
+
+    monkeypatch.setattr(redrive_sfn, "decide", refuse)
+    event = message()
+    # When the Plan step runs
+    plan = run(event)
+    # Then its new envelope names the message, its source queue and the reason
+    isolated = envelope_of(plan)
+    assert isolated.origin_id == event["MessageId"]
+    assert isolated.source == WORK_ARN
+    assert isolated.attempts == 1
+    assert isolated.first_failure == NOW
+    assert isolated.last_error is not None
+    assert isolated.last_error.message == "refused"
+
+
+def test_given_a_source_outside_the_allowlist_when_planned_then_it_is_isolated_as_refused():
+    # Given a message whose DLQ was fed by a queue sluice may not write to
+    event = message(source=f"arn:aws:sqs:us-east-1:{ACCOUNT}:someone-elses-queue")
+    # When the Plan step runs
+    plan = run(event)
+    # Then it is isolated, never sent to that queue
+    assert plan["action"] == "poison"
+    assert plan["queueUrl"] == POISON_URL
+    assert envelope_of(plan).last_error.type == "RedriveRefused"  # type: ignore[union-attr]
+
+
+# --- envelope problems, failures, logs --------------------------------------------------------------
+
+
+def test_given_an_unreadable_envelope_when_planned_then_it_is_counted_and_redriven_as_a_first_hop():
+    # Given a message whose sluice attribute is not an envelope
+    metrics = RecordingMetrics()
+    log = io.StringIO()
+    # When the Plan step runs
+    plan = run(message(raw_envelope="{not json"), metrics=metrics, log=log)
+    # Then it is planned as if it had no envelope, and the problem is counted and logged
+    assert plan["action"] == "redrive"
+    assert plan["attempt"] == 1
+    assert envelope_of(plan).origin_id == plan["messageId"]
+    assert metrics.values["EnvelopesCorrupt"] == 1
+    warning = next(line for line in log_lines(log) if line["level"] == "WARNING")
+    assert "unreadable sluice envelope" in warning["message"]
+    assert warning["message_id"] == plan["messageId"]
+
+
+def test_given_a_planned_message_when_logged_then_the_line_names_the_message_and_its_attempt():
+    # Given a message at its second redrive
+    envelope = Envelope(origin_id="orig-3", attempts=1, source=WORK_ARN)
+    log = io.StringIO()
+    # When the Plan step runs
+    plan = run(message(envelope), log=log)
+    # Then one INFO line tells which message, which attempt and what was decided
+    [line] = [entry for entry in log_lines(log) if entry["message"] == "redrive planned"]
+    assert line["message_id"] == plan["messageId"]
+    assert line["origin_id"] == "orig-3"
+    assert line["attempt"] == 2
+    assert line["action"] == "redrive"
+    assert line["delay_seconds"] == plan["delaySeconds"]
+
+
+def test_given_the_breaker_cannot_record_when_planned_then_the_step_fails_so_the_state_machine_retries():
+    # Given a breaker table that refuses the write (throttled)
+    breaker = FakeBreaker(fail=RuntimeError("ProvisionedThroughputExceededException"))
+    # When the Plan step runs
+    # Then it fails (no plan): the state machine retries it, and the message stays in the DLQ meanwhile
+    with pytest.raises(RuntimeError, match="ProvisionedThroughput"):
+        run(message(), breaker=breaker)
+
+
+def test_given_a_message_without_a_receipt_handle_when_planned_then_the_step_fails():
+    # Given something that is not a ReceiveMessage message
+    event = {"MessageId": "m-1", "Body": "{}"}
+    # When the Plan step runs
+    # Then it fails: without a receipt handle the message can be neither held nor deleted
+    with pytest.raises(KeyError, match="ReceiptHandle"):
+        run(event)
