@@ -23,7 +23,14 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from sluice_local.emulation import Alarms, Resolver, Schedules, Ticker, install_event_delivery
+from sluice_local.emulation import (
+    Alarms,
+    Resolver,
+    Schedules,
+    Ticker,
+    install_aws_sdk_casing,
+    install_event_delivery,
+)
 from sluice_local.functions import FunctionHost, FunctionSpec
 from sluice_local.pollers import MappingSpec, SqsPoller
 from sluice_local.template import ARTIFACT_BUCKET, Translated, samconfig_parameters, translate
@@ -271,8 +278,8 @@ class LocalCloud:
         lam = self.client("lambda")
         layer_dirs = [d for key, d in translated.code_dirs.items() if self._is_layer(translated, key)]
         for logical_id, resource in translated.template["Resources"].items():
-            if resource.get("Type") != "AWS::Lambda::Function":
-                continue
+            if resource.get("Type") != "AWS::Lambda::Function" or logical_id not in self.resources:
+                continue  # not a function, or its Condition left it out of the stack
             name = self.resources[logical_id]
             config = lam.get_function_configuration(FunctionName=name)
             key = resource["Properties"]["Code"]["S3Key"]
@@ -289,6 +296,9 @@ class LocalCloud:
                     timeout=float(config.get("Timeout", 3)),
                     memory=int(config.get("MemorySize", 128)),
                     layer_dirs=layer_dirs,
+                    reserved_concurrency=_int_or_none(
+                        resource["Properties"].get("ReservedConcurrentExecutions")
+                    ),
                 )
             )
 
@@ -355,6 +365,7 @@ class LocalCloud:
         if self.translated is None:
             raise RuntimeError("not deployed")
         self._unpatch.append(install_event_delivery(self.invoke_async, self._start_execution))
+        self._unpatch.append(install_aws_sdk_casing(self.region))
         by_physical = {physical: logical for logical, physical in self.resources.items()}
         for bus in events_backends[ACCOUNT][self.region].event_buses.values():
             for rule in bus.rules.values():
@@ -442,3 +453,10 @@ def _reset_moto() -> None:
     from moto.moto_api._internal.models import moto_api_backend  # noqa: PLC0415
 
     moto_api_backend.reset()
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None

@@ -45,6 +45,9 @@ class FunctionSpec:
     timeout: float
     memory: int
     layer_dirs: list[Path] = field(default_factory=list)
+    reserved_concurrency: int | None = None
+    """ReservedConcurrentExecutions: invocations beyond it wait for a free slot (Lambda queues
+    asynchronous invocations it throttles and retries them)."""
 
 
 class FunctionError(Exception):
@@ -112,6 +115,8 @@ class FunctionHost:
         self.invocations = 0
         self.errors = 0
         self.timeouts = 0
+        reserved = spec.reserved_concurrency
+        self._slots = threading.BoundedSemaphore(reserved) if reserved else None
 
     def _acquire(self) -> Handler:
         with self._lock:
@@ -139,6 +144,12 @@ class FunctionHost:
         return json.loads(self._invoke_json(event))
 
     def _invoke_json(self, event: Any) -> str:
+        if self._slots is None:
+            return self._run(event)
+        with self._slots:
+            return self._run(event)
+
+    def _run(self, event: Any) -> str:
         handler = self._acquire()
         context = LambdaContext(
             function_name=self.spec.name,

@@ -125,13 +125,20 @@ def translate(
     values = {k: str(v.get("Default")) for k, v in cfn.get("Parameters", {}).items() if "Default" in v}
     values.update({k: str(v) for k, v in parameters.items()})
     cfn["Resources"] = _resolve_find_in_map(cfn["Resources"], cfn.get("Mappings", {}), values)
+    conditions = evaluate_conditions(cfn.get("Conditions", {}), values)
     emulated = {
         lid: res for lid, res in cfn.get("Resources", {}).items() if res.get("Type") in EMULATED_TYPES
     }
     for lid in emulated:
         del cfn["Resources"][lid]
+    # CloudFormation skips a resource whose Condition is false; so does the emulation.
+    emulated = {
+        lid: _resolve_if(res, conditions)
+        for lid, res in emulated.items()
+        if conditions.get(str(res.get("Condition")), True) or "Condition" not in res
+    }
     names = {lid: _emulated_name(lid, res) for lid, res in emulated.items()}
-    cfn = _replace_refs(cfn, names)
+    cfn = _replace_refs(cfn, names, _emulated_arns(emulated, names))
     local_rates = _seconds_rates(cfn, values)
     return Translated(cfn, code_dirs, emulated, local_rates), artifacts
 
@@ -203,11 +210,95 @@ def _emulated_name(logical_id: str, resource: dict[str, Any]) -> Any:
     return explicit or {"Fn::Sub": "${AWS::StackName}-" + logical_id}
 
 
-def _replace_refs(node: Any, names: dict[str, Any]) -> Any:
+def _emulated_arns(emulated: dict[str, dict[str, Any]], names: dict[str, Any]) -> dict[str, Any]:
+    """``Fn::GetAtt [Alarm, Arn]`` of an emulated alarm (an EventBridge pattern names it)."""
+    arns: dict[str, Any] = {}
+    for lid, res in emulated.items():
+        if res.get("Type") == "AWS::CloudWatch::Alarm":
+            name = names[lid]
+            arns[lid] = {
+                "Fn::Join": [
+                    "",
+                    [
+                        "arn:aws:cloudwatch:",
+                        {"Ref": "AWS::Region"},
+                        ":",
+                        {"Ref": "AWS::AccountId"},
+                        ":alarm:",
+                        name,
+                    ],
+                ]
+            }
+    return arns
+
+
+def _replace_refs(node: Any, names: dict[str, Any], arns: dict[str, Any] | None = None) -> Any:
+    arns = arns or {}
     if isinstance(node, list):
-        return [_replace_refs(v, names) for v in node]
+        return [_replace_refs(v, names, arns) for v in node]
     if not isinstance(node, dict):
         return node
     if set(node) == {"Ref"} and node["Ref"] in names:
         return names[node["Ref"]]
-    return {k: _replace_refs(v, names) for k, v in node.items()}
+    if set(node) == {"Fn::GetAtt"}:
+        target = node["Fn::GetAtt"]
+        logical, attr = target if isinstance(target, list) else str(target).split(".", 1)
+        if logical in arns and attr == "Arn":
+            return arns[logical]
+    return {k: _replace_refs(v, names, arns) for k, v in node.items()}
+
+
+def evaluate_conditions(conditions: dict[str, Any], params: dict[str, str]) -> dict[str, bool]:
+    """The template's Conditions, evaluated with the parameter values (Equals/Not/And/Or/Condition)."""
+    done: dict[str, bool] = {}
+
+    def value(node: Any) -> Any:
+        if isinstance(node, dict) and set(node) == {"Ref"}:
+            return params.get(node["Ref"], "")
+        if isinstance(node, dict) and set(node) == {"Fn::Join"}:
+            sep, parts = node["Fn::Join"]
+            flat = [value(p) for p in parts]
+            return sep.join(",".join(v) if isinstance(v, list) else str(v) for v in flat)
+        return node
+
+    def truth(node: Any) -> bool:
+        if isinstance(node, dict) and set(node) == {"Condition"}:
+            return named(node["Condition"])
+        if isinstance(node, dict) and set(node) == {"Fn::Equals"}:
+            a, b = node["Fn::Equals"]
+            return str(value(a)) == str(value(b))
+        if isinstance(node, dict) and set(node) == {"Fn::Not"}:
+            return not truth(node["Fn::Not"][0])
+        if isinstance(node, dict) and set(node) == {"Fn::And"}:
+            return all(truth(n) for n in node["Fn::And"])
+        if isinstance(node, dict) and set(node) == {"Fn::Or"}:
+            return any(truth(n) for n in node["Fn::Or"])
+        raise ValueError(f"condition not understood by the local runtime: {node!r}")
+
+    def named(name: str) -> bool:
+        if name not in done:
+            done[name] = truth(conditions[name])
+        return done[name]
+
+    for name in conditions:
+        named(name)
+    return done
+
+
+def _resolve_if(node: Any, conditions: dict[str, bool]) -> Any:
+    """``Fn::If`` with known conditions; ``AWS::NoValue`` removes the key or list item."""
+    if isinstance(node, list):
+        items = [_resolve_if(v, conditions) for v in node]
+        return [v for v in items if v is not _NO_VALUE]
+    if not isinstance(node, dict):
+        return node
+    if set(node) == {"Fn::If"}:
+        name, yes, no = node["Fn::If"]
+        return _resolve_if(yes if conditions[name] else no, conditions)
+    if node == {"Ref": "AWS::NoValue"}:
+        return _NO_VALUE
+    out = {k: _resolve_if(v, conditions) for k, v in node.items()}
+    return {k: v for k, v in out.items() if v is not _NO_VALUE}
+
+
+_NO_VALUE = object()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from samtranslator.translator.translator import Translator
 from samtranslator.yaml_helper import yaml_parse
 
 from sluice.errors import MAX_VISIBILITY_SECONDS
+from sluice.redrive import RedriveSettings
 from sluice.settings import ENV_PREFIX, ConsumerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -231,13 +233,22 @@ def check_tables(raw: Template, cfn: Template) -> list[str]:
     tables = _of_type(cfn, "AWS::DynamoDB::Table")
     if not tables:
         problems.append("no DynamoDB table")
+    idempotency: set[str] = set()  # tables Powertools idempotency writes to (TTL rule applies)
+    for function in _of_type(cfn, "AWS::Lambda::Function").values():
+        variables = function["Properties"].get("Environment", {}).get("Variables", {})
+        table_ref = variables.get("SLUICE_IDEMPOTENCY_TABLE")
+        if isinstance(table_ref, dict) and "Ref" in table_ref:
+            idempotency.add(str(table_ref["Ref"]))
+    if not idempotency:
+        problems.append("no function names an idempotency table (SLUICE_IDEMPOTENCY_TABLE)")
     for name, table in tables.items():
         p = table.get("Properties", {})
         if p.get("SSESpecification", {}).get("SSEEnabled") is not True:
             problems.append(f"{name} lacks SSESpecification.SSEEnabled")
         if p.get("PointInTimeRecoverySpecification", {}).get("PointInTimeRecoveryEnabled") is not True:
             problems.append(f"{name} lacks point-in-time recovery")
-        if p.get("TimeToLiveSpecification") != {"AttributeName": expiry, "Enabled": True}:
+        ttl = p.get("TimeToLiveSpecification")
+        if name in idempotency and ttl != {"AttributeName": expiry, "Enabled": True}:
             problems.append(f"{name} must expire items on {expiry!r} (Powertools' expiry attribute)")
         if p.get("KeySchema") != [{"AttributeName": key, "KeyType": "HASH"}]:
             problems.append(f"{name} must be keyed by {key!r} only (Powertools' key attribute)")
@@ -460,6 +471,58 @@ def check_settings_variables(raw: Template, cfn: Template) -> list[str]:
     return problems
 
 
+REDRIVE_MODES = {  # logical id → the Condition that must guard it (exactly one mode is wired)
+    "RedriverFunction": "RedriveWithLambda",
+    "RedriverRole": "RedriveWithLambda",
+    "RedrivePlanFunction": "RedriveWithStepFunctions",
+    "RedrivePlanRole": "RedriveWithStepFunctions",
+    "RedriveStateMachine": "RedriveWithStepFunctions",
+}
+
+
+def check_redrive_modes(raw: Template, cfn: Template) -> list[str]:
+    """RedriveMode wires exactly one redriver; both share their settings; the pace table is right."""
+    problems: list[str] = []
+    conditions = raw.get("Conditions", {})
+    expected = {
+        "RedriveWithLambda": {"Fn::Equals": [{"Ref": "RedriveMode"}, "lambda"]},
+        "RedriveWithStepFunctions": {"Fn::Equals": [{"Ref": "RedriveMode"}, "stepfunctions"]},
+    }
+    for name, body in expected.items():
+        if conditions.get(name) != body:
+            problems.append(f"Condition {name} must be {body}")
+    if set(_parameter(raw, "RedriveMode").get("AllowedValues", [])) != {"lambda", "stepfunctions"}:
+        problems.append("RedriveMode must allow exactly lambda and stepfunctions")
+    resources = raw.get("Resources", {})
+    for logical_id, condition in REDRIVE_MODES.items():
+        if resources.get(logical_id, {}).get("Condition") != condition:
+            problems.append(f"{logical_id} must have Condition {condition}")
+    env = [
+        _properties(raw, name).get("Environment", {}).get("Variables")
+        for name in ("RedriverFunction", "RedrivePlanFunction")
+    ]
+    if env[0] != env[1] or not env[0]:
+        problems.append("RedriverFunction and RedrivePlanFunction must have the same SLUICE_* settings")
+    fields = {ENV_PREFIX + name.upper(): info for name, info in RedriveSettings.model_fields.items()}
+    for name in sorted(set(env[0] or {}) - fields.keys()):
+        problems.append(f"{name} is set on the redriver but is no RedriveSettings field")
+    for name, info in sorted(fields.items()):
+        if info.is_required() and name not in (env[0] or {}):
+            problems.append(f"{name} is required by RedriveSettings but not set on the redriver")
+    actions = _properties(raw, "WorkDeadLetterDepthAlarm").get("AlarmActions")
+    if actions != {"Fn::If": ["RedriveWithLambda", [{"Ref": "AlarmTopic"}], {"Ref": "AWS::NoValue"}]}:
+        problems.append("WorkDeadLetterDepthAlarm must notify AlarmTopic in lambda mode only")
+    pace = raw.get("Mappings", {}).get("RedrivePace", {})
+    for rate in _parameter(raw, "RedriveMaxPerSecond").get("AllowedValues", []):
+        want = math.ceil(10 / rate) if rate <= 10 else 0
+        got = pace.get(str(rate), {}).get("seconds")
+        if got != want:
+            problems.append(
+                f"RedrivePace[{rate}] must be {want} s (10 messages per loop at {rate}/s), is {got}"
+            )
+    return problems
+
+
 RULES: list[Check] = [
     check_visibility_timeout,
     check_dead_letter_retention,
@@ -474,6 +537,7 @@ RULES: list[Check] = [
     check_common_layer,
     check_outputs,
     check_settings_variables,
+    check_redrive_modes,
 ]
 
 
@@ -549,6 +613,18 @@ CONSUMER_ENV = f"Resources.{CONSUMER}.Properties.Environment.Variables"
 BUCKET = "Resources.ClaimCheckBucket.Properties"
 
 MUTATIONS: dict[str, tuple[Callable[[Template], None], Check]] = {
+    "redriver in both modes": (_delete("Resources.RedriverFunction.Condition"), check_redrive_modes),
+    "redrive settings differ": (
+        _set(
+            "Resources.RedrivePlanFunction.Properties.Environment.Variables.SLUICE_REDRIVE_MAX_ATTEMPTS", "9"
+        ),
+        check_redrive_modes,
+    ),
+    "pace cell wrong": (_set("Mappings.RedrivePace.2.seconds", 1), check_redrive_modes),
+    "alarm triggers redriver in both modes": (
+        _set("Resources.WorkDeadLetterDepthAlarm.Properties.AlarmActions", [{"Ref": "AlarmTopic"}]),
+        check_redrive_modes,
+    ),
     "visibility cell too small": (_set(f"Mappings.{VISIBILITY_MAPPING}.30.0", 179), check_visibility_timeout),
     "visibility cell missing": (_delete(f"Mappings.{VISIBILITY_MAPPING}.900.300"), check_visibility_timeout),
     "timeout value without cells": (
