@@ -38,6 +38,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy layers/common/sluice
 	$(BIN)/mypy local/sluice_local benchmarks
+	$(BIN)/mypy --strict cli/sluice_cli
 
 validate: $(STAMP)
 	$(BIN)/sam validate --lint --region $(REGION)
@@ -76,6 +77,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/cold_start.py
 	$(PY) benchmarks/consumer_overhead.py
 	$(PY) benchmarks/delay_cost.py
+	$(PY) benchmarks/redrive_requests.py
 
 ENV ?= default
 # Guided the first time (no stack yet): sam asks for and saves the parameters; later runs reuse them.

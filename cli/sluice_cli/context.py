@@ -1,0 +1,67 @@
+"""What every command gets: clients, the stack's resources, the redrive settings, the output."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sluice.breaker import Breaker
+from sluice.redrive import RedriveSettings
+from sluice_cli.clients import Clients
+from sluice_cli.messages import QueueScan
+from sluice_cli.output import Output
+from sluice_cli.resources import LoadedSettings, Resources, redrive_settings, stack_outputs
+
+
+@dataclass
+class Context:
+    clients: Clients
+    out: Output
+    stack_name: str
+    receive_wait_seconds: int | None = None
+    """``--receive-wait``: long-poll seconds of a receive (None: 1 for scans, the setting for redrive)."""
+    given_resources: Resources | None = None
+    _resources: Resources | None = field(default=None, init=False, repr=False)
+    _settings: LoadedSettings | None = field(default=None, init=False, repr=False)
+
+    @property
+    def scan_wait_seconds(self) -> int:
+        return 1 if self.receive_wait_seconds is None else self.receive_wait_seconds
+
+    @property
+    def resources(self) -> Resources:
+        """The given resources, else the stack's outputs (read once)."""
+        if self._resources is None:
+            self._resources = self.given_resources or Resources.from_outputs(
+                self.stack_name, stack_outputs(self.clients.cloudformation, self.stack_name)
+            )
+        return self._resources
+
+    def settings(self) -> LoadedSettings:
+        """The deployed redriver's settings (read once); a fallback is announced on stderr."""
+        if self._settings is None:
+            self._settings = redrive_settings(self.resources, self.clients.lambda_)
+            if self._settings.note:
+                self.out.warn(self._settings.note)
+        return self._settings
+
+    def scan(self, url: str, *, visibility_seconds: int, limit: int | None = None) -> QueueScan:
+        return QueueScan(
+            self.clients.sqs,
+            url,
+            visibility_seconds=visibility_seconds,
+            wait_seconds=self.scan_wait_seconds,
+            limit=limit,
+        )
+
+    def released(self, scan: QueueScan) -> None:
+        """Warn about messages a scan could not make visible again."""
+        for failure in scan.release_failures:
+            self.out.warn(
+                f"could not make a message visible again (it reappears after its timeout): {failure}"
+            )
+
+    def breaker(self, settings: RedriveSettings | None = None) -> Breaker:
+        """The redrive breaker; with ``settings``, under the deployed policy."""
+        if settings is None:
+            return Breaker(self.clients.dynamodb, self.resources.require("breaker_table"))
+        return Breaker.from_settings(settings, self.clients.dynamodb)

@@ -1,0 +1,215 @@
+"""Reading a queue without disturbing it: receive, hold briefly, always give the messages back.
+
+Every message a scan receives stays invisible only while the scan runs (a short visibility timeout)
+and is released with ``ChangeMessageVisibility 0`` when the scan ends, so consumers see it again at
+once. Receiving does increase a message's ``ApproximateReceiveCount``.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from sluice.envelope import Envelope, SendAttributes, split
+from sluice.redrive import DlqMessage
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_sqs.type_defs import MessageTypeDef
+
+SQS_MAX_BATCH = 10
+PREVIEW_CHARS = 120
+
+
+@dataclass(frozen=True)
+class Received:
+    """One received message: body, user attributes and the sluice envelope, split apart."""
+
+    message_id: str
+    receipt_handle: str
+    body: str
+    user_attributes: SendAttributes
+    envelope: Envelope | None
+    envelope_problem: str | None
+    system: Mapping[str, str]
+
+    @classmethod
+    def from_api(cls, message: MessageTypeDef) -> Received:
+        raw = DlqMessage.from_api(message)  # attributes normalised to the SendMessage shape
+        user, envelope, problem = split(raw.attributes)
+        return cls(raw.message_id, raw.receipt_handle, raw.body, user, envelope, problem, raw.system)
+
+    @property
+    def sent_at(self) -> datetime | None:
+        try:
+            return datetime.fromtimestamp(int(self.system["SentTimestamp"]) / 1000, UTC)
+        except (KeyError, ValueError):
+            return None
+
+    @property
+    def receives(self) -> int | None:
+        try:
+            return int(self.system["ApproximateReceiveCount"])
+        except (KeyError, ValueError):
+            return None
+
+    def matches(self, identifier: str) -> bool:
+        """Its SQS message id, or the envelope's ``origin_id`` (the id of the first delivery)."""
+        origin = self.envelope.origin_id if self.envelope else None
+        return identifier in {self.message_id, origin}
+
+    def preview(self, chars: int = PREVIEW_CHARS) -> str:
+        flat = " ".join(self.body.split())
+        return flat if len(flat) <= chars else flat[: chars - 1] + "…"
+
+    def summary(self) -> dict[str, Any]:
+        env = self.envelope
+        error = env.last_error if env else None
+        return {
+            "messageId": self.message_id,
+            "originId": env.origin_id if env else None,
+            "attempts": env.attempts if env else None,
+            "firstFailure": _iso(env.first_failure) if env else None,
+            "lastError": None
+            if error is None
+            else {
+                "type": error.type,
+                "message": error.message,
+                "at": _iso(error.at),
+                "receives": error.receives,
+            },
+            "source": env.source if env else None,
+            "redrivenAt": _iso(env.redriven_at) if env else None,
+            "sentAt": _iso(self.sent_at),
+            "receives": self.receives,
+            "bodyPreview": self.preview(),
+            "envelopeProblem": self.envelope_problem,
+        }
+
+    def detail(self) -> dict[str, Any]:
+        """Everything: the full forensic envelope, the user attributes, SQS's attributes, the body."""
+        return {
+            "messageId": self.message_id,
+            "envelope": None
+            if self.envelope is None
+            else self.envelope.model_dump(mode="json", exclude_none=True),
+            "envelopeProblem": self.envelope_problem,
+            "attributes": {name: _attribute_json(value) for name, value in self.user_attributes.items()},
+            "systemAttributes": dict(self.system),
+            "body": self.body,
+        }
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat().replace("+00:00", "Z")
+
+
+def _attribute_json(value: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(value)
+    if isinstance(out.get("BinaryValue"), bytes | bytearray):
+        out["BinaryValue"] = base64.b64encode(out["BinaryValue"]).decode()
+    return out
+
+
+class QueueScan:
+    """Pages through a queue in receives of 10, deduplicated by message id; releases on exit.
+
+    The scan stops at ``limit`` messages, when a receive comes back empty, or when a receive brings
+    only messages already seen. Messages the caller deletes must be passed to :meth:`forget`.
+    """
+
+    def __init__(
+        self,
+        sqs: SQSClient,
+        queue_url: str,
+        *,
+        visibility_seconds: int = 30,
+        wait_seconds: int = 1,
+        limit: int | None = None,
+    ) -> None:
+        self._sqs = sqs
+        self._url = queue_url
+        self._visibility = visibility_seconds
+        self._wait = wait_seconds
+        self._limit = limit
+        self._seen: set[str] = set()
+        self._held: dict[str, str] = {}
+        self.release_failures: list[str] = []
+
+    @property
+    def queue_url(self) -> str:
+        return self._url
+
+    def __enter__(self) -> QueueScan:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.release()
+
+    def batches(self) -> Iterator[list[Received]]:
+        while self._limit is None or len(self._seen) < self._limit:
+            wanted = (
+                SQS_MAX_BATCH if self._limit is None else min(SQS_MAX_BATCH, self._limit - len(self._seen))
+            )
+            new = self._receive(wanted)
+            if not new:
+                return
+            yield new
+
+    def messages(self) -> Iterator[Received]:
+        for batch in self.batches():
+            yield from batch
+
+    def receipt(self, message_id: str) -> str:
+        """The latest receipt handle of a held message (a re-received message gets a new one)."""
+        return self._held[message_id]
+
+    def forget(self, message_id: str) -> None:
+        """The message was deleted: nothing to release."""
+        self._held.pop(message_id, None)
+
+    def release(self) -> None:
+        """Make every held message visible again now (failures are kept in ``release_failures``)."""
+        held = list(self._held.items())
+        self._held.clear()
+        for start in range(0, len(held), SQS_MAX_BATCH):
+            chunk = held[start : start + SQS_MAX_BATCH]
+            entries: list[Any] = [
+                {"Id": str(i), "ReceiptHandle": handle, "VisibilityTimeout": 0}
+                for i, (_, handle) in enumerate(chunk)
+            ]
+            try:
+                response = self._sqs.change_message_visibility_batch(QueueUrl=self._url, Entries=entries)
+            except (ClientError, BotoCoreError) as exc:
+                self.release_failures.extend(f"{message_id}: {exc}" for message_id, _ in chunk)
+                continue
+            for failure in response.get("Failed", []):
+                message_id = chunk[int(failure["Id"])][0]
+                why = f"{failure.get('Code')} {failure.get('Message', '')}"
+                self.release_failures.append(f"{message_id}: {why}")
+
+    def _receive(self, wanted: int) -> list[Received]:
+        response = self._sqs.receive_message(
+            QueueUrl=self._url,
+            MaxNumberOfMessages=wanted,
+            VisibilityTimeout=self._visibility,
+            WaitTimeSeconds=self._wait,
+            MessageSystemAttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        )
+        new: list[Received] = []
+        for message in response.get("Messages", []):
+            received = Received.from_api(message)
+            self._held[received.message_id] = received.receipt_handle
+            if received.message_id not in self._seen:
+                self._seen.add(received.message_id)
+                new.append(received)
+        return new

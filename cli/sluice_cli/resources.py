@@ -1,0 +1,154 @@
+"""Where things are: the stack's outputs, samconfig.toml defaults and the deployed redrive settings."""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from sluice.errors import ConfigurationError
+from sluice.redrive import RedriveSettings
+from sluice_cli import PARTIAL_FAILURE, USAGE_ERROR, CliError
+
+if TYPE_CHECKING:
+    from mypy_boto3_cloudformation import CloudFormationClient
+    from mypy_boto3_lambda import LambdaClient
+
+DEFAULT_STACK_NAME = "sluice"
+SAMCONFIG = "samconfig.toml"
+
+OUTPUTS = {
+    "work_queue_url": "WorkQueueUrl",
+    "work_queue_arn": "WorkQueueArn",
+    "dead_letter_queue_url": "WorkDeadLetterQueueUrl",
+    "dead_letter_queue_arn": "WorkDeadLetterQueueArn",
+    "poison_queue_url": "PoisonPillQueueUrl",
+    "poison_queue_arn": "PoisonPillQueueArn",
+    "breaker_table": "BreakerTableName",
+    "redrive_mode": "RedriveMode",
+    "redrive_settings_function": "RedriveSettingsFunctionName",
+}
+"""Resources field → stack output key."""
+
+
+@dataclass(frozen=True)
+class Resources:
+    """The stack's resources the CLI works on; a field is None when the stack has no such output."""
+
+    stack_name: str
+    work_queue_url: str | None = None
+    work_queue_arn: str | None = None
+    dead_letter_queue_url: str | None = None
+    dead_letter_queue_arn: str | None = None
+    poison_queue_url: str | None = None
+    poison_queue_arn: str | None = None
+    breaker_table: str | None = None
+    redrive_mode: str | None = None
+    redrive_settings_function: str | None = None
+
+    @classmethod
+    def from_outputs(cls, stack_name: str, outputs: Mapping[str, str]) -> Resources:
+        return cls(stack_name, **{name: outputs.get(key) or None for name, key in OUTPUTS.items()})
+
+    def require(self, name: str) -> str:
+        """The value of field ``name``, or a clear error naming the missing stack output."""
+        value = getattr(self, name)
+        if not value:
+            raise CliError(
+                f"stack {self.stack_name!r} has no output {OUTPUTS[name]}: is it deployed from a "
+                "template.yaml with that output?",
+                USAGE_ERROR,
+            )
+        return str(value)
+
+
+def stack_outputs(cloudformation: CloudFormationClient, stack_name: str) -> dict[str, str]:
+    """``{OutputKey: OutputValue}`` of the stack; a missing stack is a usage error."""
+    try:
+        stacks = cloudformation.describe_stacks(StackName=stack_name)["Stacks"]
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") == "ValidationError":
+            raise CliError(
+                f"stack {stack_name!r} not found ({exc.response['Error'].get('Message', '')}); "
+                "pass --stack-name, --region or --endpoint-url",
+                USAGE_ERROR,
+            ) from None
+        raise
+    if not stacks:
+        raise CliError(f"stack {stack_name!r} not found; pass --stack-name", USAGE_ERROR)
+    return {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", []) if "OutputKey" in o}
+
+
+# --- samconfig.toml ----------------------------------------------------------------------------
+
+
+def samconfig(path: Path, config_env: str) -> dict[str, str]:
+    """``stack_name`` and ``region`` of ``config_env`` in samconfig.toml (deploy's win over global's)."""
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise CliError(f"cannot read {path}: {exc}", USAGE_ERROR) from None
+    env = data.get(config_env) or {}
+    found: dict[str, str] = {}
+    for section in ("global", "deploy"):  # a command's own parameters win, as in sam
+        params = (env.get(section) or {}).get("parameters") or {}
+        for key in ("stack_name", "region"):
+            if isinstance(params.get(key), str) and params[key]:
+                found[key] = params[key]
+    return found
+
+
+# --- the deployed redrive settings -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoadedSettings:
+    settings: RedriveSettings
+    origin: str
+    """``function:<name>`` when read from the deployed function, else ``fallback``."""
+    note: str | None = None
+    """Why the fallback was used (shown to the operator)."""
+
+    def to_dict(self) -> dict[str, object]:
+        return {"origin": self.origin, "note": self.note, "allowlist": list(self.settings.allowlist)}
+
+
+def redrive_settings(resources: Resources, lambda_client: LambdaClient) -> LoadedSettings:
+    """The SLUICE_* RedriveSettings of the deployed function, so the CLI plans exactly like it.
+
+    When the function cannot be read, the settings come from the stack outputs and the defaults,
+    and ``note`` says so. Settings the function holds but that do not validate are an error: the
+    deployed redriver could not start with them either.
+    """
+    name = resources.redrive_settings_function
+    if not name:
+        return _fallback(
+            resources, f"stack {resources.stack_name!r} has no RedriveSettingsFunctionName output"
+        )
+    try:
+        config = lambda_client.get_function_configuration(FunctionName=name)
+    except (ClientError, BotoCoreError) as exc:
+        return _fallback(resources, f"cannot read the settings of function {name!r} ({exc})")
+    env = dict((config.get("Environment") or {}).get("Variables") or {})
+    try:
+        return LoadedSettings(RedriveSettings.from_env(env), f"function:{name}")
+    except ConfigurationError as exc:
+        raise CliError(f"function {name!r} holds invalid redrive settings: {exc}", PARTIAL_FAILURE) from None
+
+
+def _fallback(resources: Resources, why: str) -> LoadedSettings:
+    env = {
+        "SLUICE_BREAKER_TABLE": resources.require("breaker_table"),
+        "SLUICE_DEAD_LETTER_QUEUE_URL": resources.require("dead_letter_queue_url"),
+        "SLUICE_POISON_QUEUE_URL": resources.require("poison_queue_url"),
+        "SLUICE_SOURCE_QUEUE_ARN": resources.require("work_queue_arn"),
+    }
+    settings = RedriveSettings.from_env(env)
+    note = f"{why}; using the stack outputs and default redrive settings (allowlist: the work queue only)"
+    return LoadedSettings(settings, "fallback", note)
