@@ -379,3 +379,60 @@ def test_a_bad_setting_fails_the_cold_start_naming_the_variable(aws, build_consu
         build_consumer(lambda r: None, concurrency=0)
     with pytest.raises(ConfigurationError, match="SLUICE_POISON_QUEUE_URL"):
         build_consumer(lambda r: None, poison_queue_url="not-a-url")
+
+
+# --- dead-lettering with the error -------------------------------------------------------------
+
+
+def test_given_the_last_receive_when_a_record_fails_then_the_consumer_dead_letters_it_with_its_error(
+    aws, processor, build_consumer, metrics, context
+):
+    consumer = build_consumer(processor, max_receive_count=1, dead_letter_queue_url=aws.dlq_url)
+    tenant = {"tenant": {"DataType": "String", "StringValue": "acme"}}
+    mid = aws.send(order("o-dl", behave="transient"), MessageAttributes=tenant)
+    response = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    assert failed_ids(response) == set()  # reported done: Lambda deletes it from the work queue
+    [dead] = drain(aws.sqs, aws.dlq_url)
+    envelope = envelope_of(dead)
+    assert envelope.origin_id == mid
+    assert envelope.source == aws.work_arn
+    assert envelope.attempts == 0  # the redriver counts the cycle, whichever path brought it
+    assert envelope.last_error is not None
+    assert (envelope.last_error.type, envelope.last_error.receives) == ("TransientError", 1)
+    assert envelope.last_error.message == "payment gateway unavailable"
+    assert envelope.first_failure == envelope.last_error.at
+    assert dead["MessageAttributes"]["tenant"]["StringValue"] == "acme"
+    assert json.loads(dead["Body"])["order_id"] == "o-dl"
+    assert metrics.values["RecordsDeadLettered"] == 1
+    assert metrics.values["RecordsFailed"] == 0
+
+
+def test_given_receives_left_when_a_record_fails_then_it_is_retried_not_dead_lettered(
+    aws, processor, build_consumer, context
+):
+    consumer = build_consumer(processor, max_receive_count=2, dead_letter_queue_url=aws.dlq_url)
+    mid = aws.send(order("o-dl2", behave="transient"))
+    response = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    assert failed_ids(response) == {mid}
+    assert drain(aws.sqs, aws.dlq_url) == []
+
+
+def test_given_no_dead_letter_url_when_the_last_receive_fails_then_sqs_moves_it_as_before(
+    aws, processor, build_consumer, context
+):
+    consumer = build_consumer(processor, max_receive_count=1)
+    mid = aws.send(order("o-dl3", behave="transient"))
+    response = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    assert failed_ids(response) == {mid}
+    assert drain(aws.sqs, aws.dlq_url) == []
+
+
+def test_given_the_dead_letter_send_fails_when_the_last_receive_fails_then_the_record_is_retried(
+    aws, processor, build_consumer, metrics, context
+):
+    consumer = build_consumer(processor, max_receive_count=1, dead_letter_queue_url=aws.dlq_url + "-missing")
+    mid = aws.send(order("o-dl4", behave="transient"))
+    response = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    assert failed_ids(response) == {mid}  # the redrive policy still moves it, never lost
+    assert metrics.values["RecordsDeadLettered"] == 0
+    assert metrics.values["RecordsFailed"] == 1
