@@ -29,7 +29,7 @@ from sluice.batchsend import Outgoing
 from sluice.envelope import Envelope, SendAttributes, merge, split, utcnow
 from sluice.errors import PermanentError
 from sluice.settings import EnvSettings
-from sluice.sqs import queue_identity, same_queue
+from sluice.sqs import allowlisted, queue_identity
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -124,8 +124,7 @@ def check_target(target: str | None, allowlist: Iterable[str]) -> str:
     identity = queue_identity(target) if target.startswith(("https://", "http://")) else None
     if identity is None:
         raise PermanentError(f"delay target {target!r} is not a queue URL")
-    allowed = [queue_identity(entry) for entry in allowlist]
-    if not any(entry is not None and same_queue(identity, entry) for entry in allowed):
+    if not allowlisted(target, allowlist):
         raise PermanentError(f"delay target {target!r} is not in the allowlist")
     return target
 

@@ -36,7 +36,7 @@ from sluice.envelope import (
     split,
 )
 from sluice.errors import MAX_VISIBILITY_SECONDS, PermanentError
-from sluice.sqs import queue_identity, same_queue
+from sluice.sqs import allowlisted, queue_identity
 
 SQS_MAX_DELAY = 900
 MAX_BACKOFF_SECONDS = 365 * 86_400  # the long-delay pipeline's limit
@@ -110,9 +110,7 @@ def source_queue(
     source = (system_attributes or {}).get(SOURCE_ATTRIBUTE) or default
     if not source:
         raise PermanentError("no source queue: no DeadLetterQueueSourceArn and no default source configured")
-    identity = queue_identity(str(source))
-    allowed = [queue_identity(entry) for entry in allowlist]
-    if identity is None or not any(a is not None and same_queue(identity, a) for a in allowed):
+    if not allowlisted(str(source), allowlist):
         raise PermanentError(f"source queue {source!r} is not in the redrive allowlist")
     return str(source)
 
@@ -386,11 +384,8 @@ def _default_source(envelope: Envelope, settings: RedriveSettings) -> str | None
     carries the *first* hop's source, which is the delay queue for a message that went through the
     long-delay pipeline: that is not where it failed, and must not make it a poison pill.
     """
-    if envelope.source:
-        identity = queue_identity(envelope.source)
-        allowed = [queue_identity(entry) for entry in settings.allowlist]
-        if identity is not None and any(a is not None and same_queue(identity, a) for a in allowed):
-            return envelope.source
+    if envelope.source and allowlisted(envelope.source, settings.allowlist):
+        return envelope.source
     return settings.source_queue_arn or envelope.source or None
 
 

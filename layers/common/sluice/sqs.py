@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 def queue_identity(reference: str) -> tuple[str | None, str, str] | None:
     """(region or None, account, queue name) of a queue URL or ARN; None when it is neither.
@@ -44,3 +46,11 @@ def queue_url_from_arn(arn: str, *, endpoint: str | None = None) -> str:
         return f"{endpoint.rstrip('/')}/{account}/{name}"
     suffix = "amazonaws.com.cn" if partition == "aws-cn" else "amazonaws.com"
     return f"https://sqs.{region}.{suffix}/{account}/{name}"
+
+
+def allowlisted(reference: str, allowlist: Iterable[str]) -> bool:
+    """True when ``reference`` (queue ARN or URL) names a queue of ``allowlist`` (ARNs or URLs)."""
+    identity = queue_identity(reference)
+    return identity is not None and any(
+        entry is not None and same_queue(identity, entry) for entry in map(queue_identity, allowlist)
+    )
