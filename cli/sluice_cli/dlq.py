@@ -65,6 +65,9 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     redrive.add_argument("--status", action="store_true", help="with --native: list the move tasks")
     redrive.add_argument("--cancel", default=None, metavar="TASK_HANDLE", help="with --native: cancel one")
     redrive.add_argument("--ignore-breaker", action="store_true", help="with --native: even when open")
+    redrive.add_argument(
+        "--yes", action="store_true", help="with --native: confirm moving the whole DLQ with no backoff"
+    )
     redrive.add_argument("-v", "--verbose", action="store_true", help="log every re-driven message")
     redrive.set_defaults(func=redrive_command)
     purge = commands.add_parser("purge", help="delete every DLQ message (needs --yes)", parents=[common])
@@ -258,8 +261,17 @@ def _remaining_millis(timeout: float | None) -> Callable[[], int] | None:
 
 def native_start(ctx: Context, args: argparse.Namespace) -> int:
     source = ctx.resources.require("dead_letter_queue_arn")
+    # The consumer dead-letters most messages itself (SendMessage), so they carry no
+    # DeadLetterQueueSourceArn and "back to the original source" would have nowhere to send them.
+    destination = ctx.resources.require("work_queue_arn")
+    if not args.yes:
+        raise CliError(
+            "--native moves every DLQ message to the work queue at once, with no backoff and no "
+            "poison-pill isolation; add --yes to confirm",
+            USAGE_ERROR,
+        )
     _check_breaker(ctx, ignore=args.ignore_breaker)
-    request: StartMessageMoveTaskRequestTypeDef = {"SourceArn": source}
+    request: StartMessageMoveTaskRequestTypeDef = {"SourceArn": source, "DestinationArn": destination}
     rate = args.max_per_second
     if rate is not None:
         if rate != int(rate) or not 1 <= rate <= NATIVE_MAX_PER_SECOND:
@@ -273,16 +285,17 @@ def native_start(ctx: Context, args: argparse.Namespace) -> int:
         "engine": "native",
         "taskHandle": handle,
         "sourceArn": source,
-        "destinationArn": None,
+        "destinationArn": destination,
         "maxNumberOfMessagesPerSecond": request.get("MaxNumberOfMessagesPerSecond"),
     }
     ctx.out.emit(
         data,
         lambda: ctx.out.fields(
-            "Native redrive started (back to each message's original source queue)",
+            "Native redrive started",
             [
                 ("task handle", handle),
                 ("source", source),
+                ("destination", destination),
                 ("max per second", data["maxNumberOfMessagesPerSecond"] or "SQS default"),
             ],
         ),

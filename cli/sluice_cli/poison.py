@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from sluice.batchsend import MAX_ENTRIES, Outgoing, send_batch
 from sluice.envelope import merge
 from sluice.errors import PermanentError
-from sluice.redrive import RedriveSettings, source_queue
+from sluice.redrive import RedriveSettings, default_source, source_queue
 from sluice.sqs import queue_url_from_arn
 from sluice_cli import OK, PARTIAL_FAILURE, USAGE_ERROR, CliError
 from sluice_cli.context import Context
@@ -227,7 +227,7 @@ def _plan(sqs: SQSClient, message: Received, settings: RedriveSettings, reset: b
     if env is None:
         why = message.envelope_problem or "it has no sluice envelope"
         raise PermanentError(f"no source queue to replay to: {why}")
-    source = source_queue({}, default=env.source, allowlist=settings.allowlist)
+    source = source_queue({}, default=default_source(env, settings), allowlist=settings.allowlist)
     destination = (
         queue_url_from_arn(source, endpoint=sqs.meta.endpoint_url) if source.startswith("arn:") else source
     )

@@ -1,7 +1,10 @@
 """Redrive Plan Lambda: wiring only. Plans one dead-lettered message for the redrive state machine.
 
-Called by the state machine's Plan step with one message exactly as ReceiveMessage returned it; answers
-the plan (``sluice.redrive.Decision.to_state()``): redrive after a backoff, or isolate as poison.
+Called by the state machine's Plan step with ``{"message": <one message exactly as ReceiveMessage
+returned it>, "probeAt": <the breaker's half-open probe time or null>}`` (a bare message is accepted
+too); answers the plan (``sluice.redrive.Decision.to_state()``): redrive after a backoff, or isolate
+as poison. Called by the Refuse step with ``{"refused": {"plan", "error"}}`` when the source queue
+refused a send as malformed; answers the poison plan that records the refusal.
 """
 
 import os
@@ -14,7 +17,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from sluice.breaker import Breaker
 from sluice.envelope import utcnow
 from sluice.redrive import RedriveSettings
-from sluice.redrive_sfn import plan_step
+from sluice.redrive_sfn import plan_step, refusal_step
 from sluice.sqs import queue_url_from_arn
 
 logger = Logger()
@@ -35,6 +38,8 @@ def url_of(arn: str) -> str:
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    if "refused" in event:
+        return refusal_step(event["refused"], settings=settings, now=utcnow(), logger=logger)
     return plan_step(
         event,
         settings=settings,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import io
 import json
+import re
 import shlex
 import tomllib
 import zipfile
@@ -131,6 +132,9 @@ def translate(
     }
     for lid in emulated:
         del cfn["Resources"][lid]
+    # Fn::If with the known conditions, as CloudFormation resolves them (the runtime reads resolved
+    # properties, e.g. ReservedConcurrentExecutions).
+    cfn["Resources"] = _resolve_if(cfn["Resources"], conditions)
     # CloudFormation skips a resource whose Condition is false; so does the emulation.
     emulated = {
         lid: _resolve_if(res, conditions)
@@ -178,7 +182,21 @@ def _inline_state_machines(cfn: dict[str, Any]) -> None:
             if not isinstance(text, str):
                 continue
         substitutions = props.pop("DefinitionSubstitutions", {})
-        props["DefinitionString"] = {"Fn::Sub": [text, substitutions]} if substitutions else text
+        props["DefinitionString"] = _substituted(text, substitutions) if substitutions else text
+
+
+def _substituted(text: str, substitutions: dict[str, Any]) -> Any:
+    """The definition with its ``${Name}`` substitutions, as an ``Fn::Join`` of the literal parts and
+    the values. Not ``Fn::Sub``: moto substitutes with Python's ``string.Template``, which turns the
+    ``$$`` of ASL's context paths (``$$.Execution.Id``) into ``$``; CloudFormation leaves it alone."""
+    parts: list[Any] = []
+    last = 0
+    for match in re.finditer(r"\$\{([A-Za-z0-9_]+)\}", text):
+        if match.group(1) in substitutions:
+            parts += [text[last : match.start()], substitutions[match.group(1)]]
+            last = match.end()
+    parts.append(text[last:])
+    return {"Fn::Join": ["", [p for p in parts if p != ""]]}
 
 
 def _resolve_find_in_map(node: Any, mappings: dict[str, Any], params: dict[str, str]) -> Any:

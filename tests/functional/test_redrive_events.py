@@ -199,7 +199,7 @@ def redriver_outcome(stack: RedriveStack, answer: dict[str, Any], event_file: st
 
 def breaker_outcome(stack: RedriveStack, answer: dict[str, Any], event_file: str) -> None:
     # seeded: opened automatically 400 s ago, cooldown 300 s: the check half-opens it
-    assert set(answer) == {"isOpen", "state", "reason", "openedBy", "since", "seen", "bouncing"}
+    assert set(answer) == {"isOpen", "state", "reason", "openedBy", "since", "seen", "bouncing", "probeAt"}
     assert answer["isOpen"] is False
     assert answer["state"] == "half_open"
     assert answer["openedBy"] == "auto"

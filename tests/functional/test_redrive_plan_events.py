@@ -1,9 +1,12 @@
 """Every file in events/redrive_plan runs through the real Plan handler (moto), as `sam local invoke`
-would run it: one message as the redrive state machine's Map passes it, one plan back."""
+would run it: one Map item of the redrive state machine (the message and the breaker's probe time, or
+a bare message as the previous definition passed it) → one plan back; or a send the source refused →
+the poison plan that records the refusal."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import boto3
@@ -20,29 +23,34 @@ EVENTS = ROOT / "events"
 ACCOUNT = "123456789012"
 WORK_ARN = f"arn:aws:sqs:us-east-1:{ACCOUNT}:sluice-dev-work"
 BREAKER_TABLE = "sluice-dev-breaker"
+PLANNED = {"BouncingRedrives": 0, "EnvelopesCorrupt": 0}
 
-# file → (action, attempt, destination queue name, error type recorded in the envelope, metrics)
-EXPECTED: dict[str, tuple[str, int, str, str, dict[str, int]]] = {
-    "redrive_plan/first-dead-letter.json": (
-        "redrive",
-        1,
-        "sluice-dev-work",
-        "MaxReceiveCountExceeded",
-        {"BouncingRedrives": 0, "EnvelopesCorrupt": 0},
+
+@dataclass(frozen=True)
+class Expected:
+    action: str
+    attempt: int
+    queue: str
+    """Destination queue name."""
+    error_type: str
+    """The last error recorded in the plan's envelope."""
+    metrics: dict[str, int] = field(default_factory=lambda: dict(PLANNED))
+    breaker: dict[str, str] | None = field(default_factory=lambda: {"seen": "1", "fresh": "0"})
+    """Counters the step added to the breaker item (None: it does not touch the breaker)."""
+
+
+EXPECTED: dict[str, Expected] = {
+    "redrive_plan/first-dead-letter.json": Expected(
+        "redrive", 1, "sluice-dev-work", "MaxReceiveCountExceeded"
     ),
-    "redrive_plan/max-attempts-poison.json": (
-        "poison",
-        6,
-        "sluice-dev-poison",
-        "TransientError",
-        {"BouncingRedrives": 0, "EnvelopesCorrupt": 0},
+    "redrive_plan/bare-message.json": Expected("redrive", 1, "sluice-dev-work", "MaxReceiveCountExceeded"),
+    "redrive_plan/max-attempts-poison.json": Expected("poison", 6, "sluice-dev-poison", "TransientError"),
+    "redrive_plan/foreign-source.json": Expected("poison", 1, "sluice-dev-poison", "RedriveRefused"),
+    "redrive_plan/judged-after-probe.json": Expected(
+        "redrive", 3, "sluice-dev-work", "TransientError", breaker={"seen": "1", "fresh": "1"}
     ),
-    "redrive_plan/foreign-source.json": (
-        "poison",
-        1,
-        "sluice-dev-poison",
-        "RedriveRefused",
-        {"BouncingRedrives": 0, "EnvelopesCorrupt": 0},
+    "redrive_plan/send-refused.json": Expected(
+        "poison", 2, "sluice-dev-poison", "RedriveRefused", metrics={}, breaker=None
     ),
 }
 
@@ -78,30 +86,46 @@ def plan_stack(monkeypatch):
 def test_redrive_plan_event_runs_through_its_handler(plan_stack, capsys, event_file):
     ddb, urls = plan_stack
     event = json.loads((EVENTS / event_file).read_text())
+    refused = event.get("refused")
+    message = refused["plan"] if refused else event.get("message", event)
     handler = load_handler(ROOT / "functions" / "redrive_plan", "app.lambda_handler")
     capsys.readouterr()
 
     plan = handler(event, LambdaContext(function_name="sluice-dev-RedrivePlanFunction"))
 
-    action, attempt, queue, error_type, metric_expectations = EXPECTED[event_file]
-    assert plan["action"] == action
-    assert plan["attempt"] == attempt
-    assert plan["queueUrl"] == urls[queue]
-    assert plan["messageId"] == event["MessageId"]
-    assert plan["receiptHandle"] == event["ReceiptHandle"]
-    assert plan["body"] == event["Body"]
-    for name, value in event["MessageAttributes"].items():
+    expected = EXPECTED[event_file]
+    assert plan["action"] == expected.action
+    assert plan["attempt"] == expected.attempt
+    assert plan["queueUrl"] == urls[expected.queue]
+    assert plan["messageId"] == message.get("MessageId", message.get("messageId"))
+    assert plan["receiptHandle"] == message.get("ReceiptHandle", message.get("receiptHandle"))
+    assert plan["body"] == message.get("Body", message.get("body"))
+    for name, value in message.get("MessageAttributes", message.get("messageAttributes")).items():
         if name != ATTRIBUTE:
             assert plan["messageAttributes"][name] == value
     envelope = Envelope.model_validate_json(plan["messageAttributes"][ATTRIBUTE]["StringValue"])
-    assert envelope.attempts == attempt
+    assert envelope.attempts == expected.attempt
     assert envelope.last_error is not None
-    assert envelope.last_error.type == error_type
-    if action == "redrive":
-        assert 1 <= plan["delaySeconds"] < plan["holdSeconds"]
+    assert envelope.last_error.type == expected.error_type
+    if expected.action == "redrive":
+        assert plan["delaySeconds"] == plan["sendDelaySeconds"] + plan["waitSeconds"]
+        assert plan["delaySeconds"] >= 1
+        assert plan["sendDelaySeconds"] <= 900
+    else:
+        assert plan["delaySeconds"] == plan["sendDelaySeconds"] == plan["waitSeconds"] == 0
+    if refused:
+        assert envelope.last_error.message.startswith(f"{refused['plan']['queueUrl']} refused the message: ")
+        assert plan["reason"].startswith("the source queue refused the message: InvalidMessageContents: ")
     seen = emf_metrics(capsys.readouterr().out)
-    for name, value in metric_expectations.items():
+    for name, value in expected.metrics.items():
         assert name in seen, f"{name} not emitted for {event_file}"
         assert seen[name] == value, f"{name}: expected {value}, saw {seen[name]} in {event_file}"
-    breaker = ddb.get_item(TableName=BREAKER_TABLE, Key={"id": {"S": "redrive"}})["Item"]
-    assert breaker["seen"] == {"N": "1"}
+    item = ddb.get_item(TableName=BREAKER_TABLE, Key={"id": {"S": "redrive"}}).get("Item")
+    if expected.breaker is None:
+        assert item is None
+    else:
+        assert item is not None
+        for counter, value in expected.breaker.items():
+            assert item[counter] == {"N": value}, f"breaker {counter} in {event_file}"
+        if expected.action == "redrive":
+            assert "latest_due" in item

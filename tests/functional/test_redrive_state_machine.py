@@ -3,14 +3,16 @@
 The definition runs as written, with its ``${...}`` DefinitionSubstitutions filled in the way the
 template fills them, except that the test copy cuts every retrier to ``IntervalSeconds: 1`` and
 ``BackoffRate: 1`` (moto really sleeps between retries) and FetchBatch's long poll to 1 s (moto
-really waits it out on an empty queue, once per execution). Backoffs are 1 s (base = cap = floor).
+really waits it out on an empty queue, once per execution). Backoffs draw the floor, 0 s, unless a
+test sets a larger one (a 600 s backoff goes out at once as DelaySeconds; a 902 s one is held in the
+DLQ, waited 2 s and sent with DelaySeconds 900).
 
 Queues, the breaker table and the three Lambda functions exist in moto; ``LambdaSimpleBackend.invoke``
 is patched to run the layer code each function runs (``Breaker.check``,
 ``sluice.redrive_sfn.plan_step``, ``sluice.poison.isolate_request``) in-process, against the same
 moto account.
 
-Two moto differences the test allows for (see statemachines/README.md):
+Three moto differences the test allows for (see statemachines/README.md):
 
 - moto's ``aws-sdk`` integration passes Parameters to boto3 as written and returns boto3's answer as
   it is. Step Functions names every parameter and result field in PascalCase, even for APIs whose
@@ -20,6 +22,11 @@ Two moto differences the test allows for (see statemachines/README.md):
 - moto hands ``aws-sdk`` results to the next state as boto3 objects, so a binary message attribute
   arrives as bytes, not as the base64 text Step Functions passes. The messages here carry string
   attributes; binary values are covered by tests/unit/test_redrive_sfn.py.
+- moto names every failed ``sqs:sendMessage`` ``SQS.SdkClientException`` with SQS's bare message as
+  the cause. Step Functions reports an SQS service error as ``SQS.AmazonSQSException`` with the
+  cause ``"<message> (Service: AmazonSQS; Status Code: 400; Error Code: <code>; Request ID: ...)"``
+  (as recorded against AWS in LocalStack's Step Functions SQS error-handling snapshots): the
+  ``sqs_task_errors`` fixture gives moto that naming, which the SendRefused choice reads.
 """
 
 from __future__ import annotations
@@ -39,19 +46,29 @@ from typing import Any
 import boto3
 import pytest
 from aws_lambda_powertools import Logger
+from botocore.exceptions import ClientError
 from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
+from moto.stepfunctions.parser.api import HistoryEventType, TaskFailedEventDetails
+from moto.stepfunctions.parser.asl.component.common.error_name.custom_error_name import CustomErrorName
+from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import FailureEvent
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_sqs import (
+    StateTaskServiceSqs,
+)
+from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
+from samtranslator.yaml_helper import yaml_parse
 
 from sluice.breaker import Breaker, BreakerState
 from sluice.envelope import ATTRIBUTE, Envelope, ErrorInfo, utcnow
 from sluice.poison import isolate_request
-from sluice.redrive import RedriveSettings
-from sluice.redrive_sfn import FETCH_VISIBILITY_SECONDS, plan_step
+from sluice.redrive import REFUSED, RedriveSettings
+from sluice.redrive_sfn import FETCH_VISIBILITY_SECONDS, SEND_REFUSALS, plan_step, refusal_step
 from sluice.sqs import queue_url_from_arn
 from sluice_local.emulation import install_aws_sdk_casing
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFINITION = ROOT / "statemachines" / "redrive.asl.json"
+TEMPLATE = ROOT / "template.yaml"
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
 BREAKER_TABLE = "sluice-test-breaker"
@@ -116,6 +133,38 @@ def aws_sdk_casing() -> Iterator[None]:
     undo()
 
 
+@pytest.fixture
+def sqs_task_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Step Functions' naming of a failed optimized ``sqs:*`` task (see the module docstring)."""
+    original = StateTaskServiceSqs._from_error
+
+    def from_error(self: StateTaskServiceSqs, env: Any, ex: Exception) -> FailureEvent:
+        if not isinstance(ex, ClientError):
+            return original(self, env, ex)
+        error = "SQS.AmazonSQSException"
+        meta = ex.response.get("ResponseMetadata", {})
+        status, code = meta.get("HTTPStatusCode", 400), ex.response["Error"].get("Code")
+        cause = (
+            f"{ex.response['Error'].get('Message', '')} (Service: AmazonSQS; Status Code: {status}; "
+            f"Error Code: {code}; Request ID: {meta.get('RequestId', '')}; Proxy: null)"
+        )
+        return FailureEvent(
+            env=env,
+            error_name=CustomErrorName(error),
+            event_type=HistoryEventType.TaskFailed,
+            event_details=EventDetails(
+                taskFailedEventDetails=TaskFailedEventDetails(
+                    error=error,
+                    cause=cause,
+                    resource=self._get_sfn_resource(),
+                    resourceType=self._get_sfn_resource_type(),
+                )
+            ),
+        )
+
+    monkeypatch.setattr(StateTaskServiceSqs, "_from_error", from_error)
+
+
 # --- the three functions, in-process --------------------------------------------------------------
 
 
@@ -139,9 +188,9 @@ class SerialObservations:
         self._lock = lock
         self.policy = breaker.policy
 
-    def observe(self, *, seen: int, bouncing: int) -> None:
+    def observe(self, *, seen: int, bouncing: int, fresh: int = 0, latest_due: float | None = None) -> None:
         with self._lock:
-            self._breaker.observe(seen=seen, bouncing=bouncing)
+            self._breaker.observe(seen=seen, bouncing=bouncing, fresh=fresh, latest_due=latest_due)
 
 
 @dataclass
@@ -152,6 +201,8 @@ class Functions:
     breaker: Breaker
     sqs: Any
     plan_delay: float = 0.0
+    uniform: Callable[[float, float], float] = lambda low, high: low
+    """The backoff's draw: the floor (0 s) unless a test wants the largest."""
     failing: set[str] = field(default_factory=set)
     calls: dict[str, list[dict[str, Any]]] = field(
         default_factory=lambda: {"breaker": [], "plan": [], "isolate": []}
@@ -187,7 +238,11 @@ class Functions:
     def _check(self, _: dict[str, Any]) -> dict[str, Any]:
         return self.breaker.check().to_dict()
 
-    def _plan(self, message: dict[str, Any]) -> dict[str, Any]:
+    def _plan(self, event: dict[str, Any]) -> dict[str, Any]:
+        if "refused" in event:  # the Refuse step (functions/redrive_plan/app.py dispatches alike)
+            return refusal_step(
+                event["refused"], settings=self.settings, now=utcnow(), logger=Logger(service="sluice-test")
+            )
         started = time.monotonic()
         with self._lock:
             self._running_plans += 1
@@ -195,13 +250,14 @@ class Functions:
         try:
             time.sleep(self.plan_delay)
             return plan_step(
-                message,
+                event,
                 settings=self.settings,
                 breaker=SerialObservations(self.breaker, self._lock),  # type: ignore[arg-type]
                 url_of=lambda arn: queue_url_from_arn(arn, endpoint=self.sqs.meta.endpoint_url),
                 now=utcnow(),
                 logger=Logger(service="sluice-test"),
                 metrics_sink=self.metrics,
+                uniform=self.uniform,
             )
         finally:
             with self._lock:
@@ -226,6 +282,7 @@ class RedriveMachine:
     work_url: str
     work_arn: str
     poison_url: str
+    cloudwatch: Any
 
     def start(self, name: str) -> str:
         return self.sfn.start_execution(stateMachineArn=self.arn, name=name, input="{}")["executionArn"]
@@ -261,6 +318,30 @@ class RedriveMachine:
             for e in self.history(execution_arn)
             if e["type"].endswith("StateEntered")
         ]
+
+    def sends(self, execution_arn: str) -> list[dict[str, Any]]:
+        """The parameters of every ``sqs:sendMessage`` task scheduled (retries included)."""
+        return [
+            json.loads(e["taskScheduledEventDetails"]["parameters"])
+            for e in self.history(execution_arn)
+            if e["type"] == "TaskScheduled"
+            and e["taskScheduledEventDetails"]["resourceType"] == "sqs"
+            and e["taskScheduledEventDetails"]["resource"] == "sendMessage"
+        ]
+
+    def metric(self, name: str) -> float:
+        """The sum of a metric the state machine put (namespace Sluice, service=sluice)."""
+        now = utcnow()
+        points = self.cloudwatch.get_metric_statistics(
+            Namespace="Sluice",
+            MetricName=name,
+            Dimensions=[{"Name": "service", "Value": "sluice"}],
+            StartTime=now - timedelta(minutes=10),
+            EndTime=now + timedelta(minutes=1),
+            Period=60,
+            Statistics=["Sum"],
+        )["Datapoints"]
+        return sum(p["Sum"] for p in points)
 
     def dead_letter(self, body: Any, envelope: Envelope | None = None, **attributes: str) -> str:
         """A message as it sits in the DLQ (moto does not add DeadLetterQueueSourceArn: the
@@ -298,6 +379,20 @@ class RedriveMachine:
             attributes["ApproximateNumberOfMessagesNotVisible"]
         )
 
+    def delayed(self, url: str) -> int:
+        """Messages of a queue sent with a DelaySeconds that has not run out yet."""
+        attributes = self.sqs.get_queue_attributes(
+            QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesDelayed"]
+        )["Attributes"]
+        return int(attributes["ApproximateNumberOfMessagesDelayed"])
+
+    def backoff(self, seconds: int) -> None:
+        """Every backoff from now on: exactly ``seconds`` (base = cap = seconds, the largest draw)."""
+        self.functions.settings = self.functions.settings.model_copy(
+            update={"redrive_base_seconds": seconds, "redrive_cap_seconds": seconds}
+        )
+        self.functions.uniform = lambda low, high: high
+
 
 def envelope_of(message: dict[str, Any]) -> Envelope:
     return Envelope.model_validate_json(message["MessageAttributes"][ATTRIBUTE]["StringValue"])
@@ -308,7 +403,7 @@ def outcomes(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def machine(aws_sdk_casing, monkeypatch: pytest.MonkeyPatch) -> Iterator[RedriveMachine]:
+def machine(aws_sdk_casing, sqs_task_errors, monkeypatch: pytest.MonkeyPatch) -> Iterator[RedriveMachine]:
     holder: dict[str, Functions] = {}
 
     def backend_invoke(  # moto's signature
@@ -344,7 +439,7 @@ def machine(aws_sdk_casing, monkeypatch: pytest.MonkeyPatch) -> Iterator[Redrive
                 "SLUICE_REDRIVE_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
                 "SLUICE_REDRIVE_BASE_SECONDS": "1",
                 "SLUICE_REDRIVE_CAP_SECONDS": "1",
-                "SLUICE_REDRIVE_FLOOR_SECONDS": "1",
+                "SLUICE_REDRIVE_FLOOR_SECONDS": "0",
             }
         )
         functions = Functions(settings, Breaker.from_settings(settings, ddb), sqs)
@@ -386,7 +481,10 @@ def machine(aws_sdk_casing, monkeypatch: pytest.MonkeyPatch) -> Iterator[Redrive
         arn = sfn.create_state_machine(
             name="sluice-test-redrive", definition=json.dumps(definition), roleArn=role, type="STANDARD"
         )["stateMachineArn"]
-        yield RedriveMachine(sfn, sqs, arn, definition, functions, dlq_url, work_url, work_arn, poison_url)
+        cloudwatch = boto3.client("cloudwatch", region_name=REGION)
+        yield RedriveMachine(
+            sfn, sqs, arn, definition, functions, dlq_url, work_url, work_arn, poison_url, cloudwatch
+        )
         # Never leave an execution thread behind that outlives the mock.
         for execution in sfn.list_executions(stateMachineArn=arn, statusFilter="RUNNING")["executions"]:
             sfn.stop_execution(executionArn=execution["executionArn"])
@@ -417,9 +515,12 @@ def test_given_the_definition_when_read_then_every_task_retries_and_numbers_come
         "FetchBatch",
         "Plan",
         "Hold",
-        "Isolate",
         "Redrive",
+        "Refuse",
+        "Isolate",
         "Delete",
+        "DeleteIsolated",
+        "ReportBatch",
     }
     assert all(states[name].get("Retry") for name in tasks)
     # ... the Map's concurrency and the pace are parsed from their (string) placeholders at run time
@@ -432,6 +533,54 @@ def test_given_the_definition_when_read_then_every_task_retries_and_numbers_come
     fetch = definition["States"]["FetchBatch"]["Parameters"]
     assert fetch["VisibilityTimeout"] == FETCH_VISIBILITY_SECONDS
     assert fetch["MaxNumberOfMessages"] == 10
+
+
+def test_given_the_definition_when_read_then_state_names_are_unique_across_its_maps():
+    # Given every state of the definition, those inside the Maps included
+    def names(states: dict[str, Any]) -> list[str]:
+        out: list[str] = []
+        for name, state in states.items():
+            out.append(name)
+            processor = state.get("ItemProcessor") or state.get("Iterator")
+            if processor:
+                out += names(processor["States"])
+        return out
+
+    found = names(json.loads(DEFINITION.read_text())["States"])
+    # Then no name is used twice (Step Functions requires names unique in the whole state machine)
+    assert len(found) == len(set(found))
+
+
+def test_given_the_send_refusal_choice_when_read_then_it_isolates_exactly_the_sqs_codes_the_plan_step_knows():
+    # Given the choice after a send failed for good
+    choice = all_states(json.loads(DEFINITION.read_text()))["SendRefused"]
+    [rule] = choice["Choices"]
+    # Then it matches each refusal code in the cause (optimized integration) and in the error name
+    # (aws-sdk integration), and nothing else; anything else leaves the message in the DLQ
+    patterns = {(r["Variable"], r["StringMatches"]) for r in rule["Or"]}
+    assert patterns == {
+        (v, f"*{code}*") for code in SEND_REFUSALS for v in ("$.error.Cause", "$.error.Error")
+    }
+    assert rule["Next"] == "Refuse"
+    assert choice["Default"] == "RedriveFailed"
+
+
+def test_given_the_batch_report_when_read_then_it_writes_what_the_redrive_failures_alarm_reads():
+    # Given the ReportBatch task and the template's RedriveFailuresAlarm
+    report = json.loads(DEFINITION.read_text())["States"]["ReportBatch"]
+    alarm = yaml_parse(TEMPLATE.read_text(encoding="utf-8"))["Resources"]["RedriveFailuresAlarm"][
+        "Properties"
+    ]
+    # Then it puts RedriveFailures (and SuccessfulRedrives) in the alarm's namespace, with its dimensions
+    assert report["Resource"] == "arn:aws:states:::aws-sdk:cloudwatch:putMetricData"
+    parameters = report["Parameters"]
+    assert parameters["Namespace"] == alarm["Namespace"]
+    by_name = {m["MetricName"]: m for m in parameters["MetricData"]}
+    assert set(by_name) == {"RedriveFailures", "SuccessfulRedrives"}
+    assert by_name[alarm["MetricName"]]["Dimensions"] == alarm["Dimensions"]
+    assert by_name["SuccessfulRedrives"]["Dimensions"] == alarm["Dimensions"]
+    # ... and a metrics failure never stops the redrive
+    assert report["Catch"][0]["Next"] == report["Next"] == "MoreBatches"
 
 
 # --- CheckCircuitBreaker --------------------------------------------------------------------------
@@ -496,6 +645,52 @@ def test_given_a_half_open_breaker_when_the_probe_batch_went_through_then_the_ne
     assert visible == 5
 
 
+def test_given_a_half_open_breaker_past_its_hold_when_the_next_batch_failed_after_the_probe_then_it_reopens(
+    machine,
+):
+    # Given a breaker half-open whose probe went out 15 minutes ago and was due 5 minutes later (past
+    # the hold: the probe's due time plus the 300 s cooldown), and 12 messages of which 10 come first
+    # that failed again a minute ago: after the probe, so the downstream still fails
+    now = time.time()
+    probe_at = now - 900
+    ddb = boto3.client("dynamodb", region_name=REGION)
+    ddb.put_item(
+        TableName=BREAKER_TABLE,
+        Item={
+            "id": {"S": "redrive"},
+            "state": {"S": BreakerState.HALF_OPEN.value},
+            "reason": {"S": "probe out"},
+            "opened_by": {"S": "auto"},
+            "since": {"N": str(probe_at)},
+            "probe_at": {"N": str(probe_at)},
+            "probe_due": {"N": str(probe_at + 300)},
+            "seen": {"N": "0"},
+            "bouncing": {"N": "0"},
+            "version": {"N": "7"},
+        },
+    )
+    due = utcnow() - timedelta(minutes=10)
+    again = ErrorInfo(type="TransientError", message="gateway timeout", at=utcnow() - timedelta(minutes=1))
+    for n in range(12):
+        machine.dead_letter(
+            {"order_id": f"ord-f{n}"},
+            Envelope(
+                origin_id=f"orig-f{n}", attempts=1, redriven_at=due, last_error=again, source=machine.work_arn
+            ),
+        )
+    # When the execution runs
+    result = machine.run()
+    # Then every Plan of the judged batch was told the probe's time ...
+    plans = machine.functions.calls["plan"]
+    assert len(plans) == 10
+    assert all(p["probeAt"] == pytest.approx(probe_at, abs=0.01) for p in plans)
+    # ... so the breaker counted their failures as fresh, and the next check opened it again
+    assert result["status"] == "FAILED"
+    assert result["error"] == "CircuitBreakerOpen"
+    assert "did not pass" in result["cause"]
+    assert machine.functions.breaker.check().is_open
+
+
 # --- Guard ----------------------------------------------------------------------------------------
 
 
@@ -536,9 +731,12 @@ def test_given_a_first_time_dead_letter_when_redriven_then_it_is_back_on_its_sou
     result = machine.run()
     # Then it succeeds, the batch's message was redriven ...
     assert result["status"] == "SUCCEEDED"
-    assert [o["outcome"] for o in outcomes(result)] == ["redriven"]
+    [outcome] = outcomes(result)
+    assert outcome["outcome"] == "redriven"
+    assert outcome["attempt"] == 1
     # ... it is on the source queue with its body, its user attribute untouched and the envelope updated
     [arrived] = machine.drain(machine.work_url)
+    assert outcome["sentMessageId"] == arrived["MessageId"]
     assert json.loads(arrived["Body"]) == {"order_id": "ord-7"}
     assert arrived["MessageAttributes"]["tenant"] == {"StringValue": "acme", "DataType": "String"}
     envelope = envelope_of(arrived)
@@ -547,15 +745,60 @@ def test_given_a_first_time_dead_letter_when_redriven_then_it_is_back_on_its_sou
     assert envelope.redriven_at is not None
     assert envelope.redriven_at >= before - timedelta(seconds=1)
     assert envelope.source == machine.work_arn
-    # ... after its backoff (1 s here), held in the DLQ meanwhile for the backoff plus the margin
-    [waited] = machine.entered(result["executionArn"], "Wait")
-    [redriven] = machine.entered(result["executionArn"], "Redrive")
-    assert waited["plan"]["delaySeconds"] == 1
-    assert waited["plan"]["holdSeconds"] == 1 + 300
-    assert redriven["_at"] - waited["_at"] >= 1.0
     # ... and it was deleted from the DLQ (neither visible nor held)
     assert machine.counts(machine.dlq_url) == (0, 0)
     assert machine.counts(machine.poison_url) == (0, 0)
+    # ... and the batch was counted in CloudWatch
+    assert machine.metric("SuccessfulRedrives") == 1
+    assert machine.metric("RedriveFailures") == 0
+
+
+def test_given_a_backoff_within_900_seconds_when_redriven_then_it_is_sent_at_once_with_delay_seconds(machine):
+    # Given a message whose backoff is 600 s (SQS's DelaySeconds can carry up to 900 s)
+    machine.dead_letter({"order_id": "ord-d"})
+    machine.backoff(600)
+    # When the execution runs
+    started = time.monotonic()
+    result = machine.run()
+    # Then it ends without waiting out the backoff: nothing was held or waited
+    assert result["status"] == "SUCCEEDED"
+    assert time.monotonic() - started < 15
+    names = machine.path(result["executionArn"])
+    assert "Hold" not in names
+    assert "Wait" not in names
+    # ... the message was sent once with DelaySeconds = its backoff and deleted from the DLQ
+    [sent] = machine.sends(result["executionArn"])
+    assert sent["DelaySeconds"] == 600
+    [outcome] = outcomes(result)
+    assert outcome["outcome"] == "redriven"
+    assert outcome["delaySeconds"] == 600
+    assert machine.counts(machine.dlq_url) == (0, 0)
+    # ... and it is on its source queue, delayed: not visible before its backoff is over
+    assert machine.counts(machine.work_url) == (0, 0)
+    assert machine.delayed(machine.work_url) == 1
+
+
+def test_given_a_backoff_beyond_900_seconds_when_redriven_then_it_is_held_waited_and_sent_with_900(machine):
+    # Given a message whose backoff is 902 s: 900 s of it can be SQS's DelaySeconds, 2 s cannot
+    machine.dead_letter({"order_id": "ord-w"})
+    machine.backoff(902)
+    # When the execution runs
+    result = machine.run()
+    # Then the message was held in the DLQ for the 2 s wait plus the margin, the execution waited 2 s ...
+    assert result["status"] == "SUCCEEDED"
+    execution = result["executionArn"]
+    [held] = machine.entered(execution, "Hold")
+    assert held["holdSeconds"] == 2 + 300
+    [waited] = machine.entered(execution, "Wait")
+    [redriven] = machine.entered(execution, "Redrive")
+    assert waited["plan"]["waitSeconds"] == 2
+    assert redriven["_at"] - waited["_at"] >= 2.0
+    # ... then sent with the rest of the backoff as DelaySeconds and deleted from the DLQ
+    [sent] = machine.sends(execution)
+    assert sent["DelaySeconds"] == 900
+    assert [o["outcome"] for o in outcomes(result)] == ["redriven"]
+    assert machine.counts(machine.dlq_url) == (0, 0)
+    assert machine.delayed(machine.work_url) == 1
 
 
 def test_given_a_message_at_max_attempts_when_planned_then_it_is_isolated_with_its_envelope_and_deleted(
@@ -577,6 +820,7 @@ def test_given_a_message_at_max_attempts_when_planned_then_it_is_isolated_with_i
     assert result["status"] == "SUCCEEDED"
     [outcome] = outcomes(result)
     assert outcome["outcome"] == "isolated"
+    assert "still failing after" in outcome["reason"]
     [poisoned] = machine.drain(machine.poison_url)
     assert outcome["poisonMessageId"] == poisoned["MessageId"]
     # ... with its body, its user attribute and an envelope that tells why
@@ -607,7 +851,7 @@ def test_given_the_isolator_keeps_failing_when_retries_run_out_then_the_poison_p
     assert outcome == {
         "messageId": outcome["messageId"],
         "outcome": "failed",
-        "step": "Isolate",
+        "failedAt": "Isolate",
         "error": "RuntimeError",
     }
     retrier = all_states(machine.definition)["Isolate"]["Retry"][-1]
@@ -616,9 +860,13 @@ def test_given_the_isolator_keeps_failing_when_retries_run_out_then_the_poison_p
     assert machine.counts(machine.dlq_url) == (0, 1)
     assert machine.counts(machine.poison_url) == (0, 0)
     assert machine.counts(machine.work_url) == (0, 0)
+    # ... counted as a redrive failure for RedriveFailuresAlarm
+    assert machine.metric("RedriveFailures") == 1
 
 
-def test_given_a_send_that_keeps_failing_when_retries_run_out_then_the_message_stays_in_the_dlq(machine):
+def test_given_a_send_that_keeps_failing_when_retries_run_out_then_it_stays_in_the_dlq_and_is_counted(
+    machine,
+):
     # Given a message whose (allowlisted) source queue no longer exists, and one that is fine
     machine.dead_letter(
         {"order_id": "ord-lost"}, Envelope(origin_id="orig-l", source=f"arn:aws:sqs:{REGION}:{ACCOUNT}:gone")
@@ -630,20 +878,53 @@ def test_given_a_send_that_keeps_failing_when_retries_run_out_then_the_message_s
     assert result["status"] == "SUCCEEDED"
     by_outcome = {o["outcome"]: o for o in outcomes(result)}
     assert set(by_outcome) == {"redriven", "failed"}
-    assert by_outcome["failed"]["step"] == "Redrive"
-    # ... after every retry
+    assert by_outcome["failed"]["failedAt"] == "Redrive"
+    assert by_outcome["failed"]["error"] == "SQS.AmazonSQSException"
+    # ... after every retry (a missing queue is no refusal of the message: it is not isolated)
     retrier = all_states(machine.definition)["Redrive"]["Retry"][0]
-    sends = [
-        e
-        for e in machine.history(result["executionArn"])
-        if e["type"] == "TaskScheduled"
-        and e["taskScheduledEventDetails"]["resourceType"] == "sqs"
-        and "gone" in e["taskScheduledEventDetails"]["parameters"]
-    ]
+    sends = [p for p in machine.sends(result["executionArn"]) if "gone" in p["QueueUrl"]]
     assert len(sends) == 1 + retrier["MaxAttempts"]
-    # ... and it was not deleted: it is still in the DLQ, held until its hold runs out
+    assert machine.functions.calls["isolate"] == []
+    # ... and it was not deleted: it is still in the DLQ (in flight until the receive's visibility ends)
     assert machine.counts(machine.dlq_url) == (0, 1)
     assert [json.loads(m["Body"])["order_id"] for m in machine.drain(machine.work_url)] == ["ord-ok"]
+    # ... and CloudWatch has the failure (RedriveFailuresAlarm's metric) and the success
+    assert machine.metric("RedriveFailures") == 1
+    assert machine.metric("SuccessfulRedrives") == 1
+
+
+def test_given_a_message_its_source_refuses_as_malformed_when_sent_then_it_is_isolated_with_the_reason(
+    machine,
+):
+    # Given a source queue that takes messages of at most 1 KiB, and a dead-lettered 2 KiB message
+    machine.sqs.set_queue_attributes(QueueUrl=machine.work_url, Attributes={"MaximumMessageSize": "1024"})
+    envelope = Envelope(origin_id="orig-big", attempts=1, source=machine.work_arn)
+    machine.dead_letter({"order_id": "ord-big", "note": "x" * 2048}, envelope, tenant="acme")
+    # When the execution runs
+    result = machine.run()
+    # Then SQS refused the send (InvalidParameterValue), and the message was isolated, not left to loop
+    assert result["status"] == "SUCCEEDED"
+    assert "Refuse" in machine.path(result["executionArn"])
+    [outcome] = outcomes(result)
+    assert outcome["outcome"] == "isolated"
+    assert outcome["reason"].startswith("the source queue refused the message: InvalidParameterValue: ")
+    # ... the poison queue has it, intact, with an envelope that tells who refused it and why
+    [poisoned] = machine.drain(machine.poison_url)
+    assert outcome["poisonMessageId"] == poisoned["MessageId"]
+    assert json.loads(poisoned["Body"])["order_id"] == "ord-big"
+    assert poisoned["MessageAttributes"]["tenant"]["StringValue"] == "acme"
+    isolated = envelope_of(poisoned)
+    assert isolated.origin_id == "orig-big"
+    assert isolated.attempts == 2
+    assert isolated.last_error is not None
+    assert isolated.last_error.type == REFUSED
+    assert isolated.last_error.message.startswith(
+        f"{machine.work_url} refused the message: InvalidParameterValue"
+    )
+    # ... it left the DLQ and never reached the source
+    assert machine.counts(machine.dlq_url) == (0, 0)
+    assert machine.counts(machine.work_url) == (0, 0)
+    assert machine.metric("RedriveFailures") == 0
 
 
 def test_given_more_messages_than_the_concurrency_when_planned_then_at_most_map_concurrency_run_at_once(
@@ -689,6 +970,9 @@ def test_given_more_than_one_batch_when_the_execution_runs_then_it_loops_until_t
     assert sorted(json.loads(m["Body"])["order_id"] for m in arrived) == sorted(f"ord-{n}" for n in range(13))
     assert machine.counts(machine.dlq_url) == (0, 0)
     assert machine.functions.breaker.status().seen == 13
+    # ... each batch counted in CloudWatch
+    assert machine.metric("SuccessfulRedrives") == 13
+    assert machine.metric("RedriveFailures") == 0
 
 
 def test_given_an_empty_dlq_when_the_execution_runs_then_it_succeeds_drained_without_planning(machine):

@@ -13,6 +13,7 @@ measured exactly and nothing really sleeps.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import logging
 import uuid
@@ -424,14 +425,33 @@ def test_given_a_half_open_breaker_when_run_then_one_probe_batch_goes_and_the_re
     assert [line["size"] for line in probes] == [10]
 
 
-def test_given_a_probe_held_long_enough_when_run_then_the_judging_batch_closes_it_and_the_run_drains(stack):
-    stack.dead_letter(25)
-    stack.set_breaker("half_open", probe_ago=10 * 3600)  # the hold is long over; the probe did not come back
+def _failed_at(stack, n: int, at: datetime, prefix: str) -> None:
+    """N messages the consumer dead-lettered with an error recorded at ``at``."""
+    for k in range(n):
+        error = ErrorInfo(type="TransientError", message="gateway down", at=at, receives=5)
+        envelope = Envelope(
+            origin_id=f"{prefix}-{k}", source=stack.work_arn, last_error=error, first_failure=at
+        )
+        stack.forwarded(json.dumps({"order_id": f"{prefix}-{k}"}), envelope)
+
+
+def test_given_a_probe_held_long_enough_and_no_fresh_failures_when_run_then_it_closes_and_drains(stack):
+    _failed_at(stack, 25, datetime.now(UTC) - timedelta(hours=11), "old")  # failed before the probe
+    stack.set_breaker("half_open", probe_ago=10 * 3600)  # the hold is long over
     report = stack.redriver().run()
     assert report.redriven == 25
     assert report.stopped == "drained"
     assert report.breaker["state"] == "closed"
-    assert "probe passed: 0 of 10 messages bouncing" in report.breaker["reason"]
+    assert "probe passed: 0 of 10 messages failed after it went out" in report.breaker["reason"]
+
+
+def test_given_a_probe_held_long_enough_and_fresh_failures_when_run_then_it_opens_again(stack):
+    _failed_at(stack, 10, datetime.now(UTC) - timedelta(minutes=5), "new")  # failed after the probe
+    stack.set_breaker("half_open", probe_ago=3600)
+    report = stack.redriver().run()
+    assert report.stopped == "breaker_open"
+    assert report.breaker["state"] == "open"
+    assert "the probe did not pass: 10 of 10" in report.breaker["reason"]
 
 
 def test_given_bouncing_messages_when_run_then_the_breaker_opens_mid_run_and_the_run_stops(stack):
@@ -642,6 +662,24 @@ def test_given_50_messages_at_10_per_second_when_run_then_pacing_holds_at_every_
     for (t, _), done in zip(starts[:-1], ends, strict=True):
         assert done <= 10 * t + 10, (t, done)
     assert [t for t, _ in starts] == [0, 1, 2, 3, 4, 5]
+
+
+def test_given_a_long_quiet_poll_first_when_run_then_the_wait_is_no_credit_for_a_burst(stack):
+    stack.dead_letter(30)
+    starts: list[float] = []
+
+    def receive_starts() -> None:
+        starts.append(stack.time.now)
+        if len(starts) == 1:
+            stack.time.now += 5.0  # the first long poll waited 5 s before messages arrived
+
+    stack.sqs.before_receive.append(receive_starts)
+    report = stack.redriver().run(max_per_second=10)
+    assert report.redriven == 30
+    # after the 5 s poll, batches of 10 still go out at most one per second
+    gaps = [b - a for a, b in itertools.pairwise(starts[1:])]
+    assert gaps, starts
+    assert min(gaps) >= 1.0, starts
 
 
 @pytest.mark.parametrize(("rate", "batch"), [(2, 2), (5, 5), (0.5, 1), (50, 10)])

@@ -374,7 +374,9 @@ def test_given_a_connection_error_when_sent_then_it_is_retried_and_named_by_its_
 @pytest.mark.parametrize(
     "code", ["AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist", "InvalidParameterValue"]
 )
-def test_given_the_whole_call_fails_by_the_senders_fault_when_sent_then_it_is_not_retried(code: str) -> None:
+def test_given_the_whole_call_fails_for_good_when_sent_then_it_is_not_retried_nor_blamed_on_entries(
+    code: str,
+) -> None:
     messages = _messages(3)
     sqs = FakeSqs(_client_error(code))
 
@@ -382,7 +384,10 @@ def test_given_the_whole_call_fails_by_the_senders_fault_when_sent_then_it_is_no
 
     assert len(sqs.calls) == 1
     assert sleeps.seconds == []
-    assert [(r.message, r.code, r.sender_fault) for r in refused] == [(m, code, True) for m in messages]
+    # no entry is at fault, so no caller poisons them for it: they stay where they are
+    assert [(r.message, r.code, r.sender_fault, r.retryable) for r in refused] == [
+        (m, code, False, False) for m in messages
+    ]
 
 
 @pytest.mark.parametrize(

@@ -124,7 +124,7 @@ def test_given_an_empty_observation_when_observed_then_nothing_is_written(breake
 
 @pytest.mark.parametrize(("seen", "bouncing"), [(-1, 0), (3, 4), (3, -1)])
 def test_given_impossible_counts_when_observed_then_value_error(breaker, seen, bouncing):
-    with pytest.raises(ValueError, match="bouncing <= seen"):
+    with pytest.raises(ValueError, match="fresh <= seen"):
         breaker.observe(seen=seen, bouncing=bouncing)
 
 
@@ -253,15 +253,27 @@ def test_given_half_open_when_the_probe_goes_out_then_everything_holds_for_a_coo
     assert (judging.state, judging.is_open) == (BreakerState.HALF_OPEN, False)  # the judging batch
 
 
-def _probe_and_hold(breaker, clock) -> None:
-    breaker.observe(seen=10, bouncing=0)
-    breaker.check()  # probe out: hold
-    clock.advance(COOLDOWN)
+def _probe_and_hold(breaker, clock, *, due_in: float = 0) -> None:
+    breaker.observe(seen=10, bouncing=0, latest_due=clock() + due_in)
+    breaker.check()  # probe out: hold until it is due, plus a cooldown
+    clock.advance(due_in + COOLDOWN)
 
 
-def test_given_half_open_and_a_clean_judging_batch_when_checked_then_it_closes(half_open, clock):
+def test_given_a_probe_with_a_long_backoff_when_checked_then_the_hold_lasts_until_it_is_due_plus_a_cooldown(
+    half_open, clock
+):
+    breaker_due_in = 1920.0  # the probe's latest backoff
+    half_open.observe(seen=10, bouncing=0, latest_due=clock() + breaker_due_in)
+    assert half_open.check().is_open is True
+    clock.advance(breaker_due_in + COOLDOWN - 1)
+    assert half_open.check().is_open is True  # its messages may still come back failing
+    clock.advance(1)
+    assert half_open.check().is_open is False  # now the judging batch may go
+
+
+def test_given_half_open_and_no_fresh_failures_when_judged_then_it_closes(half_open, clock):
     _probe_and_hold(half_open, clock)
-    half_open.observe(seen=10, bouncing=2)
+    half_open.observe(seen=10, bouncing=2, fresh=2)  # old backlog bounced before the open: not fresh
     status = half_open.check()
     assert status.state is BreakerState.CLOSED
     assert status.opened_by is None
@@ -269,13 +281,13 @@ def test_given_half_open_and_a_clean_judging_batch_when_checked_then_it_closes(h
     assert (status.seen, status.bouncing) == (0, 0)
 
 
-def test_given_half_open_and_the_probe_came_back_when_checked_then_it_opens_again(half_open, clock):
+def test_given_half_open_and_fresh_failures_when_judged_then_it_opens_again(half_open, clock):
     _probe_and_hold(half_open, clock)
-    half_open.observe(seen=3, bouncing=2)  # a judging batch need not reach the minimum sample
+    half_open.observe(seen=3, bouncing=0, fresh=2)  # failed after the probe went out
     status = half_open.check()
     assert status.state is BreakerState.OPEN
     assert status.opened_by == "auto"
-    assert "the probe came back: 2 of 3" in status.reason
+    assert "the probe did not pass: 2 of 3" in status.reason
     clock.advance(COOLDOWN)
     assert half_open.check().state is BreakerState.HALF_OPEN  # and it gets another probe later
 
@@ -411,6 +423,7 @@ def test_given_a_status_when_answered_then_the_shape_is_the_check_answer(breaker
         "since": datetime.fromtimestamp(T0, UTC).isoformat(),
         "seen": 0,
         "bouncing": 0,
+        "probeAt": None,
     }
     assert BreakerStatus(BreakerState.CLOSED, "never opened").to_dict()["since"] is None
 

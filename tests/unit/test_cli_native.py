@@ -21,11 +21,13 @@ from sluice_cli.clients import Clients
 from sluice_cli.resources import Resources
 
 DLQ_ARN = "arn:aws:sqs:us-east-1:123456789012:sluice-dev-work-dlq"
+WORK_ARN = "arn:aws:sqs:us-east-1:123456789012:sluice-dev-work"
 TABLE = "sluice-dev-breaker"
 HANDLE = "eyJ0YXNrSWQiOiJkYTFiMjM0NS0xMjM0In0="
 RESOURCES = Resources(
     stack_name="sluice-dev",
     dead_letter_queue_arn=DLQ_ARN,
+    work_queue_arn=WORK_ARN,
     dead_letter_queue_url="https://sqs.us-east-1.amazonaws.com/123456789012/sluice-dev-work-dlq",
     breaker_table=TABLE,
 )
@@ -73,26 +75,28 @@ def test_given_max_per_second_when_native_redrive_then_a_move_task_with_that_rat
     stubbed.sqs.add_response(
         "start_message_move_task",
         {"TaskHandle": HANDLE},
-        {"SourceArn": DLQ_ARN, "MaxNumberOfMessagesPerSecond": 25},
+        {"SourceArn": DLQ_ARN, "DestinationArn": WORK_ARN, "MaxNumberOfMessagesPerSecond": 25},
     )
 
-    code, stdout, _ = stubbed.run("--json", "dlq", "redrive", "--native", "--max-per-second", "25")
+    code, stdout, _ = stubbed.run("--json", "dlq", "redrive", "--native", "--yes", "--max-per-second", "25")
 
     assert code == 0
     assert json.loads(stdout) == {
         "engine": "native",
         "taskHandle": HANDLE,
         "sourceArn": DLQ_ARN,
-        "destinationArn": None,
+        "destinationArn": WORK_ARN,
         "maxNumberOfMessagesPerSecond": 25,
     }
 
 
 def test_given_no_rate_when_native_redrive_then_sqs_default_rate_and_the_handle_is_printed(stubbed):
     stubbed.breaker_closed()
-    stubbed.sqs.add_response("start_message_move_task", {"TaskHandle": HANDLE}, {"SourceArn": DLQ_ARN})
+    stubbed.sqs.add_response(
+        "start_message_move_task", {"TaskHandle": HANDLE}, {"SourceArn": DLQ_ARN, "DestinationArn": WORK_ARN}
+    )
 
-    code, stdout, _ = stubbed.run("dlq", "redrive", "--native")
+    code, stdout, _ = stubbed.run("dlq", "redrive", "--native", "--yes")
 
     assert code == 0
     assert HANDLE in stdout
@@ -103,7 +107,7 @@ def test_given_no_rate_when_native_redrive_then_sqs_default_rate_and_the_handle_
 def test_given_a_rate_sqs_cannot_take_when_native_redrive_then_usage_error_and_no_call(stubbed, rate):
     stubbed.breaker_closed()
 
-    code, stdout, stderr = stubbed.run("dlq", "redrive", "--native", "--max-per-second", rate)
+    code, stdout, stderr = stubbed.run("dlq", "redrive", "--native", "--yes", "--max-per-second", rate)
 
     assert code == 2
     assert "whole --max-per-second within 1..500" in stderr
@@ -113,7 +117,7 @@ def test_given_a_rate_sqs_cannot_take_when_native_redrive_then_usage_error_and_n
 def test_given_an_open_breaker_when_native_redrive_then_refused_without_calling_sqs(stubbed):
     stubbed.breaker_open("payments API down")
 
-    code, _, stderr = stubbed.run("dlq", "redrive", "--native", "--max-per-second", "10")
+    code, _, stderr = stubbed.run("dlq", "redrive", "--native", "--yes", "--max-per-second", "10")
 
     assert code == 2
     assert "breaker is open (payments API down)" in stderr
@@ -125,11 +129,11 @@ def test_given_an_open_breaker_and_ignore_breaker_when_native_redrive_then_the_t
     stubbed.sqs.add_response(
         "start_message_move_task",
         {"TaskHandle": HANDLE},
-        {"SourceArn": DLQ_ARN, "MaxNumberOfMessagesPerSecond": 10},
+        {"SourceArn": DLQ_ARN, "DestinationArn": WORK_ARN, "MaxNumberOfMessagesPerSecond": 10},
     )
 
     code, stdout, _ = stubbed.run(
-        "--json", "dlq", "redrive", "--native", "--max-per-second", "10", "--ignore-breaker"
+        "--json", "dlq", "redrive", "--native", "--yes", "--max-per-second", "10", "--ignore-breaker"
     )
 
     assert code == 0
@@ -139,10 +143,12 @@ def test_given_an_open_breaker_and_ignore_breaker_when_native_redrive_then_the_t
 def test_given_a_stack_without_a_breaker_table_when_native_redrive_then_a_warning_and_the_task_starts(
     stubbed,
 ):
-    stubbed.sqs.add_response("start_message_move_task", {"TaskHandle": HANDLE}, {"SourceArn": DLQ_ARN})
-    no_breaker = Resources(stack_name="old", dead_letter_queue_arn=DLQ_ARN)
+    stubbed.sqs.add_response(
+        "start_message_move_task", {"TaskHandle": HANDLE}, {"SourceArn": DLQ_ARN, "DestinationArn": WORK_ARN}
+    )
+    no_breaker = Resources(stack_name="old", dead_letter_queue_arn=DLQ_ARN, work_queue_arn=WORK_ARN)
 
-    code, _, stderr = stubbed.run("--json", "dlq", "redrive", "--native", resources=no_breaker)
+    code, _, stderr = stubbed.run("--json", "dlq", "redrive", "--native", "--yes", resources=no_breaker)
 
     assert code == 0
     assert "no output BreakerTableName: breaker not checked" in stderr
@@ -155,10 +161,10 @@ def test_given_sqs_refuses_when_native_redrive_then_exit_1_with_the_error(stubbe
         service_error_code="InvalidParameterValue",
         service_message="A task is already running for this source",
         http_status_code=400,
-        expected_params={"SourceArn": DLQ_ARN},
+        expected_params={"SourceArn": DLQ_ARN, "DestinationArn": WORK_ARN},
     )
 
-    code, stdout, stderr = stubbed.run("--json", "dlq", "redrive", "--native")
+    code, stdout, stderr = stubbed.run("--json", "dlq", "redrive", "--native", "--yes")
 
     assert code == 1
     assert stdout == ""
@@ -185,7 +191,9 @@ def test_given_move_tasks_when_native_status_then_each_task_is_listed(stubbed):
         },
     ]
     stubbed.sqs.add_response(
-        "list_message_move_tasks", {"Results": tasks}, {"SourceArn": DLQ_ARN, "MaxResults": 10}
+        "list_message_move_tasks",
+        {"Results": tasks},
+        {"SourceArn": DLQ_ARN, "MaxResults": 10},
     )
 
     code, stdout, _ = stubbed.run("--json", "dlq", "redrive", "--native", "--status")
@@ -219,3 +227,10 @@ def test_given_sluice_engine_options_with_native_when_redrive_then_usage_error_a
 
     assert code == 2
     assert "--max and --timeout apply to sluice's redrive" in stderr
+
+
+def test_given_no_yes_when_native_redrive_then_usage_error_and_no_call(stubbed):
+    code, _, stderr = stubbed.run("dlq", "redrive", "--native", "--max-per-second", "10")
+    assert code == 2
+    assert "add --yes to confirm" in stderr
+    stubbed.sqs.assert_no_pending_responses()

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from sluice.envelope import ATTRIBUTE, Envelope, ErrorInfo, split
-from sluice.errors import MAX_VISIBILITY_SECONDS, ConfigurationError, PermanentError
+from sluice.errors import ConfigurationError, PermanentError
 from sluice.redrive import (
     MAX_BACKOFF_SECONDS,
     MAX_HOLD_WAIT,
@@ -365,7 +365,9 @@ def test_given_the_step_functions_mode_when_decided_then_no_delay_pipeline_and_a
     assert d.destination == WORK_URL
     assert d.delay_seconds == MAX_HOLD_WAIT
     assert d.envelope.deliver_at is None
-    assert d.to_state()["holdSeconds"] == MAX_VISIBILITY_SECONDS
+    state = d.to_state()
+    assert (state["sendDelaySeconds"], state["waitSeconds"]) == (900, MAX_HOLD_WAIT - 900)
+    assert state["holdSeconds"] == MAX_HOLD_WAIT - 900 + 300  # held while the execution waits
 
 
 def test_given_the_step_functions_mode_and_a_huge_floor_when_decided_then_the_floor_is_capped() -> None:
@@ -425,7 +427,7 @@ def test_given_a_forwarded_message_from_the_delay_pipeline_when_decided_then_it_
     assert d.action == "redrive"
     assert url_of.asked == [SOURCE]
     assert d.destination == WORK_URL
-    assert d.envelope.source == DELAY_ARN  # the first hop's record is kept
+    assert d.envelope.source == SOURCE  # where it was re-driven to: what a replay uses
     assert d.envelope.deliver_at is None  # the old delay request is over
     assert d.envelope.target is None
     assert d.envelope.last_error is not None
@@ -492,7 +494,9 @@ def test_given_a_decision_when_turned_into_state_then_it_is_json_and_binary_valu
         "action": "redrive",
         "attempt": 1,
         "delaySeconds": 120,
-        "holdSeconds": 120 + 300,
+        "sendDelaySeconds": 120,  # within SQS's 900 s: sent at once with DelaySeconds
+        "waitSeconds": 0,
+        "holdSeconds": 300,
         "queueUrl": WORK_URL,
         "body": BODY,
         "messageAttributes": {
@@ -549,3 +553,29 @@ def test_given_a_bad_redrive_setting_when_read_then_the_error_names_the_variable
 ) -> None:
     with pytest.raises(ConfigurationError, match=variable):
         redrive_settings(**overrides)
+
+
+def test_given_a_consumer_failure_soon_after_due_when_seen_much_later_then_it_is_bouncing() -> None:
+    # Bounces are timed from the failure, not from when a (backstop) run happens to see the message.
+    due = NOW - timedelta(hours=2)
+    error = ErrorInfo(type="TransientError", message="still down", at=due + timedelta(seconds=40))
+    envelope = Envelope(origin_id="o", attempts=1, redriven_at=due, last_error=error, source=SOURCE)
+    assert decided(dlq_message(envelope=envelope)).bouncing is True
+    late = ErrorInfo(type="TransientError", message="down again", at=due + timedelta(seconds=301))
+    quiet = envelope.model_copy(update={"last_error": late})
+    assert decided(dlq_message(envelope=quiet)).bouncing is False  # failed long after it was due
+
+
+@pytest.mark.parametrize(
+    ("failed_ago", "recorded", "fresh"),
+    [(60, True, True), (7200, True, False), (60, False, False)],
+)
+def test_given_a_probe_time_when_decided_then_only_recorded_failures_after_it_are_fresh(
+    failed_ago: int, recorded: bool, fresh: bool
+) -> None:
+    probe_at = NOW - timedelta(hours=1)
+    error = ErrorInfo(type="TransientError", message="down", at=NOW - timedelta(seconds=failed_ago))
+    envelope = Envelope(origin_id="o", source=SOURCE, last_error=error if recorded else None)
+    # without a recorded error SQS moved it: its failure time is unknown, so it is no evidence
+    assert decided(dlq_message(envelope=envelope), failed_after=probe_at).fresh is fresh
+    assert decided(dlq_message(envelope=envelope)).fresh is False  # no probe: nothing is fresh

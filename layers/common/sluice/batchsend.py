@@ -21,11 +21,13 @@ if TYPE_CHECKING:
     from sluice.envelope import SendAttributes
 
 MAX_ENTRIES = 10
-SENDER_FAULTS = {
+CALL_ERRORS_NOT_RETRIED = {
+    "AWS.SimpleQueueService.NonExistentQueue",
+    "QueueDoesNotExist",
     "InvalidParameterValue",
-    "InvalidMessageContents",
     "UnsupportedOperation",
     "InvalidAttributeName",
+    "InvalidMessageContents",
 }
 
 
@@ -48,6 +50,9 @@ class Refused:
     code: str
     reason: str
     sender_fault: bool
+    """SQS refused this entry itself as malformed: it will never be accepted."""
+    retryable: bool = True
+    """False for a whole-call error no retry fixes now (e.g. the queue does not exist)."""
 
 
 def chunks(messages: Sequence[Outgoing], *, max_bytes: int = SQS_MAX_BYTES) -> list[list[Outgoing]]:
@@ -84,8 +89,8 @@ def send_batch(
         pending = list(batch)
         for attempt in range(1, attempts + 1):
             failed = _send_once(sqs, queue_url, pending)
-            retry = [f for f in failed if not f.sender_fault]
-            refused.extend(f for f in failed if f.sender_fault)
+            retry = [f for f in failed if f.retryable and not f.sender_fault]
+            refused.extend(f for f in failed if not f.retryable or f.sender_fault)
             pending = [f.message for f in retry]
             if not pending:
                 break
@@ -108,13 +113,12 @@ def _send_once(sqs: SQSClient, queue_url: str, batch: list[Outgoing]) -> list[Re
     try:
         response = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
     except Exception as exc:  # noqa: BLE001 - the whole call failed: every entry is retried
+        # A whole-call error (missing queue, throttling, a request-level problem) is no fault of any
+        # one entry: never a sender fault, so no entry is poisoned for it; the caller keeps them.
         failure: dict[str, Any] = getattr(exc, "response", None) or {}  # timeouts carry response=None
         code = failure.get("Error", {}).get("Code", exc.__class__.__name__)
-        fault = code in SENDER_FAULTS or code in {
-            "AWS.SimpleQueueService.NonExistentQueue",
-            "QueueDoesNotExist",
-        }
-        return [Refused(m, str(code), str(exc), fault) for m in batch]
+        retryable = code not in CALL_ERRORS_NOT_RETRIED
+        return [Refused(m, str(code), str(exc), sender_fault=False, retryable=retryable) for m in batch]
     return [
         Refused(
             batch[int(f["Id"])],

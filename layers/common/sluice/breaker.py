@@ -25,6 +25,7 @@ its source again (``Envelope.redriven_at`` = re-driven at + its backoff).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -110,6 +111,12 @@ class BreakerStatus:
     """Epoch seconds of the first observation of the current window (None: nothing observed yet)."""
     probe_at: float | None = None
     """Half-open: when the probe batch was re-driven (None: the probe has not gone out yet)."""
+    probe_due: float | None = None
+    """Half-open: when the probe's last message is due on its source again."""
+    fresh: int = 0
+    """Messages seen in this window whose last failure happened after ``probe_at``."""
+    latest_due: float | None = None
+    """Latest due time of the messages re-driven in this window (epoch seconds)."""
     holding: bool = False
     """Half-open with the probe out: nothing moves until its messages have had time to come back."""
 
@@ -127,6 +134,7 @@ class BreakerStatus:
             "since": None if self.since is None else datetime.fromtimestamp(self.since, UTC).isoformat(),
             "seen": self.seen,
             "bouncing": self.bouncing,
+            "probeAt": self.probe_at,
         }
 
 
@@ -191,39 +199,46 @@ class Breaker:
         return current
 
     def _after_probe(self, current: BreakerStatus) -> BreakerStatus:
-        """Half-open in three steps: let one probe batch through; hold everything for a cooldown so
-        the probe's messages can fail again and come back; then judge by the next batch seen: when
-        more than the threshold of it is bouncing (the probe came back), open again, else close."""
+        """Half-open in three steps. (1) One probe batch goes through. (2) Nothing moves until the
+        probe's last message is due on its source and a cooldown more has passed, so the probe can
+        fail again and come back. (3) The next batch seen is judged by its *fresh* failures (failed
+        after the probe went out): more than the threshold → open again, else → closed. Old
+        backlog, which failed before the breaker opened, says nothing about the downstream now."""
         p = self._policy
+        now = self._clock()
         if current.probe_at is None:
             if current.seen == 0:  # the probe has not gone out: let it through
                 return current
+            due = max(current.latest_due or now, now)
             written = self._write(
                 current,
                 BreakerState.HALF_OPEN,
-                f"probe of {current.seen} messages re-driven; nothing moves for {p.cooldown_seconds}s, "
-                "then the next batch tells whether they came back",
+                f"probe of {current.seen} messages re-driven; nothing moves until "
+                f"{datetime.fromtimestamp(due + p.cooldown_seconds, UTC).isoformat(timespec='seconds')} "
+                "(the probe due, plus the cooldown), then fresh failures decide",
                 opened_by="auto",
-                probe_at=self._clock(),
+                probe_at=now,
+                probe_due=due,
             )
             holding = written.state is BreakerState.HALF_OPEN and written.probe_at is not None
             return replace(written, holding=holding)
-        if self._clock() - current.probe_at < p.cooldown_seconds:
+        due = current.probe_due if current.probe_due is not None else current.probe_at
+        if now - due < p.cooldown_seconds:
             return replace(current, holding=True)
         if current.seen == 0:  # the judging batch has not been seen yet: let it through
             return current
-        if self._tripped(current, minimum=1):
+        if current.fresh > p.bounce_threshold * current.seen:
             return self._write(
                 current,
                 BreakerState.OPEN,
-                f"the probe came back: {current.bouncing} of {current.seen} messages were due again "
-                f"within the last {self._policy.cooldown_seconds}s and are back in the DLQ",
+                f"the probe did not pass: {current.fresh} of {current.seen} dead-lettered messages "
+                "failed after it went out",
                 opened_by="auto",
             )
         return self._write(
             current,
             BreakerState.CLOSED,
-            f"probe passed: {current.bouncing} of {current.seen} messages bouncing after the hold",
+            f"probe passed: {current.fresh} of {current.seen} messages failed after it went out",
         )
 
     def _while_closed(self, current: BreakerStatus) -> BreakerStatus:
@@ -246,21 +261,23 @@ class Breaker:
 
     # --- changing ------------------------------------------------------------------------------
 
-    def observe(self, *, seen: int, bouncing: int) -> None:
+    def observe(self, *, seen: int, bouncing: int, fresh: int = 0, latest_due: float | None = None) -> None:
         """Add one run's (or batch's) counts to the current window (atomic, no condition).
 
+        ``fresh``: messages whose last failure happened after a half-open probe went out;
+        ``latest_due``: the latest time (epoch seconds) a message re-driven now is due again.
         It bumps the version too, so a transition decided on a read taken before these counts
         arrived loses its conditional write instead of wiping them.
         """
-        if seen < 0 or not 0 <= bouncing <= seen:
-            raise ValueError(f"need 0 <= bouncing <= seen, got seen={seen} bouncing={bouncing}")
+        if seen < 0 or not 0 <= bouncing <= seen or not 0 <= fresh <= seen:
+            raise ValueError(f"need 0 <= bouncing, fresh <= seen, got {seen=} {bouncing=} {fresh=}")
         if seen == 0:
             return
         self._db.update_item(
             TableName=self._table,
             Key=self._key(),
             UpdateExpression=(
-                "ADD seen :seen, bouncing :bouncing, version :one "
+                "ADD seen :seen, bouncing :bouncing, fresh :fresh, version :one "
                 "SET #state = if_not_exists(#state, :closed), since = if_not_exists(since, :now), "
                 "window_start = if_not_exists(window_start, :now), reason = if_not_exists(reason, :reason)"
             ),
@@ -268,12 +285,23 @@ class Breaker:
             ExpressionAttributeValues={
                 ":seen": {"N": str(seen)},
                 ":bouncing": {"N": str(bouncing)},
+                ":fresh": {"N": str(fresh)},
                 ":closed": {"S": BreakerState.CLOSED.value},
                 ":now": {"N": _num(self._clock())},
                 ":reason": {"S": "never opened"},
                 ":one": {"N": "1"},
             },
         )
+        if latest_due is not None:  # a running maximum: only ever moves later
+            # a later due time already recorded fails the condition: nothing to do
+            with contextlib.suppress(self._db.exceptions.ConditionalCheckFailedException):
+                self._db.update_item(
+                    TableName=self._table,
+                    Key=self._key(),
+                    UpdateExpression="SET latest_due = :due",
+                    ConditionExpression="attribute_not_exists(latest_due) OR latest_due < :due",
+                    ExpressionAttributeValues={":due": {"N": _num(latest_due)}},
+                )
 
     def open(self, reason: str, *, by: str = "operator") -> BreakerStatus:
         """Open the breaker (an operator's open stays until :meth:`close`)."""
@@ -306,6 +334,7 @@ class Breaker:
         opened_by: str | None = None,
         since: float | None = None,
         probe_at: float | None = None,
+        probe_due: float | None = None,
     ) -> BreakerStatus:
         """Conditional write on the version read; on a lost race, the winner's state is returned."""
         new = BreakerStatus(
@@ -317,6 +346,7 @@ class Breaker:
             bouncing=0,
             version=max(current.version, 0) + 1,
             probe_at=probe_at,
+            probe_due=probe_due,
         )
         if current.version == UNREADABLE_VERSION:  # repair: only while it is still no number
             condition, values = "NOT attribute_type(version, :n)", {":n": {"S": "N"}}
@@ -338,6 +368,8 @@ class Breaker:
             item["opened_by"] = {"S": new.opened_by}
         if new.probe_at is not None:
             item["probe_at"] = {"N": _num(new.probe_at)}
+        if new.probe_due is not None:
+            item["probe_due"] = {"N": _num(new.probe_due)}
         try:
             self._db.put_item(
                 TableName=self._table,
@@ -394,6 +426,9 @@ def _decode(item: Mapping[str, Any] | None) -> BreakerStatus:
             version=version,
             window_start=number("window_start"),
             probe_at=number("probe_at"),
+            probe_due=number("probe_due"),
+            fresh=int(number("fresh") or 0),
+            latest_due=number("latest_due"),
         )
     except (TypeError, ValueError) as exc:  # written by hand or by a newer sluice: fail safe, nothing moves
         return BreakerStatus(

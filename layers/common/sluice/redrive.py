@@ -222,6 +222,10 @@ class Decision:
     """Sluice re-drove this message within the breaker's cooldown window and it is back."""
     reason: str
     envelope_problem: str | None = None
+    fresh: bool = False
+    """Its last failure happened after ``decide``'s ``failed_after`` (the half-open probe's time)."""
+    due_at: datetime | None = None
+    """When a re-driven message is due on its source again (None for poison)."""
 
     @property
     def send_delay_seconds(self) -> int:
@@ -231,16 +235,21 @@ class Decision:
     def to_state(self) -> dict[str, Any]:
         """The Step Functions Plan step's output (JSON-ready; binary attribute values base64).
 
-        ``holdSeconds`` is the visibility to give the DLQ message while the execution waits
-        ``delaySeconds`` before sending it with ``sqs:sendMessage`` and deleting it.
+        A redrive is sent with ``sendDelaySeconds`` (≤ 900, SQS's limit) as ``DelaySeconds``; only
+        the rest of a longer backoff, ``waitSeconds``, is waited by the execution, with the message
+        held invisible in the DLQ for ``holdSeconds`` meanwhile.
         """
+        send_delay = min(self.delay_seconds, SQS_MAX_DELAY) if self.action == "redrive" else 0
+        wait = max(0, self.delay_seconds - send_delay) if self.action == "redrive" else 0
         return {
             "messageId": self.message_id,
             "receiptHandle": self.receipt_handle,
             "action": self.action,
             "attempt": self.attempt,
             "delaySeconds": self.delay_seconds,
-            "holdSeconds": min(MAX_VISIBILITY_SECONDS, self.delay_seconds + HOLD_MARGIN_SECONDS),
+            "sendDelaySeconds": send_delay,
+            "waitSeconds": wait,
+            "holdSeconds": min(MAX_VISIBILITY_SECONDS, wait + HOLD_MARGIN_SECONDS),
             "queueUrl": self.destination,
             "body": self.body,
             "messageAttributes": {
@@ -263,6 +272,7 @@ def decide(
     now: datetime,
     url_of: Callable[[str], str],
     hold_in_dlq: bool = False,
+    failed_after: datetime | None = None,
     uniform: Uniform = random.uniform,
 ) -> Decision:
     """The one decision both redrive modes make for ``message`` (pure but for ``uniform``).
@@ -270,6 +280,7 @@ def decide(
     ``url_of`` turns a queue ARN into the URL the caller's SQS client uses. ``hold_in_dlq`` is the
     Step Functions mode: the execution waits with the message held invisible in the DLQ, so a
     backoff never goes through the delay pipeline but is capped at :data:`MAX_HOLD_WAIT`.
+    ``failed_after`` (a half-open breaker's probe time) sets :attr:`Decision.fresh`.
     """
     user, envelope, problem = split(message.attributes)
     if envelope is None:  # dead-lettered on its first hop: this message is the identity
@@ -283,8 +294,13 @@ def decide(
             envelope = envelope.model_copy(update={"origin_id": message.message_id})
         if envelope.trace is None and message.system.get(TRACE_ATTRIBUTE):
             envelope = envelope.model_copy(update={"trace": message.system[TRACE_ATTRIBUTE]})
-    bouncing = settings.policy().is_bouncing(envelope, now)
     error = _cycle_error(envelope, message, now)
+    # timed from the failure, not from when a run happens to see the message
+    bouncing = settings.policy().is_bouncing(envelope, error.at)
+    # only a failure the consumer recorded has a time; SQS's own move tells none
+    fresh = (
+        failed_after is not None and error.type != DEAD_LETTERED and as_utc(error.at) > as_utc(failed_after)
+    )
     failed = envelope.model_copy(
         update={"first_failure": envelope.first_failure or error.at, "last_error": error}
     )
@@ -292,6 +308,7 @@ def decide(
     def make(
         action: Action, attempt: int, delay: int, *, destination: str, env: Envelope, reason: str
     ) -> Decision:
+        due = None if action == "poison" else now + timedelta(seconds=delay)
         attributes = merge(user, env)
         # the envelope exactly as it travels (``merge`` may have filled or cleared ``displaced``)
         written = Envelope.model_validate_json(attributes[ATTRIBUTE]["StringValue"])
@@ -308,6 +325,8 @@ def decide(
             bouncing,
             reason,
             problem,
+            fresh,
+            due,
         )
 
     def poison(attempt: int, reason: str, last: ErrorInfo) -> Decision:
@@ -317,7 +336,7 @@ def decide(
     try:
         source = source_queue(
             message.system,
-            default=_default_source(envelope, settings),
+            default=default_source(envelope, settings),
             allowlist=settings.allowlist,
         )
     except PermanentError as exc:
@@ -345,7 +364,7 @@ def decide(
             "attempts": p.attempt,
             # when it is due on its source again: a message back in the DLQ soon after is bouncing
             "redriven_at": now + timedelta(seconds=p.delay_seconds),
-            "source": envelope.source or source,
+            "source": source,  # where it is re-driven to: an allowlisted queue a replay can use
             # a previous hop's delay request is over: a direct redrive is no delayed message
             "deliver_at": None,
             "target": None,
@@ -376,9 +395,10 @@ def decide(
     )
 
 
-def _default_source(envelope: Envelope, settings: RedriveSettings) -> str | None:
+def default_source(envelope: Envelope, settings: RedriveSettings) -> str | None:
     """Where a message without ``DeadLetterQueueSourceArn`` goes back to: the source its envelope
-    recorded when that is allowlisted, else the configured default.
+    recorded when that is allowlisted, else the configured default. Replays from the poison queue
+    use it too.
 
     A message the consumer forwarded to the DLQ itself (SendMessage: no ``DeadLetterQueueSourceArn``)
     carries the *first* hop's source, which is the delay queue for a message that went through the

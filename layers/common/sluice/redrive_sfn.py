@@ -1,13 +1,23 @@
-"""The redrive state machine's Plan step: one dead-lettered message in, one plan out.
+"""The redrive state machine's Lambda steps: plan one dead-lettered message; re-plan a refused send.
 
 ``statemachines/redrive.asl.json`` receives a batch from the dead-letter queue with
 ``aws-sdk:sqs:receiveMessage`` and passes each message, exactly as ReceiveMessage returned it
 (``MessageId``, ``ReceiptHandle``, ``Body``, ``Attributes``, ``MessageAttributes`` with binary values
-as base64 text), to the Plan Lambda, which calls :func:`plan_step`. The answer is
-:meth:`sluice.redrive.Decision.to_state`: the state machine holds a ``redrive`` plan invisible in the
-DLQ for ``holdSeconds``, waits ``delaySeconds``, sends ``body`` and ``messageAttributes`` to
-``queueUrl`` and deletes the DLQ message; a ``poison`` plan goes to the poison isolator, then is
-deleted. The plan is the only place the decision is made, so both redrive modes decide identically.
+as base64 text), to the Plan Lambda as ``{"message": ..., "probeAt": ...}``, where ``probeAt`` is the
+circuit breaker's half-open probe time (epoch seconds, or null). The Plan Lambda calls
+:func:`plan_step`. The answer is :meth:`sluice.redrive.Decision.to_state`:
+
+- a ``redrive`` plan is sent to ``queueUrl`` with ``DelaySeconds = sendDelaySeconds`` (≤ 900 s) and
+  deleted from the DLQ; when the backoff is longer, the execution first holds the message invisible
+  in the DLQ for ``holdSeconds`` and waits ``waitSeconds``;
+- a ``poison`` plan goes to the poison isolator, then is deleted.
+
+The plan is the only place the decision is made, so both redrive modes decide identically.
+
+When the source queue refuses a send as malformed (:data:`SEND_REFUSALS`), the state machine calls
+the same Lambda with ``{"refused": {"plan": ..., "error": {"Error": ..., "Cause": ...}}}``;
+:func:`refusal_step` answers the poison plan, whose envelope records the refusal, exactly as the
+redriver Lambda does in ``RedriveMode=lambda``.
 
 A message is never lost here: a :class:`~sluice.errors.PermanentError` while deciding turns into a
 poison plan carrying the reason; any other exception fails the step, and the state machine leaves
@@ -17,14 +27,24 @@ the message in the DLQ.
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from sluice import metrics
-from sluice.envelope import MAX_ERROR_MESSAGE, Envelope, ErrorInfo, merge, split
+from sluice.envelope import (
+    ATTRIBUTE,
+    MAX_ERROR_MESSAGE,
+    Envelope,
+    ErrorInfo,
+    from_event_attributes,
+    merge,
+    split,
+)
 from sluice.errors import MAX_VISIBILITY_SECONDS, PermanentError
 from sluice.redrive import (
+    REFUSED,
     SOURCE_ATTRIBUTE,
     TRACE_ATTRIBUTE,
     Decision,
@@ -40,16 +60,28 @@ if TYPE_CHECKING:
     from sluice.breaker import Breaker
     from sluice.metrics import MetricSink
 
-FETCH_VISIBILITY_SECONDS = 120
+FETCH_VISIBILITY_SECONDS = 300
 """``VisibilityTimeout`` of the state machine's FetchBatch (receiveMessage) state.
 
-A message must be held (or isolated and deleted) within this long of being received, and SQS keeps
-a message invisible for at most 12 hours counted from that receive, so a hold is capped at
-:data:`MAX_HOLD_SECONDS`. Keep the two in step: a test reads the definition.
+It covers planning the whole batch, then sending (or isolating) the messages that do not wait, and
+holding the ones that do. SQS keeps a message invisible for at most 12 hours counted from that
+receive, so a hold is capped at :data:`MAX_HOLD_SECONDS`. Keep the two in step: a test reads the
+definition.
 """
 MAX_HOLD_SECONDS = MAX_VISIBILITY_SECONDS - FETCH_VISIBILITY_SECONDS
 """The longest ``holdSeconds`` SQS accepts for a message held at most FETCH_VISIBILITY_SECONDS
-after it was received. It still exceeds the longest wait (``sluice.redrive.MAX_HOLD_WAIT``)."""
+after it was received. It exceeds the longest hold a plan asks for, 12 h - 900 s: the longest
+backoff (12 h - 300 s) less the 900 s sent as ``DelaySeconds``, plus the 300 s margin."""
+
+SEND_REFUSALS = ("InvalidMessageContents", "InvalidParameterValue")
+"""SQS error codes by which ``sqs:sendMessage`` refuses the message itself (characters SQS does not
+allow, too large, invalid attributes): it will never be accepted, so the state machine isolates it.
+Step Functions reports them as ``SQS.AmazonSQSException`` with ``Error Code: <code>`` in the cause
+(``Sqs.<code>Exception`` through the aws-sdk integration); the definition matches either. Any other
+failure (throttling, a missing queue, access) leaves the message in the DLQ for a later run."""
+
+_ERROR_CODE = re.compile(r"Error Code: ([\w.]+)")
+_SERVICE_SUFFIX = re.compile(r"\s*\(Service: .*\)\s*$", re.DOTALL)
 
 
 def plan_step(
@@ -63,10 +95,24 @@ def plan_step(
     metrics_sink: MetricSink,
     uniform: Uniform = random.uniform,
 ) -> dict[str, Any]:
-    """Plan one Map item (a ReceiveMessage message); count it for the breaker; return the plan."""
-    message = DlqMessage.from_api(event)
+    """Plan one Map item; count it for the breaker; return the plan.
+
+    The item is ``{"message": <ReceiveMessage message>, "probeAt": <epoch seconds or null>}``; a bare
+    ReceiveMessage message (what an execution of the previous definition passes) is accepted too.
+    """
+    raw, probe_at = _item(event)
+    message = DlqMessage.from_api(raw)
+    failed_after = None if probe_at is None else datetime.fromtimestamp(probe_at, UTC)
     try:
-        decision = decide(message, settings, now=now, url_of=url_of, hold_in_dlq=True, uniform=uniform)
+        decision = decide(
+            message,
+            settings,
+            now=now,
+            url_of=url_of,
+            hold_in_dlq=True,
+            failed_after=failed_after,
+            uniform=uniform,
+        )
     except PermanentError as exc:
         decision = _isolate(message, settings, breaker, now, exc)
         logger.warning(
@@ -80,7 +126,12 @@ def plan_step(
     metrics_sink.add_metric(
         name=metrics.ENVELOPES_CORRUPT, unit="Count", value=1 if decision.envelope_problem else 0
     )
-    breaker.observe(seen=1, bouncing=int(decision.bouncing))
+    breaker.observe(
+        seen=1,
+        bouncing=int(decision.bouncing),
+        fresh=int(decision.fresh),
+        latest_due=None if decision.due_at is None else decision.due_at.timestamp(),
+    )
     metrics_sink.add_metric(name=metrics.BOUNCING_REDRIVES, unit="Count", value=1 if decision.bouncing else 0)
     state = decision.to_state()
     state["holdSeconds"] = min(int(state["holdSeconds"]), MAX_HOLD_SECONDS)
@@ -92,12 +143,105 @@ def plan_step(
             "attempt": decision.attempt,
             "action": decision.action,
             "delay_seconds": decision.delay_seconds,
-            "hold_seconds": state["holdSeconds"],
+            "send_delay_seconds": state["sendDelaySeconds"],
+            "wait_seconds": state["waitSeconds"],
             "bouncing": decision.bouncing,
+            "fresh": decision.fresh,
+            "probe_at": probe_at,
             "reason": decision.reason,
         },
     )
     return state
+
+
+def refusal_step(
+    event: Mapping[str, Any],
+    *,
+    settings: RedriveSettings,
+    now: datetime,
+    logger: Logger,
+) -> dict[str, Any]:
+    """The poison plan for a redrive plan whose ``sqs:sendMessage`` the source queue refused.
+
+    ``event`` is ``{"plan": <a redrive plan>, "error": {"Error": ..., "Cause": ...}}`` (the state
+    machine's Catch output). The envelope keeps its history and records the refusal as its last error
+    (``RedriveRefused``), so the poison queue tells why; the message is not counted for the breaker
+    again (its Plan step did).
+    """
+    plan = event["plan"]
+    error = event.get("error") or {}
+    if plan.get("action") != "redrive":
+        raise PermanentError(f"only a refused redrive can be isolated this way, got {plan.get('action')!r}")
+    message_id = str(plan["messageId"])
+    body = plan.get("body")
+    if not isinstance(body, str):
+        raise PermanentError("the refused plan has no string 'body'")
+    user, envelope, _ = split(from_event_attributes(dict(plan.get("messageAttributes") or {})))
+    base = envelope or Envelope(origin_id=message_id)
+    why = refusal_reason(error)
+    last = ErrorInfo(
+        type=REFUSED, message=f"{plan['queueUrl']} refused the message: {why}"[:MAX_ERROR_MESSAGE], at=now
+    )
+    refused = base.model_copy(
+        update={
+            "last_error": last,
+            "first_failure": base.first_failure or now,
+            "deliver_at": None,
+            "target": None,
+            "redriven_at": None,
+        }
+    )
+    attributes = merge(user, refused)
+    written = Envelope.model_validate_json(attributes[ATTRIBUTE]["StringValue"])
+    decision = Decision(
+        message_id=message_id,
+        receipt_handle=str(plan["receiptHandle"]),
+        action="poison",
+        attempt=int(plan.get("attempt") or written.attempts),
+        delay_seconds=0,
+        destination=settings.poison_queue_url,
+        body=body,
+        attributes=attributes,
+        envelope=written,
+        bouncing=bool(plan.get("bouncing", False)),
+        reason=f"the source queue refused the message: {why}",
+    )
+    logger.error(
+        "send refused by the source queue; isolating",
+        extra={
+            "message_id": message_id,
+            "origin_id": written.origin_id,
+            "attempt": decision.attempt,
+            "queue_url": plan["queueUrl"],
+            "error": str(error.get("Error") or ""),
+            "reason": why,
+        },
+    )
+    return decision.to_state()
+
+
+def refusal_reason(error: Mapping[str, Any]) -> str:
+    """``"<SQS error code>: <message>"`` from a Step Functions error output ``{"Error", "Cause"}``.
+
+    The optimized ``sqs:sendMessage`` integration reports ``SQS.AmazonSQSException`` with the cause
+    ``"<message> (Service: AmazonSQS; Status Code: 400; Error Code: <code>; Request ID: ...)"``; the
+    aws-sdk integration names the code in the error (``Sqs.<code>Exception``).
+    """
+    name = str(error.get("Error") or "")
+    cause = str(error.get("Cause") or "")
+    found = _ERROR_CODE.search(cause)
+    code = found.group(1) if found else name.rsplit(".", 1)[-1].removesuffix("Exception") or "unknown"
+    text = _SERVICE_SUFFIX.sub("", cause).strip()
+    return f"{code}: {text}" if text else code
+
+
+def _item(event: Mapping[str, Any]) -> tuple[Mapping[str, Any], float | None]:
+    """(the ReceiveMessage message, the probe time) of a Map item, in either shape."""
+    message = event.get("message")
+    if isinstance(message, Mapping):
+        probe_at = event.get("probeAt")
+        return message, None if probe_at is None else float(probe_at)
+    return event, None
 
 
 def _isolate(

@@ -27,13 +27,13 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from sluice import metrics
 from sluice.backoff import Uniform
 from sluice.batchsend import MAX_ENTRIES, Outgoing, send_batch
-from sluice.breaker import Breaker, BreakerState, report
+from sluice.breaker import Breaker, BreakerState, BreakerStatus, report
 from sluice.envelope import ATTRIBUTE, Envelope, ErrorInfo, merge, split, utcnow
 from sluice.errors import ConfigurationError, PermanentError
 from sluice.redrive import REFUSED, Decision, DlqMessage, RedriveSettings, decide
@@ -118,7 +118,7 @@ class Redriver:
             raise ValueError(f"max_per_second must be positive, got {rate}")
         per_batch = max(1, min(MAX_ENTRIES, int(rate)))
         report_ = RedriveReport()
-        start = self._monotonic()
+        start = paced_from = self._monotonic()
         handled = 0
         try:
             while True:
@@ -132,9 +132,10 @@ class Redriver:
                 if max_messages is not None and report_.received >= max_messages:
                     report_.stopped = "limit"
                     break
-                # Velocity: the next batch may start once `handled / rate` seconds have passed, so
-                # after t seconds at most rate·t + one batch have been re-driven.
-                wait = start + handled / rate - self._monotonic()
+                # Velocity, a token bucket holding at most one batch: the next batch may start once
+                # `handled / rate` seconds have passed since `paced_from`, so in any stretch of t
+                # seconds at most rate·t + one batch are re-driven.
+                wait = paced_from + handled / rate - self._monotonic()
                 budget_ms = SAFETY_MILLIS + 1000 * (self._s.receive_wait_seconds + max(0.0, wait))
                 if remaining() < budget_ms:
                     report_.stopped = "deadline"
@@ -146,7 +147,9 @@ class Redriver:
                 if not messages:
                     report_.stopped = "drained"
                     break
-                self._batch(messages, report_, half_open=status.state is BreakerState.HALF_OPEN)
+                # Time spent waiting on a quiet queue (a long poll) is no credit for a burst later.
+                paced_from = max(paced_from, self._monotonic() - handled / rate)
+                self._batch(messages, report_, status)
                 handled += len(messages)
         finally:
             report_.elapsed_seconds = round(self._monotonic() - start, 3)
@@ -173,14 +176,28 @@ class Redriver:
         )
         return [DlqMessage.from_api(m) for m in response.get("Messages", [])]
 
-    def _batch(self, messages: list[DlqMessage], report_: RedriveReport, *, half_open: bool) -> None:
+    def _batch(self, messages: list[DlqMessage], report_: RedriveReport, status: BreakerStatus) -> None:
         report_.batches += 1
         report_.received += len(messages)
         now = self._clock()
+        half_open = status.state is BreakerState.HALF_OPEN
+        # a half-open breaker past its hold judges by failures that happened after the probe
+        failed_after = (
+            datetime.fromtimestamp(status.probe_at, UTC)
+            if half_open and status.probe_at is not None
+            else None
+        )
         decisions: list[Decision] = []
         for message in messages:
             try:
-                decision = decide(message, self._s, now=now, url_of=self._url, uniform=self._uniform)
+                decision = decide(
+                    message,
+                    self._s,
+                    now=now,
+                    url_of=self._url,
+                    failed_after=failed_after,
+                    uniform=self._uniform,
+                )
             except Exception as exc:  # noqa: BLE001 - left in the DLQ for the next run, never lost
                 report_.failed += 1
                 self._log.exception(
@@ -194,9 +211,16 @@ class Redriver:
             decisions.append(decision)
         bouncing = sum(d.bouncing for d in decisions)
         report_.bouncing += bouncing
-        self._breaker.observe(seen=len(decisions), bouncing=bouncing)
+        dues = [d.due_at.timestamp() for d in decisions if d.due_at is not None]
+        self._breaker.observe(
+            seen=len(decisions),
+            bouncing=bouncing,
+            fresh=sum(d.fresh for d in decisions),
+            latest_due=max(dues) if dues else None,
+        )
         if half_open:
-            self._log.info("breaker half-open: this batch is the probe", extra={"size": len(decisions)})
+            role = "the probe" if failed_after is None else "judged by failures after the probe"
+            self._log.info(f"breaker half-open: this batch is {role}", extra={"size": len(decisions)})
         accepted = self._send(decisions, report_, now)
         self._delete([d for d in decisions if d.message_id in accepted], report_)
 
