@@ -31,6 +31,16 @@ FAST = {
     "DelaySweepRate": "rate(3 seconds)",
     "DelayBatchSize": "10",
     "DelayBatchingWindowInSeconds": "0",
+    # DLQ redrive in seconds: backoff uniform(1, min(4, 2^attempt)) s, two redrives before a message
+    # is isolated, a backstop run every 5 s (local-only seconds rate), 10 messages/s; a message back
+    # within a minute of its redrive counts as bouncing.
+    "RedriveMaxAttempts": "2",
+    "RedriveBaseSeconds": "1",
+    "RedriveCapSeconds": "4",
+    "RedriveFloorSeconds": "1",
+    "RedriveMaxPerSecond": "10",
+    "RedriveBackstopRate": "rate(5 seconds)",
+    "BreakerCooldownSeconds": "60",
 }
 
 

@@ -17,6 +17,7 @@ import os
 import socket
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -296,8 +297,9 @@ class LocalCloud:
                     timeout=float(config.get("Timeout", 3)),
                     memory=int(config.get("MemorySize", 128)),
                     layer_dirs=layer_dirs,
+                    # read back through the Lambda API, as it was deployed
                     reserved_concurrency=_int_or_none(
-                        resource["Properties"].get("ReservedConcurrentExecutions")
+                        lam.get_function_concurrency(FunctionName=name).get("ReservedConcurrentExecutions")
                     ),
                 )
             )
@@ -344,10 +346,20 @@ class LocalCloud:
             self.pollers.append(poller)
 
     def _parameter_values(self) -> dict[str, Any]:
+        """Parameters, as CloudFormation resolves them, and the pseudo-parameters."""
         if self.translated is None:
             raise RuntimeError("not deployed")
         values = {k: v.get("Default") for k, v in self.translated.template.get("Parameters", {}).items()}
         values.update(self.parameters)
+        values.update(
+            {
+                "AWS::StackName": self.stack_name,
+                "AWS::Region": self.region,
+                "AWS::AccountId": ACCOUNT,
+                "AWS::Partition": "aws",
+                "AWS::URLSuffix": "amazonaws.com",
+            }
+        )
         return values
 
     # --- what moto does not do: event delivery, schedules, alarms -------------------------------
@@ -357,7 +369,10 @@ class LocalCloud:
         threading.Thread(target=host.invoke_payload, args=(json.dumps(payload), {}), daemon=True).start()
 
     def _start_execution(self, arn: str, payload: str) -> None:
-        self.client("stepfunctions").start_execution(stateMachineArn=arn, input=payload)
+        # EventBridge and schedules start executions with a generated name (moto would use "None")
+        self.client("stepfunctions").start_execution(
+            stateMachineArn=arn, input=payload, name=str(uuid.uuid4())
+        )
 
     def _start_emulation(self) -> None:
         from moto.events.models import events_backends  # noqa: PLC0415

@@ -12,7 +12,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from sluice_local.cloud import LocalCloud
-from sluice_local.scenarios import Outcome, Stack, consumer_scenarios, delay_scenarios, run
+from sluice_local.scenarios import (
+    Outcome,
+    Stack,
+    consumer_scenarios,
+    delay_scenarios,
+    exclusive_redrive_scenarios,
+    redrive_scenarios,
+    run,
+)
 
 QUEUES = (
     ("work", "WorkQueueUrl"),
@@ -40,16 +48,23 @@ def run_demo(log_file: Path, overrides: dict[str, str]) -> int:
             f"stack up at {cloud.endpoint} in {time.monotonic() - started:.1f} s; function logs → {log_file}"
         )
         stack = Stack(cloud.endpoint, cloud.outputs, log_file, cloud.region)
-        scenarios = [
-            *consumer_scenarios(int(params["MaxReceiveCount"])),
-            *delay_scenarios(float(params["DirectSendThresholdSeconds"])),
+        # Everything that can share the stack runs at once; velocity (it times every redrive) and the
+        # open breaker (it stops every redrive) each have the stack's redrive to themselves, afterwards.
+        phases = [
+            [
+                *consumer_scenarios(),
+                *delay_scenarios(float(params["DirectSendThresholdSeconds"])),
+                *redrive_scenarios(params),
+            ],
+            *exclusive_redrive_scenarios(params),
         ]
         progress = Progress(
             TextColumn("scenarios"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
         )
-        task = progress.add_task("scenarios", total=len(scenarios))
+        task = progress.add_task("scenarios", total=sum(len(p) for p in phases))
+        results: list[Outcome] = []
 
-        def render(results: list[Outcome | None]) -> Group:
+        def render(current: list[Outcome | None]) -> Group:
             queues = Table(title="queues", expand=False)
             for column in ("queue", "visible", "in flight"):
                 queues.add_column(column, justify="right" if column != "queue" else "left")
@@ -59,17 +74,17 @@ def run_demo(log_file: Path, overrides: dict[str, str]) -> int:
             processed = sum(p.deleted for p in cloud.pollers)
             failed = sum(p.failed for p in cloud.pollers)
             isolated = stack.queue_depths("PoisonPillQueueUrl")[0]
+            redriven = sum(1 for d in stack.redrive_decisions() if d.action != "poison")
             counters = (
                 f"records done (deleted by the mapping): {processed}   "
-                f"failed (retried): {failed}   isolated: {isolated}"
+                f"failed (retried): {failed}   re-driven from the DLQ: {redriven}   isolated: {isolated}"
             )
-            progress.update(task, completed=sum(r is not None for r in results))
+            progress.update(task, completed=len(results) + sum(r is not None for r in current))
             return Group(queues, counters, progress)
 
-        with Live(
-            render([None] * len(scenarios)), console=console, refresh_per_second=4, transient=False
-        ) as live:
-            results = run(stack, scenarios, on_tick=lambda r: live.update(render(r)))
+        with Live(render([]), console=console, refresh_per_second=4, transient=False) as live:
+            for phase in phases:
+                results += run(stack, phase, on_tick=lambda r: live.update(render(r)))
     table = Table(title="sluice demo: expected vs observed")
     for column in ("scenario", "expected", "observed", "s", "result"):
         table.add_column(column)

@@ -108,6 +108,11 @@ def install_event_delivery(
         return ":lambda:" in target["Arn"] or ":states:" in target["Arn"]
 
     def send_to_targets(rule: Any, original_event: Any, transform_input: bool = True) -> None:
+        if (
+            getattr(rule, "scheduled_expression", None)
+            and original_event.get("detail-type") != "Scheduled Event"
+        ):
+            return  # a scheduled rule has no event pattern: it must not match every event on the bus
         others = [t for t in rule.targets if not ours(t)]
         if others:  # moto delivers to the targets it knows (SQS, logs, buses); it raises on the rest
             every = rule.targets

@@ -1,6 +1,8 @@
 """e2e fixtures: the real template.yaml deployed into embedded AWS, running as its own process.
 
-One stack serves the whole test run (session scope). It runs in a separate process
+One stack serves the whole test run (session scope), with the default ``RedriveMode=lambda``; a second
+one, with ``RedriveMode=stepfunctions``, is started for the redrive tests that need it. Each runs in a
+separate process
 (``python -m sluice_local up``) so its moto state never mixes with the in-process ``mock_aws`` of
 the functional tests, exactly as a developer would run it beside their tools.
 
@@ -106,6 +108,25 @@ def running_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningS
 @pytest.fixture(scope="session")
 def stack(running_stack: RunningStack) -> Stack:
     return running_stack.stack
+
+
+@pytest.fixture(scope="session")
+def sfn_running_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    """The same template with ``RedriveMode=stepfunctions``: the redrive state machine drains the DLQ."""
+    running = start_stack(
+        tmp_path_factory.mktemp("e2e-sfn"),
+        stack_name="sluice-e2e-sfn",
+        params={"RedriveMode": "stepfunctions"},
+    )
+    yield running
+    code = running.stop()
+    assert code == 0, f"local stack exited with {code}:\n{running.output.read_text()[-4000:]}"
+    assert port_is_closed(running.port), "the embedded endpoint's port is still open after shutdown"
+
+
+@pytest.fixture(scope="session")
+def sfn_stack(sfn_running_stack: RunningStack) -> Stack:
+    return sfn_running_stack.stack
 
 
 @pytest.fixture(scope="session")

@@ -10,9 +10,6 @@ import pytest
 
 from sluice.envelope import ATTRIBUTE, Envelope
 from sluice_local import scenarios
-from sluice_local.__main__ import FAST
-
-MAX_RECEIVE_COUNT = int(FAST["MaxReceiveCount"])
 
 
 @pytest.mark.parametrize(
@@ -22,10 +19,9 @@ MAX_RECEIVE_COUNT = int(FAST["MaxReceiveCount"])
         scenarios.Duplicates,
         scenarios.Poison,
         scenarios.TransientThenSuccess,
-        lambda: scenarios.KeepsFailing(MAX_RECEIVE_COUNT),
         scenarios.LargePayload,
     ],
-    ids=["normal", "duplicate", "poison", "transient-then-success", "dead-letter", "claim-check"],
+    ids=["normal", "duplicate", "poison", "transient-then-success", "claim-check"],
 )
 def test_consumer_scenario(stack, make):
     [outcome] = scenarios.run(stack, [make()])

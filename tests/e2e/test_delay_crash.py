@@ -20,20 +20,21 @@ from sluice_local.cloud import ACCOUNT, LocalCloud
 
 
 class RefusingSqs:
-    """Refuses entries whose body contains 'flaky' (non-sender fault) in the first ``calls`` batches
-    that carry one (whatever object or batch the other messages arrive in)."""
+    """Refuses entries whose body contains 'flaky' (non-sender fault) in the first ``budget[0]`` batches
+    that carry one (whatever object or batch the other messages arrive in). The budget is shared by
+    every execution environment of the function."""
 
-    def __init__(self, sqs: Any, calls: int) -> None:
+    def __init__(self, sqs: Any, budget: list[int]) -> None:
         self._sqs = sqs
-        self.calls = calls
+        self._budget = budget
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._sqs, name)
 
     def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:  # noqa: N803
-        if self.calls <= 0 or not any("flaky" in e["MessageBody"] for e in Entries):
+        if self._budget[0] <= 0 or not any("flaky" in e["MessageBody"] for e in Entries):
             return self._sqs.send_message_batch(QueueUrl=QueueUrl, Entries=Entries)
-        self.calls -= 1
+        self._budget[0] -= 1
         ok = [e for e in Entries if "flaky" not in e["MessageBody"]]
         sent = self._sqs.send_message_batch(QueueUrl=QueueUrl, Entries=ok) if ok else {}
         failed = [
@@ -50,13 +51,21 @@ def test_a_rehydrator_crash_part_way_through_an_object_delivers_the_rest_exactly
     with LocalCloud(parameters=params, stack_name="sluice-crash") as cloud:
         sqs = cloud.client("sqs")
         target = sqs.create_queue(QueueName="crash-target")["QueueUrl"]
-        # Warm one rehydrator environment and make its SQS refuse the 'flaky' entry (4 tries per
-        # invocation inside send_batch, so the first invocation fails after sending the others).
+        # Make the rehydrator's SQS refuse the 'flaky' entry 4 times (4 tries per invocation inside
+        # send_batch, so the first invocation fails after sending the others), in whichever execution
+        # environment runs it: other invocations (the sweep) may have started more than one.
         host = cloud.functions["RehydratorFunction"]
-        handler = host._acquire()
-        module = sys.modules[handler.__module__]  # the cold-started app.py of this environment
-        module.rehydrator._sqs = RefusingSqs(module.rehydrator._sqs, calls=4)
-        host._idle.append(handler)
+        budget = [4]
+        acquire = host._acquire
+
+        def acquire_refusing() -> Any:
+            handler = acquire()
+            module = sys.modules[handler.__module__]  # the cold-started app.py of this environment
+            if not isinstance(module.rehydrator._sqs, RefusingSqs):
+                module.rehydrator._sqs = RefusingSqs(module.rehydrator._sqs, budget)
+            return handler
+
+        host._acquire = acquire_refusing
 
         due = datetime.now(UTC) + timedelta(seconds=14)
         for body in ("ok-1", "flaky-2", "ok-3"):
