@@ -79,6 +79,21 @@ def create_idempotency_table(dynamodb: Any, name: str) -> None:
     )
 
 
+def create_task_role(iam: Any, name: str) -> str:
+    """A role Lambda and Step Functions may assume (moto does not check what it allows)."""
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"Service": ["lambda.amazonaws.com", "states.amazonaws.com"]},
+                "Action": "sts:AssumeRole",
+            }
+        ],
+    }
+    return str(iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"])
+
+
 def create_waiting_state_machine(stepfunctions: Any, iam: Any, name: str) -> str:
     """A stand-in for the delay state machine whose executions stay RUNNING (moto does not execute
     them unless asked), as a bucket's execution does while it waits."""

@@ -96,13 +96,20 @@ def port_is_closed(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) != 0
 
 
-@pytest.fixture(scope="session")
-def running_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    running = start_stack(tmp_path_factory.mktemp("e2e"), stack_name="sluice-e2e")
+def _session_stack(
+    factory: pytest.TempPathFactory, name: str, params: dict[str, str] | None = None
+) -> Iterator[RunningStack]:
+    """Start a stack for the session; on teardown it must stop cleanly and free its port."""
+    running = start_stack(factory.mktemp(name), stack_name=name, params=params)
     yield running
     code = running.stop()
     assert code == 0, f"local stack exited with {code}:\n{running.output.read_text()[-4000:]}"
     assert port_is_closed(running.port), "the embedded endpoint's port is still open after shutdown"
+
+
+@pytest.fixture(scope="session")
+def running_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    yield from _session_stack(tmp_path_factory, "sluice-e2e")
 
 
 @pytest.fixture(scope="session")
@@ -113,15 +120,7 @@ def stack(running_stack: RunningStack) -> Stack:
 @pytest.fixture(scope="session")
 def sfn_running_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
     """The same template with ``RedriveMode=stepfunctions``: the redrive state machine drains the DLQ."""
-    running = start_stack(
-        tmp_path_factory.mktemp("e2e-sfn"),
-        stack_name="sluice-e2e-sfn",
-        params={"RedriveMode": "stepfunctions"},
-    )
-    yield running
-    code = running.stop()
-    assert code == 0, f"local stack exited with {code}:\n{running.output.read_text()[-4000:]}"
-    assert port_is_closed(running.port), "the embedded endpoint's port is still open after shutdown"
+    yield from _session_stack(tmp_path_factory, "sluice-e2e-sfn", {"RedriveMode": "stepfunctions"})
 
 
 @pytest.fixture(scope="session")

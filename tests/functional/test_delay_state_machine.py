@@ -32,6 +32,8 @@ from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.core.exceptions import JsonRESTError
 
+from tests.conftest import create_task_role
+
 ROOT = Path(__file__).resolve().parents[2]
 DEFINITION = ROOT / "statemachines" / "delay.asl.json"
 REGION = "us-east-1"
@@ -193,19 +195,7 @@ def machine(utc_clock, rehydrator: FakeRehydrator, monkeypatch: pytest.MonkeyPat
         iam = boto3.client("iam", region_name=REGION)
         lam = boto3.client("lambda", region_name=REGION)
         sfn = boto3.client("stepfunctions", region_name=REGION)
-        trust = {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Effect": "Allow",
-                    "Principal": {"Service": ["lambda.amazonaws.com", "states.amazonaws.com"]},
-                    "Action": "sts:AssumeRole",
-                }
-            ],
-        }
-        role_arn = iam.create_role(RoleName="delay-test", AssumeRolePolicyDocument=json.dumps(trust))["Role"][
-            "Arn"
-        ]
+        role_arn = create_task_role(iam, "delay-test")
         function_arn = lam.create_function(
             FunctionName="sluice-test-rehydrator",
             Runtime="python3.13",

@@ -65,6 +65,7 @@ from sluice.redrive import REFUSED, RedriveSettings
 from sluice.redrive_sfn import FETCH_VISIBILITY_SECONDS, SEND_REFUSALS, plan_step, refusal_step
 from sluice.sqs import queue_url_from_arn
 from sluice_local.emulation import install_aws_sdk_casing
+from tests.conftest import create_task_role
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFINITION = ROOT / "statemachines" / "redrive.asl.json"
@@ -444,19 +445,7 @@ def machine(aws_sdk_casing, sqs_task_errors, monkeypatch: pytest.MonkeyPatch) ->
         )
         functions = Functions(settings, Breaker.from_settings(settings, ddb), sqs)
         holder["functions"] = functions
-        trust = {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Effect": "Allow",
-                    "Principal": {"Service": ["lambda.amazonaws.com", "states.amazonaws.com"]},
-                    "Action": "sts:AssumeRole",
-                }
-            ],
-        }
-        role = iam.create_role(RoleName="redrive-test", AssumeRolePolicyDocument=json.dumps(trust))["Role"][
-            "Arn"
-        ]
+        role = create_task_role(iam, "redrive-test")
         arns = {
             kind: lam.create_function(
                 FunctionName=f"sluice-test-{kind}",

@@ -28,6 +28,7 @@ from sluice.backoff import Uniform
 from sluice.breaker import BreakerSettings, as_utc
 from sluice.envelope import (
     ATTRIBUTE,
+    MAX_ERROR_MESSAGE,
     Envelope,
     ErrorInfo,
     SendAttributes,
@@ -201,6 +202,22 @@ class DlqMessage:
         except (KeyError, ValueError):
             return None
 
+    def split(self) -> tuple[SendAttributes, Envelope, str | None]:
+        """(user attributes, envelope, problem). A message without an envelope was dead-lettered on
+        its first hop, so it is its own identity; a missing ``origin_id`` or trace is filled in."""
+        user, envelope, problem = split(self.attributes)
+        trace = self.system.get(TRACE_ATTRIBUTE)
+        if envelope is None:
+            envelope = Envelope(
+                origin_id=self.message_id, source=self.system.get(SOURCE_ATTRIBUTE), trace=trace
+            )
+        else:
+            if envelope.origin_id is None:
+                envelope = envelope.model_copy(update={"origin_id": self.message_id})
+            if envelope.trace is None and trace:
+                envelope = envelope.model_copy(update={"trace": trace})
+        return user, envelope, problem
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -231,6 +248,38 @@ class Decision:
     def send_delay_seconds(self) -> int:
         """``DelaySeconds`` for a direct SendMessage (only a direct redrive carries a delay)."""
         return self.delay_seconds if self.action == "redrive" else 0
+
+    def refused(self, why: str, *, poison_queue_url: str, now: datetime) -> Decision:
+        """The poison version of this decision, for a destination that refused the message as
+        malformed: the envelope keeps its history and records ``RedriveRefused`` as its last error."""
+        user, envelope, _ = split(self.attributes)
+        base = envelope or Envelope(origin_id=self.message_id)
+        error = ErrorInfo(
+            type=REFUSED, message=f"{self.destination} refused the message: {why}"[:MAX_ERROR_MESSAGE], at=now
+        )
+        env = base.model_copy(
+            update={
+                "last_error": error,
+                "first_failure": base.first_failure or now,
+                "deliver_at": None,
+                "target": None,
+                "redriven_at": None,
+            }
+        )
+        attributes = merge(user, env)
+        return Decision(
+            self.message_id,
+            self.receipt_handle,
+            "poison",
+            self.attempt,
+            0,
+            poison_queue_url,
+            self.body,
+            attributes,
+            Envelope.model_validate_json(attributes[ATTRIBUTE]["StringValue"]),
+            self.bouncing,
+            f"the source queue refused the message: {why}",
+        )
 
     def to_state(self) -> dict[str, Any]:
         """The Step Functions Plan step's output (JSON-ready; binary attribute values base64).
@@ -282,18 +331,7 @@ def decide(
     backoff never goes through the delay pipeline but is capped at :data:`MAX_HOLD_WAIT`.
     ``failed_after`` (a half-open breaker's probe time) sets :attr:`Decision.fresh`.
     """
-    user, envelope, problem = split(message.attributes)
-    if envelope is None:  # dead-lettered on its first hop: this message is the identity
-        envelope = Envelope(
-            origin_id=message.message_id,
-            source=message.system.get(SOURCE_ATTRIBUTE),
-            trace=message.system.get(TRACE_ATTRIBUTE),
-        )
-    else:
-        if envelope.origin_id is None:
-            envelope = envelope.model_copy(update={"origin_id": message.message_id})
-        if envelope.trace is None and message.system.get(TRACE_ATTRIBUTE):
-            envelope = envelope.model_copy(update={"trace": message.system[TRACE_ATTRIBUTE]})
+    user, envelope, problem = message.split()
     error = _cycle_error(envelope, message, now)
     # timed from the failure, not from when a run happens to see the message
     bouncing = settings.policy().is_bouncing(envelope, error.at)

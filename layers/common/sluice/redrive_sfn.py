@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 
 from sluice import metrics
 from sluice.envelope import (
-    ATTRIBUTE,
     MAX_ERROR_MESSAGE,
     Envelope,
     ErrorInfo,
@@ -44,9 +43,6 @@ from sluice.envelope import (
 )
 from sluice.errors import MAX_VISIBILITY_SECONDS, PermanentError
 from sluice.redrive import (
-    REFUSED,
-    SOURCE_ATTRIBUTE,
-    TRACE_ATTRIBUTE,
     Decision,
     DlqMessage,
     RedriveSettings,
@@ -176,36 +172,25 @@ def refusal_step(
     body = plan.get("body")
     if not isinstance(body, str):
         raise PermanentError("the refused plan has no string 'body'")
-    user, envelope, _ = split(from_event_attributes(dict(plan.get("messageAttributes") or {})))
+    attributes = from_event_attributes(dict(plan.get("messageAttributes") or {}))
+    _, envelope, _ = split(attributes)
     base = envelope or Envelope(origin_id=message_id)
     why = refusal_reason(error)
-    last = ErrorInfo(
-        type=REFUSED, message=f"{plan['queueUrl']} refused the message: {why}"[:MAX_ERROR_MESSAGE], at=now
-    )
-    refused = base.model_copy(
-        update={
-            "last_error": last,
-            "first_failure": base.first_failure or now,
-            "deliver_at": None,
-            "target": None,
-            "redriven_at": None,
-        }
-    )
-    attributes = merge(user, refused)
-    written = Envelope.model_validate_json(attributes[ATTRIBUTE]["StringValue"])
-    decision = Decision(
+    planned = Decision(
         message_id=message_id,
         receipt_handle=str(plan["receiptHandle"]),
-        action="poison",
-        attempt=int(plan.get("attempt") or written.attempts),
-        delay_seconds=0,
-        destination=settings.poison_queue_url,
+        action="redrive",
+        attempt=int(plan.get("attempt") or base.attempts),
+        delay_seconds=int(plan.get("delaySeconds") or 0),
+        destination=str(plan["queueUrl"]),
         body=body,
         attributes=attributes,
-        envelope=written,
+        envelope=base,
         bouncing=bool(plan.get("bouncing", False)),
-        reason=f"the source queue refused the message: {why}",
+        reason=str(plan.get("reason") or ""),
     )
+    decision = planned.refused(why, poison_queue_url=settings.poison_queue_url, now=now)
+    written = decision.envelope
     logger.error(
         "send refused by the source queue; isolating",
         extra={
@@ -248,15 +233,7 @@ def _isolate(
     message: DlqMessage, settings: RedriveSettings, breaker: Breaker, now: datetime, exc: PermanentError
 ) -> Decision:
     """A poison plan for a message that cannot be planned: the reason travels in its envelope."""
-    user, envelope, problem = split(message.attributes)
-    if envelope is None:
-        envelope = Envelope(
-            origin_id=message.message_id,
-            source=message.system.get(SOURCE_ATTRIBUTE),
-            trace=message.system.get(TRACE_ATTRIBUTE),
-        )
-    elif envelope.origin_id is None:
-        envelope = envelope.model_copy(update={"origin_id": message.message_id})
+    user, envelope, problem = message.split()
     text = str(exc) or type(exc).__name__
     error = ErrorInfo(
         type=type(exc).__name__, message=text[:MAX_ERROR_MESSAGE], at=now, receives=message.receives

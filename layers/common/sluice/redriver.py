@@ -34,9 +34,9 @@ from sluice import metrics
 from sluice.backoff import Uniform
 from sluice.batchsend import MAX_ENTRIES, Outgoing, send_batch
 from sluice.breaker import Breaker, BreakerState, BreakerStatus, report
-from sluice.envelope import ATTRIBUTE, Envelope, ErrorInfo, merge, split, utcnow
-from sluice.errors import ConfigurationError, PermanentError
-from sluice.redrive import REFUSED, Decision, DlqMessage, RedriveSettings, decide
+from sluice.envelope import utcnow
+from sluice.errors import ConfigurationError
+from sluice.redrive import Decision, DlqMessage, RedriveSettings, decide
 from sluice.sqs import queue_url_from_arn
 
 if TYPE_CHECKING:
@@ -246,7 +246,9 @@ class Redriver:
                     accepted.add(d.message_id)
                     self._done(d, report_)
                 elif r.sender_fault and d.action != "poison":  # the source will never take it
-                    retry_as_poison.append(_refused(d, f"{r.code}: {r.reason}", self._s, now))
+                    retry_as_poison.append(
+                        d.refused(f"{r.code}: {r.reason}", poison_queue_url=self._s.poison_queue_url, now=now)
+                    )
                 else:
                     report_.failed += 1
                     self._log.error(
@@ -326,33 +328,3 @@ class Redriver:
         if url is None:
             url = self._urls[arn] = queue_url_from_arn(arn, endpoint=self._sqs.meta.endpoint_url)
         return url
-
-
-def _refused(d: Decision, why: str, settings: RedriveSettings, now: datetime) -> Decision:
-    """The poison version of a decision whose destination refused the message as malformed."""
-    user, envelope, _ = split(d.attributes)
-    base = envelope or Envelope(origin_id=d.message_id)
-    error = ErrorInfo(type=REFUSED, message=f"{d.destination} refused the message: {why}"[:511], at=now)
-    env = base.model_copy(
-        update={
-            "last_error": error,
-            "first_failure": base.first_failure or now,
-            "deliver_at": None,
-            "target": None,
-            "redriven_at": None,
-        }
-    )
-    attributes = merge(user, env)
-    return Decision(
-        d.message_id,
-        d.receipt_handle,
-        "poison",
-        d.attempt,
-        0,
-        settings.poison_queue_url,
-        d.body,
-        attributes,
-        Envelope.model_validate_json(attributes[ATTRIBUTE]["StringValue"]),
-        d.bouncing,
-        str(PermanentError(error.message)),
-    )
