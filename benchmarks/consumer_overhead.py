@@ -51,7 +51,7 @@ from aws_lambda_powertools.utilities.idempotency import (
 from bench_env import OFFLINE_ENV, REGION
 from moto import mock_aws
 
-from sluice.consumer import Consumer, SluiceRecord
+from sluice.consumer.batch import Consumer, SluiceRecord
 from sluice_local.lambda_loader import LambdaContext
 
 TABLE = "idempotency"

@@ -60,10 +60,11 @@ from aws_lambda_powertools import Logger
 from bench_env import OFFLINE_ENV, REGION
 from moto import mock_aws
 
-from sluice.batch_delay import BatchDelay
-from sluice.claimcheck import attribute_bytes
-from sluice.delay import DelaySettings, send_delayed
-from sluice.rehydrator import Rehydrator
+from sluice.delay.parker import BatchDelay
+from sluice.delay.rehydrator import Rehydrator
+from sluice.delay.schedule import send_delayed
+from sluice.delay.settings import DelaySettings
+from sluice.sqs import attribute_bytes
 from sluice_local.lambda_loader import LambdaContext
 from sluice_local.sqs_events import to_lambda_record
 

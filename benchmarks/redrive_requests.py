@@ -44,10 +44,10 @@ import boto3  # noqa: E402
 from aws_lambda_powertools import Logger  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
-from sluice.breaker import Breaker  # noqa: E402
 from sluice.envelope import Envelope, merge  # noqa: E402
-from sluice.redrive import RedriveSettings  # noqa: E402
-from sluice.redriver import Redriver  # noqa: E402
+from sluice.redrive.breaker import Breaker  # noqa: E402
+from sluice.redrive.runner import Redriver  # noqa: E402
+from sluice.redrive.settings import RedriveSettings  # noqa: E402
 
 DEFAULT_PRICES = ROOT.parent / "shared" / "reference" / "aws-prices.md"
 TARGET = 0.3

@@ -107,16 +107,18 @@ def create_waiting_state_machine(stepfunctions: Any, iam: Any, name: str) -> str
     )
 
 
-def make_resources(visibility_timeout: int = 180) -> Resources:
+def make_resources(visibility_timeout: int = 180, suffix: str = "") -> Resources:
+    """The consumer's resources; ``suffix`` names a separate set, so cases or iterations that must not
+    see each other's messages or records each get their own queues, table and bucket."""
     sqs = boto3.client("sqs", region_name=REGION)
     s3 = boto3.client("s3", region_name=REGION)
     ddb = boto3.client("dynamodb", region_name=REGION)
-    dlq_url = sqs.create_queue(QueueName="work-dlq")["QueueUrl"]
+    dlq_url = sqs.create_queue(QueueName=f"work-dlq{suffix}")["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
         "QueueArn"
     ]
     work_url = sqs.create_queue(
-        QueueName="work",
+        QueueName=f"work{suffix}",
         Attributes={
             "VisibilityTimeout": str(visibility_timeout),
             "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 5}),
@@ -125,10 +127,11 @@ def make_resources(visibility_timeout: int = 180) -> Resources:
     work_arn = sqs.get_queue_attributes(QueueUrl=work_url, AttributeNames=["QueueArn"])["Attributes"][
         "QueueArn"
     ]
-    poison_url = sqs.create_queue(QueueName="poison")["QueueUrl"]
-    create_idempotency_table(ddb, "idempotency")
-    s3.create_bucket(Bucket="sluice-claims")
-    return Resources(sqs, s3, ddb, work_url, work_arn, dlq_url, poison_url, "idempotency", "sluice-claims")
+    poison_url = sqs.create_queue(QueueName=f"poison{suffix}")["QueueUrl"]
+    table, bucket = f"idempotency{suffix}", f"sluice-claims{suffix}"
+    create_idempotency_table(ddb, table)
+    s3.create_bucket(Bucket=bucket)
+    return Resources(sqs, s3, ddb, work_url, work_arn, dlq_url, poison_url, table, bucket)
 
 
 @pytest.fixture

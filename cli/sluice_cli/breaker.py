@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from sluice.breaker import BreakerStatus
+from sluice.redrive.breaker import BreakerStatus
 from sluice_cli import OK
 from sluice_cli.context import Context
 

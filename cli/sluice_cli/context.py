@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sluice.breaker import Breaker
-from sluice.redrive import RedriveSettings
+from sluice.redrive.breaker import Breaker
+from sluice.redrive.settings import RedriveSettings
 from sluice_cli.clients import Clients
 from sluice_cli.messages import QueueScan
 from sluice_cli.output import Output

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
-from sluice.redriver import Redriver
+from sluice.redrive.runner import Redriver
 from sluice_cli import OK, PARTIAL_FAILURE, USAGE_ERROR, CliError
 from sluice_cli.context import Context
 from sluice_cli.messages import Received

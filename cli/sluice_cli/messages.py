@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sluice.envelope import Envelope, SendAttributes, split
-from sluice.redrive import DlqMessage
+from sluice.redrive.plan import DlqMessage
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient

@@ -7,10 +7,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sluice.batchsend import MAX_ENTRIES, Outgoing, send_batch
+from sluice.batchsend import Outgoing, send_batch
 from sluice.envelope import merge
 from sluice.errors import PermanentError
-from sluice.redrive import RedriveSettings, default_source, source_queue
+from sluice.limits import MAX_BATCH_ENTRIES
+from sluice.redrive.plan import default_source, source_queue
+from sluice.redrive.settings import RedriveSettings
 from sluice.sqs import queue_url_from_arn
 from sluice_cli import OK, PARTIAL_FAILURE, USAGE_ERROR, CliError
 from sluice_cli.context import Context
@@ -238,8 +240,8 @@ def _plan(sqs: SQSClient, message: Received, settings: RedriveSettings, reset: b
 
 
 def _delete(sqs: SQSClient, scan: QueueScan, sent: list[_Planned], result: ReplayResult) -> None:
-    for start in range(0, len(sent), MAX_ENTRIES):
-        chunk = sent[start : start + MAX_ENTRIES]
+    for start in range(0, len(sent), MAX_BATCH_ENTRIES):
+        chunk = sent[start : start + MAX_BATCH_ENTRIES]
         response = sqs.delete_message_batch(
             QueueUrl=scan.queue_url,
             Entries=[

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sluice.errors import ConfigurationError
-from sluice.redrive import RedriveSettings
+from sluice.redrive.settings import RedriveSettings
 from sluice_cli import PARTIAL_FAILURE, USAGE_ERROR, CliError
 
 if TYPE_CHECKING:

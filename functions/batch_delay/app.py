@@ -7,8 +7,7 @@ import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from sluice.batch_delay import BatchDelay
-from sluice.delay import DelaySettings
+from sluice.delay import BatchDelay, DelaySettings
 
 logger = Logger()
 metrics = Metrics()

@@ -11,7 +11,8 @@ import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from sluice.breaker import Breaker, BreakerSettings, report
+from sluice.redrive.breaker import Breaker, report
+from sluice.redrive.settings import BreakerSettings
 
 logger = Logger()
 metrics = Metrics()

@@ -14,10 +14,8 @@ import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from sluice.breaker import Breaker
 from sluice.envelope import utcnow
-from sluice.redrive import RedriveSettings
-from sluice.redrive_sfn import plan_step, refusal_step
+from sluice.redrive import Breaker, RedriveSettings, plan_step, refusal_step
 from sluice.sqs import queue_url_from_arn
 
 logger = Logger()

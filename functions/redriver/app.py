@@ -11,9 +11,7 @@ import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from sluice.breaker import Breaker
-from sluice.redrive import RedriveSettings
-from sluice.redriver import Redriver
+from sluice.redrive import Breaker, Redriver, RedriveSettings
 
 logger = Logger()
 metrics = Metrics()

@@ -7,8 +7,7 @@ import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from sluice.delay import DelaySettings
-from sluice.rehydrator import Rehydrator
+from sluice.delay import DelaySettings, Rehydrator
 
 logger = Logger()
 metrics = Metrics()

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from sluice import claimcheck
-from sluice.breaker import Breaker
-from sluice.delay import Parked, encode_object, send_delayed
+from sluice.delay.schedule import Parked, encode_object, send_delayed
 from sluice.envelope import ATTRIBUTE, Envelope, merge
+from sluice.redrive.breaker import Breaker
 from sluice_local.emulation import rate_seconds
 
 

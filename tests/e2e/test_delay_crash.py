@@ -14,7 +14,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sluice.delay import send_delayed
+from sluice.delay.schedule import send_delayed
 from sluice_local.__main__ import FAST
 from sluice_local.cloud import ACCOUNT, LocalCloud
 

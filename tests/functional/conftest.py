@@ -10,7 +10,7 @@ import boto3
 import pytest
 from aws_lambda_powertools import Logger
 
-from sluice.consumer import Consumer, SluiceRecord
+from sluice.consumer.batch import Consumer, SluiceRecord
 from sluice.errors import PermanentError, RetryAfter, TransientError
 from sluice_local.lambda_loader import LambdaContext
 
@@ -97,13 +97,19 @@ def api_calls(session) -> ApiCalls:
 
 @pytest.fixture
 def build_consumer(aws, metrics, session) -> Callable[..., Consumer]:
-    def build(processor: Callable[[SluiceRecord], object], model: Any = None, **settings: object) -> Consumer:
+    def build(
+        processor: Callable[[SluiceRecord], object],
+        model: Any = None,
+        resources: Any = None,
+        **settings: object,
+    ) -> Consumer:
+        """A consumer on ``resources`` (default: the test's ``aws``)."""
         return Consumer.from_env(
             processor,
             model=model,
             logger=Logger(service="sluice-test"),
             metrics_sink=metrics,
-            environ=aws.env(**settings),
+            environ=(resources or aws).env(**settings),
             session=session,
         )
 

@@ -12,6 +12,7 @@ from sluice import claimcheck
 from sluice.envelope import ATTRIBUTE, Envelope
 from sluice.errors import ConfigurationError
 from sluice_local.sqs_events import drain, receive_event
+from tests.conftest import make_resources
 
 from .conftest import ScriptedProcessor
 
@@ -341,14 +342,17 @@ def test_concurrency_4_gives_the_same_outcomes_as_concurrency_1(aws, build_consu
     behaviours = ["ok", "permanent", "transient", "ok", "crash", "ok", "retry_after", "ok", "permanent", "ok"]
     outcomes = {}
     for concurrency in (1, 4):
+        # each run gets its own queues and table: a record the first run failed with a short backoff
+        # must not come back into the second run's batch
+        res = make_resources(suffix=f"-c{concurrency}")
         processor = ScriptedProcessor()
-        consumer = build_consumer(processor, concurrency=concurrency)
+        consumer = build_consumer(processor, resources=res, concurrency=concurrency)
         ids = {}
         for i, behave in enumerate(behaviours):
             oid = f"o-{concurrency}-{i}"
-            ids[aws.send(order(oid, behave=behave, seconds=60))] = behave
-        response = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 10), context)
-        poisoned = drain(aws.sqs, aws.poison_url)
+            ids[res.send(order(oid, behave=behave, seconds=60))] = behave
+        response = consumer.handle(receive_event(res.sqs, res.work_url, res.work_arn, 10), context)
+        poisoned = drain(res.sqs, res.poison_url)
         outcomes[concurrency] = (
             sorted(ids[i] for i in failed_ids(response)),
             sorted(json.loads(p["Body"])["behave"] for p in poisoned),

@@ -10,7 +10,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from sluice.delay import Parked, encode_object
+from sluice.delay.schedule import Parked, encode_object
 from sluice.envelope import ATTRIBUTE, Envelope
 from sluice_local.lambda_loader import LambdaContext, load_handler
 from tests.conftest import create_waiting_state_machine

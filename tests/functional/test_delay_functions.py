@@ -11,11 +11,12 @@ import pytest
 from aws_lambda_powertools import Logger
 from moto import mock_aws
 
-from sluice.batch_delay import BatchDelay
-from sluice.delay import DelaySettings, bucket_of, send_delayed
+from sluice.delay.parker import BatchDelay
+from sluice.delay.rehydrator import Rehydrator
+from sluice.delay.schedule import bucket_of, send_delayed
+from sluice.delay.settings import DelaySettings
 from sluice.envelope import ATTRIBUTE, Envelope
 from sluice.errors import TransientError
-from sluice.rehydrator import Rehydrator
 from sluice_local.lambda_loader import LambdaContext
 from sluice_local.sqs_events import drain, receive_event
 from tests.conftest import create_waiting_state_machine

@@ -58,11 +58,12 @@ from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state
 from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
 from samtranslator.yaml_helper import yaml_parse
 
-from sluice.breaker import Breaker, BreakerState
 from sluice.envelope import ATTRIBUTE, Envelope, ErrorInfo, utcnow
 from sluice.poison import isolate_request
-from sluice.redrive import REFUSED, RedriveSettings
-from sluice.redrive_sfn import FETCH_VISIBILITY_SECONDS, SEND_REFUSALS, plan_step, refusal_step
+from sluice.redrive.breaker import Breaker, BreakerState
+from sluice.redrive.plan import REFUSED
+from sluice.redrive.settings import RedriveSettings
+from sluice.redrive.steps import FETCH_VISIBILITY_SECONDS, SEND_REFUSALS, plan_step, refusal_step
 from sluice.sqs import queue_url_from_arn
 from sluice_local.emulation import install_aws_sdk_casing
 from tests.conftest import create_task_role

@@ -26,11 +26,11 @@ import pytest
 from aws_lambda_powertools import Logger
 from moto import mock_aws
 
-from sluice.breaker import Breaker
 from sluice.envelope import ATTRIBUTE, Envelope, ErrorInfo, split
 from sluice.errors import ConfigurationError
-from sluice.redrive import RedriveSettings
-from sluice.redriver import Redriver
+from sluice.redrive.breaker import Breaker
+from sluice.redrive.runner import Redriver
+from sluice.redrive.settings import RedriveSettings
 from sluice_local.sqs_events import drain
 
 from .conftest import ApiCalls, RecordingMetrics

@@ -8,7 +8,8 @@ import random
 import pytest
 
 from sluice.backoff import ceiling, full_jitter
-from sluice.errors import MAX_VISIBILITY_SECONDS, RetryAfter, TransientError
+from sluice.errors import RetryAfter, TransientError
+from sluice.limits import MAX_VISIBILITY_SECONDS
 
 
 def _top(low: float, high: float) -> float:

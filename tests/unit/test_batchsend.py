@@ -10,8 +10,9 @@ import pytest
 from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
 
 from sluice import batchsend
-from sluice.batchsend import MAX_ENTRIES, Outgoing, Refused, chunks, send_batch
-from sluice.claimcheck import attribute_bytes
+from sluice.batchsend import Outgoing, Refused, chunks, send_batch
+from sluice.limits import MAX_BATCH_ENTRIES
+from sluice.sqs import attribute_bytes
 
 QUEUE_URL = "https://sqs.us-east-1.amazonaws.com/123456789012/work"
 
@@ -154,12 +155,12 @@ def test_given_random_messages_when_chunked_then_limits_order_and_greediness_hol
 
         assert [m for chunk in result for m in chunk] == messages
         for index, chunk in enumerate(result):
-            assert 1 <= len(chunk) <= MAX_ENTRIES
+            assert 1 <= len(chunk) <= MAX_BATCH_ENTRIES
             total = sum(m.size() for m in chunk)
             assert total <= max_bytes or len(chunk) == 1, (max_bytes, [m.size() for m in chunk])
             if index + 1 < len(result):  # greedy: the next message did not fit here
                 following = result[index + 1][0]
-                assert len(chunk) == MAX_ENTRIES or total + following.size() > max_bytes
+                assert len(chunk) == MAX_BATCH_ENTRIES or total + following.size() > max_bytes
 
 
 # --- send_batch: entries -----------------------------------------------------------------------

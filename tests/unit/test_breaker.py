@@ -10,16 +10,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from sluice.breaker import (
-    Breaker,
-    BreakerPolicy,
-    BreakerSettings,
-    BreakerState,
-    BreakerStatus,
-    report,
-)
 from sluice.envelope import Envelope
 from sluice.errors import ConfigurationError
+from sluice.redrive.breaker import Breaker, BreakerPolicy, BreakerState, BreakerStatus, report
+from sluice.redrive.settings import BreakerSettings
 
 TABLE = "breaker"
 T0 = 1_795_860_000.0

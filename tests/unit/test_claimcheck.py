@@ -15,13 +15,13 @@ from sluice.claimcheck import (
     EXTENDED_SIZE_ATTRIBUTE,
     LEGACY_POINTER_CLASS,
     Pointer,
-    attribute_bytes,
     authorize,
     fetch,
     parse_pointer,
     send,
 )
 from sluice.errors import PermanentError, TransientError
+from sluice.sqs import attribute_bytes
 
 BUCKET = "sluice-claims"
 PREFIX = "claim-check/"

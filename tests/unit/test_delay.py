@@ -10,11 +10,9 @@ from typing import Any
 
 import pytest
 
-from sluice.delay import (
+from sluice.delay.schedule import (
     MAX_DELAY,
     OBJECT_VERSION,
-    SQS_MAX_DELAY,
-    DelaySettings,
     Parked,
     bucket_of,
     bucket_prefix,
@@ -27,8 +25,10 @@ from sluice.delay import (
     residual_seconds,
     send_delayed,
 )
+from sluice.delay.settings import DelaySettings
 from sluice.envelope import ATTRIBUTE, Envelope, decode, merge
 from sluice.errors import ConfigurationError, PermanentError
+from sluice.limits import MAX_DELAY_SECONDS
 
 NOW = datetime(2024, 6, 1, 12, 30, 15, 250_000, tzinfo=UTC)
 BOUNDARY = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)  # 1717243200: a multiple of 60, 300, 900 and 3600
@@ -94,7 +94,7 @@ def test_given_the_same_instant_in_another_time_zone_when_bucketed_then_the_buck
 def test_given_random_due_times_when_bucketed_then_the_bucket_is_at_most_due_and_within_one_width() -> None:
     rng = random.Random(20240601)
     for _ in range(2_000):
-        width = rng.randint(1, SQS_MAX_DELAY // 2)
+        width = rng.randint(1, MAX_DELAY_SECONDS // 2)
         due = NOW + timedelta(microseconds=rng.randint(0, 365 * 86_400 * 10**6))
         opens = datetime.fromtimestamp(bucket_of(due, width), tz=UTC)
 
@@ -121,7 +121,7 @@ def test_given_random_routes_when_a_due_time_is_parked_then_its_bucket_opens_aft
     rng = random.Random(902)
     checked = 0
     while checked < 5_000:
-        threshold = rng.randint(2, SQS_MAX_DELAY)
+        threshold = rng.randint(2, MAX_DELAY_SECONDS)
         width = rng.randint(1, threshold // 2)
         now = NOW + timedelta(microseconds=rng.randint(0, 86_400 * 10**6))
         due = now + timedelta(microseconds=rng.randint(0, 2 * threshold * 10**6))

@@ -11,7 +11,6 @@ import pytest
 from sluice.envelope import (
     ATTRIBUTE,
     MAX_ERROR_MESSAGE,
-    SQS_MAX_ATTRIBUTES,
     Envelope,
     decode,
     from_event_attributes,
@@ -19,6 +18,7 @@ from sluice.envelope import (
     split,
 )
 from sluice.errors import PermanentError, TransientError
+from sluice.limits import MAX_ATTRIBUTES
 
 WHEN = datetime(2024, 6, 1, 12, 30, tzinfo=UTC)
 
@@ -231,7 +231,7 @@ def test_given_user_attributes_when_merged_then_sqs_limit_holds_and_split_restor
     merged = merge(user, envelope)
     restored, decoded, problem = split(merged)
 
-    assert len(merged) <= SQS_MAX_ATTRIBUTES
+    assert len(merged) <= MAX_ATTRIBUTES
     assert list(merged).count(ATTRIBUTE) == 1
     assert problem is None
     assert restored == user

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from sluice.errors import MAX_VISIBILITY_SECONDS
-from sluice.heartbeat import SAFETY_SECONDS, Heartbeat, InFlight
+from sluice.consumer.heartbeat import SAFETY_SECONDS, Heartbeat, InFlight
+from sluice.limits import MAX_VISIBILITY_SECONDS
 
 QUEUE_A = "https://sqs.us-east-1.amazonaws.com/123456789012/a"
 QUEUE_B = "https://sqs.us-east-1.amazonaws.com/123456789012/b"

@@ -14,17 +14,17 @@ import pytest
 
 from sluice.envelope import ATTRIBUTE, Envelope, ErrorInfo, split
 from sluice.errors import ConfigurationError, PermanentError
-from sluice.redrive import (
-    MAX_BACKOFF_SECONDS,
+from sluice.limits import MAX_LONG_DELAY_SECONDS
+from sluice.redrive.plan import (
     MAX_HOLD_WAIT,
     SOURCE_ATTRIBUTE,
     Decision,
     DlqMessage,
-    RedriveSettings,
     decide,
     plan,
     source_queue,
 )
+from sluice.redrive.settings import RedriveSettings
 from sluice.sqs import queue_url_from_arn
 
 SOURCE = "arn:aws:sqs:us-east-1:123456789012:work"
@@ -94,7 +94,7 @@ def test_given_a_smaller_threshold_when_planned_then_routing_follows_it() -> Non
 
 def test_given_an_enormous_cap_when_planned_then_the_delay_stays_within_a_year() -> None:
     p = plan(60, max_attempts=100, base=1e9, cap=1e12, uniform=_highest)
-    assert p.delay_seconds == MAX_BACKOFF_SECONDS
+    assert p.delay_seconds == MAX_LONG_DELAY_SECONDS
 
 
 @pytest.mark.parametrize(
@@ -359,7 +359,7 @@ def test_given_a_delay_beyond_the_threshold_and_no_delay_queue_when_decided_then
 
 
 def test_given_the_step_functions_mode_when_decided_then_no_delay_pipeline_and_a_capped_wait() -> None:
-    settings = redrive_settings(redrive_base_seconds=86_400, redrive_cap_seconds=MAX_BACKOFF_SECONDS)
+    settings = redrive_settings(redrive_base_seconds=86_400, redrive_cap_seconds=MAX_LONG_DELAY_SECONDS)
     d = decided(dlq_message(system={SOURCE_ATTRIBUTE: SOURCE}), settings, hold_in_dlq=True)
     assert d.action == "redrive"
     assert d.destination == WORK_URL

@@ -17,12 +17,14 @@ from typing import Any
 import pytest
 from aws_lambda_powertools import Logger
 
-from sluice import redrive_sfn
-from sluice.breaker import BreakerPolicy
 from sluice.envelope import ATTRIBUTE, Envelope, ErrorInfo
-from sluice.errors import MAX_VISIBILITY_SECONDS, PermanentError
-from sluice.redrive import HOLD_MARGIN_SECONDS, MAX_HOLD_WAIT, REFUSED, SQS_MAX_DELAY, RedriveSettings
-from sluice.redrive_sfn import (
+from sluice.errors import PermanentError
+from sluice.limits import MAX_DELAY_SECONDS, MAX_VISIBILITY_SECONDS
+from sluice.redrive import steps as redrive_sfn
+from sluice.redrive.breaker import BreakerPolicy
+from sluice.redrive.plan import HOLD_MARGIN_SECONDS, MAX_HOLD_WAIT, REFUSED
+from sluice.redrive.settings import RedriveSettings
+from sluice.redrive.steps import (
     FETCH_VISIBILITY_SECONDS,
     MAX_HOLD_SECONDS,
     plan_step,
@@ -199,7 +201,7 @@ def test_given_a_backoff_beyond_900_seconds_when_planned_then_only_the_rest_is_w
     # in the DLQ for that wait plus the margin
     assert plan["action"] == "redrive"
     assert plan["delaySeconds"] == 1920
-    assert plan["sendDelaySeconds"] == SQS_MAX_DELAY == 900
+    assert plan["sendDelaySeconds"] == MAX_DELAY_SECONDS == 900
     assert plan["waitSeconds"] == 1920 - 900
     assert plan["holdSeconds"] == 1920 - 900 + HOLD_MARGIN_SECONDS
     assert envelope_of(plan).redriven_at == NOW + timedelta(seconds=1920)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from sluice.consumer.settings import ConsumerSettings
 from sluice.errors import ConfigurationError
-from sluice.settings import ConsumerSettings
 
 POISON_URL = "https://sqs.us-east-1.amazonaws.com/123456789012/poison"
 REQUIRED = {"SLUICE_IDEMPOTENCY_TABLE": "idempotency", "SLUICE_POISON_QUEUE_URL": POISON_URL}

@@ -26,9 +26,10 @@ from samtranslator.parser.parser import Parser
 from samtranslator.translator.translator import Translator
 from samtranslator.yaml_helper import yaml_parse
 
-from sluice.errors import MAX_VISIBILITY_SECONDS
-from sluice.redrive import RedriveSettings
-from sluice.settings import ENV_PREFIX, ConsumerSettings
+from sluice.consumer.settings import ConsumerSettings
+from sluice.limits import MAX_VISIBILITY_SECONDS
+from sluice.redrive.settings import RedriveSettings
+from sluice.settings import ENV_PREFIX
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"

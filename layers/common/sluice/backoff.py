@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from sluice.errors import MAX_VISIBILITY_SECONDS
+from sluice.limits import MAX_VISIBILITY_SECONDS
 
 Uniform = Callable[[float, float], float]
 

@@ -13,14 +13,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sluice.claimcheck import SQS_MAX_BYTES, attribute_bytes
+from sluice.limits import MAX_BATCH_BYTES, MAX_BATCH_ENTRIES
+from sluice.sqs import attribute_bytes
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
     from sluice.envelope import SendAttributes
 
-MAX_ENTRIES = 10
 CALL_ERRORS_NOT_RETRIED = {
     "AWS.SimpleQueueService.NonExistentQueue",
     "QueueDoesNotExist",
@@ -55,14 +55,14 @@ class Refused:
     """False for a whole-call error no retry fixes now (e.g. the queue does not exist)."""
 
 
-def chunks(messages: Sequence[Outgoing], *, max_bytes: int = SQS_MAX_BYTES) -> list[list[Outgoing]]:
+def chunks(messages: Sequence[Outgoing], *, max_bytes: int = MAX_BATCH_BYTES) -> list[list[Outgoing]]:
     """Group messages in order into batches of ≤ 10 entries and ≤ ``max_bytes`` in total."""
     out: list[list[Outgoing]] = []
     current: list[Outgoing] = []
     size = 0
     for message in messages:
         n = message.size()
-        if current and (len(current) == MAX_ENTRIES or size + n > max_bytes):
+        if current and (len(current) == MAX_BATCH_ENTRIES or size + n > max_bytes):
             out.append(current)
             current, size = [], 0
         current.append(message)

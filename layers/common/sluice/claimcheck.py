@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from sluice.errors import PermanentError, TransientError
+from sluice.limits import MAX_MESSAGE_BYTES
+from sluice.sqs import attribute_bytes
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -36,7 +38,6 @@ LEGACY_POINTER_CLASS = "com.amazon.sqs.javamessaging.MessageS3Pointer"
 EXTENDED_SIZE_ATTRIBUTE = "ExtendedPayloadSize"
 SIMPLE_TYPE = "CLAIM_CHECK"
 DEFAULT_THRESHOLD = 256 * 1024
-SQS_MAX_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,18 +109,6 @@ def fetch(s3: S3Client, pointer: Pointer) -> str:
         raise PermanentError("claim check payload is not UTF-8 text") from None
 
 
-def attribute_bytes(attributes: SendAttributes) -> int:
-    """Size SQS counts for message attributes: name + type + value."""
-    total = 0
-    for name, value in attributes.items():
-        total += len(name.encode()) + len(str(value.get("DataType", "")).encode())
-        if value.get("BinaryValue") is not None:
-            total += len(value["BinaryValue"])
-        else:
-            total += len(str(value.get("StringValue", "")).encode())
-    return total
-
-
 def send(
     sqs: SQSClient,
     s3: S3Client,
@@ -139,7 +128,7 @@ def send(
     """
     attrs: SendAttributes = dict(attributes or {})
     payload = body.encode("utf-8")
-    if len(payload) + attribute_bytes(attrs) > min(threshold, SQS_MAX_BYTES):
+    if len(payload) + attribute_bytes(attrs) > min(threshold, MAX_MESSAGE_BYTES):
         if len(attrs) >= 10:
             raise ValueError("a claim-check message needs one free attribute slot for ExtendedPayloadSize")
         key = f"{prefix}{uuid.uuid4()}"

@@ -16,9 +16,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sluice.limits import MAX_ATTRIBUTES
+
 ATTRIBUTE = "sluice"
 MAX_ERROR_MESSAGE = 512
-SQS_MAX_ATTRIBUTES = 10
 
 SendAttributes = dict[str, dict[str, Any]]
 """Message attributes in the SendMessage shape: ``{"name": {"DataType": ..., "StringValue": ...}}``."""
@@ -154,7 +155,7 @@ def merge(user: SendAttributes, env: Envelope) -> SendAttributes:
     is lost.
     """
     names = sorted(name for name in user if name != ATTRIBUTE)  # never carry an old envelope along
-    keep, spill = names[: SQS_MAX_ATTRIBUTES - 1], names[SQS_MAX_ATTRIBUTES - 1 :]
+    keep, spill = names[: MAX_ATTRIBUTES - 1], names[MAX_ATTRIBUTES - 1 :]
     out: SendAttributes = {name: user[name] for name in keep}
     if spill:
         displaced: dict[str, dict[str, Any]] = {}

@@ -15,7 +15,7 @@ dead-letter queue through the queue's redrive policy. Nothing is dropped.
 
 from __future__ import annotations
 
-MAX_VISIBILITY_SECONDS = 43_200  # SQS: a message can stay invisible at most 12 hours
+from sluice.limits import MAX_VISIBILITY_SECONDS
 
 
 class SluiceError(Exception):

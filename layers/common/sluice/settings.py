@@ -1,4 +1,4 @@
-"""Configuration read from the environment at cold start and validated with pydantic.
+"""The base of every capability's settings: read from the environment at cold start, validated.
 
 A bad or missing setting raises :class:`~sluice.errors.ConfigurationError` whose message names the
 environment variable, so a misconfigured function fails its cold start loudly instead of
@@ -8,11 +8,14 @@ mis-processing messages.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Self, TypeVar
+from typing import Annotated, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sluice.errors import MAX_VISIBILITY_SECONDS, ConfigurationError
+from sluice.errors import ConfigurationError
+from sluice.limits import MAX_VISIBILITY_SECONDS
+
+__all__ = ["ENV_PREFIX", "EnvSettings", "Seconds", "split_csv"]
 
 ENV_PREFIX = "SLUICE_"
 
@@ -42,57 +45,11 @@ class EnvSettings(BaseModel):
             raise ConfigurationError(f"invalid {cls.__name__}: " + "; ".join(problems)) from None
 
 
-def _split_csv(value: object) -> object:
+def split_csv(value: object) -> object:
+    """A comma-separated string as a tuple of its non-empty, stripped parts (other values as they are)."""
     if isinstance(value, str):
         return tuple(part.strip() for part in value.split(",") if part.strip())
     return value
 
 
 Seconds = Annotated[int, Field(ge=0, le=MAX_VISIBILITY_SECONDS)]
-
-
-class ConsumerSettings(EnvSettings):
-    """Settings of the partial-batch consumer (``SLUICE_*`` variables; see docs/configuration.md)."""
-
-    idempotency_table: str = Field(min_length=3)
-    poison_queue_url: str = Field(pattern=r"^https?://")
-    claim_check_buckets: tuple[str, ...] = ()
-    claim_check_prefix: str = "claim-check/"
-    max_receive_count: int = Field(default=5, ge=1, le=1000)
-    dead_letter_queue_url: str = Field(default="", pattern=r"^(https?://.+)?$")
-    """Where a record failing on its last receive is sent with its error ('' = leave it to SQS)."""
-    backoff_base_seconds: float = Field(default=2.0, gt=0, le=MAX_VISIBILITY_SECONDS)
-    backoff_cap_seconds: float = Field(default=300.0, gt=0, le=MAX_VISIBILITY_SECONDS)
-    backoff_floor_seconds: float = Field(default=1.0, ge=0, le=MAX_VISIBILITY_SECONDS)
-    visibility_timeout_seconds: Seconds = 180
-    batch_window_seconds: Seconds = 0
-    heartbeat_fraction: float = Field(default=0.5, gt=0, lt=1)
-    concurrency: int = Field(default=1, ge=1, le=64)
-    idempotency_key_jmespath: str = ""
-    idempotency_ttl_seconds: int = Field(default=14 * 24 * 3600, ge=60)
-
-    _csv = field_validator("claim_check_buckets", mode="before")(_split_csv)
-
-    @field_validator("idempotency_key_jmespath")
-    @classmethod
-    def _compiles(cls, value: str) -> str:
-        if value:
-            import jmespath  # noqa: PLC0415 - only when an expression is configured
-            from jmespath.exceptions import JMESPathError  # noqa: PLC0415
-
-            try:
-                jmespath.compile(value)
-            except JMESPathError as exc:
-                raise ValueError(f"not a valid JMESPath expression: {exc}") from None
-        return value
-
-    @model_validator(mode="after")
-    def _consistent(self) -> Self:
-        if self.backoff_floor_seconds > self.backoff_cap_seconds:
-            raise ValueError(
-                f"SLUICE_BACKOFF_FLOOR_SECONDS ({self.backoff_floor_seconds}) exceeds "
-                f"SLUICE_BACKOFF_CAP_SECONDS ({self.backoff_cap_seconds})"
-            )
-        if self.claim_check_prefix.startswith("/"):
-            raise ValueError("SLUICE_CLAIM_CHECK_PREFIX must not start with '/'")
-        return self

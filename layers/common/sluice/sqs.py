@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sluice.envelope import SendAttributes
 
 
 def queue_identity(reference: str) -> tuple[str | None, str, str] | None:
@@ -54,3 +58,15 @@ def allowlisted(reference: str, allowlist: Iterable[str]) -> bool:
     return identity is not None and any(
         entry is not None and same_queue(identity, entry) for entry in map(queue_identity, allowlist)
     )
+
+
+def attribute_bytes(attributes: SendAttributes) -> int:
+    """Size SQS counts for message attributes: name + type + value."""
+    total = 0
+    for name, value in attributes.items():
+        total += len(name.encode()) + len(str(value.get("DataType", "")).encode())
+        if value.get("BinaryValue") is not None:
+            total += len(value["BinaryValue"])
+        else:
+            total += len(str(value.get("StringValue", "")).encode())
+    return total

@@ -32,11 +32,13 @@ from typing import TYPE_CHECKING, Any
 
 from sluice import metrics
 from sluice.backoff import Uniform
-from sluice.batchsend import MAX_ENTRIES, Outgoing, send_batch
-from sluice.breaker import Breaker, BreakerState, BreakerStatus, report
+from sluice.batchsend import Outgoing, send_batch
 from sluice.envelope import utcnow
 from sluice.errors import ConfigurationError
-from sluice.redrive import Decision, DlqMessage, RedriveSettings, decide
+from sluice.limits import MAX_BATCH_ENTRIES
+from sluice.redrive.breaker import Breaker, BreakerState, BreakerStatus, report
+from sluice.redrive.plan import Decision, DlqMessage, decide
+from sluice.redrive.settings import RedriveSettings
 from sluice.sqs import queue_url_from_arn
 
 if TYPE_CHECKING:
@@ -116,7 +118,7 @@ class Redriver:
         rate = self._s.redrive_max_per_second if max_per_second is None else max_per_second
         if rate <= 0:
             raise ValueError(f"max_per_second must be positive, got {rate}")
-        per_batch = max(1, min(MAX_ENTRIES, int(rate)))
+        per_batch = max(1, min(MAX_BATCH_ENTRIES, int(rate)))
         report_ = RedriveReport()
         start = paced_from = self._monotonic()
         handled = 0
@@ -304,8 +306,8 @@ class Redriver:
         self._log.info("message re-driven", extra=extra)
 
     def _delete(self, decisions: list[Decision], report_: RedriveReport) -> None:
-        for start in range(0, len(decisions), MAX_ENTRIES):
-            chunk = decisions[start : start + MAX_ENTRIES]
+        for start in range(0, len(decisions), MAX_BATCH_ENTRIES):
+            chunk = decisions[start : start + MAX_BATCH_ENTRIES]
             response = self._sqs.delete_message_batch(
                 QueueUrl=self._s.dead_letter_queue_url,
                 Entries=[{"Id": str(i), "ReceiptHandle": d.receipt_handle} for i, d in enumerate(chunk)],

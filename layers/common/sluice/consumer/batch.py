@@ -33,12 +33,13 @@ from pydantic import BaseModel, ValidationError
 
 from sluice import claimcheck, metrics
 from sluice.backoff import full_jitter
+from sluice.consumer.heartbeat import Heartbeat, InFlight
+from sluice.consumer.idempotency import Idempotency, InProgressElsewhere
+from sluice.consumer.settings import ConsumerSettings
 from sluice.envelope import Envelope, ErrorInfo, SendAttributes, from_event_attributes, merge, split
-from sluice.errors import MAX_VISIBILITY_SECONDS, PermanentError, RetryAfter
-from sluice.heartbeat import Heartbeat, InFlight
-from sluice.idempotency import Idempotency, InProgressElsewhere
+from sluice.errors import PermanentError, RetryAfter
+from sluice.limits import MAX_VISIBILITY_SECONDS
 from sluice.poison import isolate
-from sluice.settings import ConsumerSettings
 from sluice.sqs import queue_url_from_arn
 
 if TYPE_CHECKING:

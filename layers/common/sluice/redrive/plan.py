@@ -20,12 +20,9 @@ import random
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal, Self
-
-from pydantic import Field, field_validator, model_validator
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from sluice.backoff import Uniform
-from sluice.breaker import BreakerSettings, as_utc
 from sluice.envelope import (
     ATTRIBUTE,
     MAX_ERROR_MESSAGE,
@@ -36,11 +33,14 @@ from sluice.envelope import (
     merge,
     split,
 )
-from sluice.errors import MAX_VISIBILITY_SECONDS, PermanentError
-from sluice.sqs import allowlisted, queue_identity
+from sluice.errors import PermanentError
+from sluice.limits import MAX_DELAY_SECONDS, MAX_LONG_DELAY_SECONDS, MAX_VISIBILITY_SECONDS
+from sluice.redrive.breaker import as_utc
+from sluice.sqs import allowlisted
 
-SQS_MAX_DELAY = 900
-MAX_BACKOFF_SECONDS = 365 * 86_400  # the long-delay pipeline's limit
+if TYPE_CHECKING:
+    from sluice.redrive.settings import RedriveSettings
+
 SOURCE_ATTRIBUTE = "DeadLetterQueueSourceArn"
 RECEIVE_COUNT_ATTRIBUTE = "ApproximateReceiveCount"
 TRACE_ATTRIBUTE = "AWSTraceHeader"
@@ -71,7 +71,7 @@ def plan(
     base: float,
     cap: float,
     floor: float = 0.0,
-    direct_send_threshold: int = SQS_MAX_DELAY,
+    direct_send_threshold: int = MAX_DELAY_SECONDS,
     uniform: Uniform = random.uniform,
 ) -> RedrivePlan:
     """The decision for a message whose envelope says ``attempts_so_far`` cycles have failed."""
@@ -81,14 +81,14 @@ def plan(
         raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
     if not 0 <= floor <= cap:
         raise ValueError(f"need 0 <= floor <= cap, got floor={floor} cap={cap}")
-    if not 1 <= direct_send_threshold <= SQS_MAX_DELAY:
-        raise ValueError(f"direct_send_threshold must be within 1..{SQS_MAX_DELAY}")
+    if not 1 <= direct_send_threshold <= MAX_DELAY_SECONDS:
+        raise ValueError(f"direct_send_threshold must be within 1..{MAX_DELAY_SECONDS}")
     attempt = attempts_so_far + 1
     if attempt > max_attempts:
         return RedrivePlan(attempt=attempt, poison=True, delay_seconds=0, via_delay_pipeline=False)
     top = min(cap, base * 2.0 ** min(attempt, 64))
     delay = uniform(floor, max(floor, top))
-    seconds = min(MAX_BACKOFF_SECONDS, int(-(-delay // 1)))  # whole seconds, rounded up: keeps the floor
+    seconds = min(MAX_LONG_DELAY_SECONDS, int(-(-delay // 1)))  # whole seconds, rounded up: keeps the floor
     return RedrivePlan(
         attempt=attempt,
         poison=False,
@@ -114,61 +114,6 @@ def source_queue(
     if not allowlisted(str(source), allowlist):
         raise PermanentError(f"source queue {source!r} is not in the redrive allowlist")
     return str(source)
-
-
-# --- settings ----------------------------------------------------------------------------------
-
-
-def _csv(value: object) -> object:
-    if isinstance(value, str):
-        return tuple(part.strip() for part in value.split(",") if part.strip())
-    return value
-
-
-class RedriveSettings(BreakerSettings):
-    """Settings of the redriver and the redrive state machine's Plan step (``SLUICE_*``)."""
-
-    dead_letter_queue_url: str = Field(pattern=r"^https?://")
-    poison_queue_url: str = Field(pattern=r"^https?://")
-    source_queue_arn: str = ""
-    """Where a message without ``DeadLetterQueueSourceArn`` (or a recorded source) goes back to."""
-    redrive_sources: tuple[str, ...] = ()
-    """Allowlist of queues (ARNs or URLs) messages may be re-driven to; the default source is always in."""
-    delay_queue_url: str = ""
-    """The long-delay pipeline's queue: backoffs beyond the direct-send threshold go through it."""
-    redrive_max_attempts: int = Field(default=5, ge=1, le=100)
-    redrive_base_seconds: float = Field(default=60.0, gt=0, le=MAX_BACKOFF_SECONDS)
-    redrive_cap_seconds: float = Field(default=3600.0, gt=0, le=MAX_BACKOFF_SECONDS)
-    redrive_floor_seconds: float = Field(default=1.0, ge=0, le=MAX_BACKOFF_SECONDS)
-    direct_send_threshold_seconds: int = Field(default=SQS_MAX_DELAY, ge=1, le=SQS_MAX_DELAY)
-    redrive_max_per_second: float = Field(default=50.0, gt=0, le=3000)
-    receive_wait_seconds: int = Field(default=2, ge=0, le=20)
-
-    _sources = field_validator("redrive_sources", mode="before")(_csv)
-
-    @model_validator(mode="after")
-    def _consistent(self) -> Self:
-        if self.redrive_floor_seconds > self.redrive_cap_seconds:
-            raise ValueError(
-                f"SLUICE_REDRIVE_FLOOR_SECONDS ({self.redrive_floor_seconds}) exceeds "
-                f"SLUICE_REDRIVE_CAP_SECONDS ({self.redrive_cap_seconds})"
-            )
-        if self.source_queue_arn and queue_identity(self.source_queue_arn) is None:
-            raise ValueError(f"SLUICE_SOURCE_QUEUE_ARN is not a queue ARN or URL: {self.source_queue_arn!r}")
-        for entry in self.redrive_sources:
-            if queue_identity(entry) is None:
-                raise ValueError(f"SLUICE_REDRIVE_SOURCES entry is not a queue ARN or URL: {entry!r}")
-        return self
-
-    @property
-    def allowlist(self) -> tuple[str, ...]:
-        return tuple(
-            dict.fromkeys(
-                (self.source_queue_arn, *self.redrive_sources)
-                if self.source_queue_arn
-                else self.redrive_sources
-            )
-        )
 
 
 # --- one dead-lettered message -----------------------------------------------------------------
@@ -288,7 +233,7 @@ class Decision:
         the rest of a longer backoff, ``waitSeconds``, is waited by the execution, with the message
         held invisible in the DLQ for ``holdSeconds`` meanwhile.
         """
-        send_delay = min(self.delay_seconds, SQS_MAX_DELAY) if self.action == "redrive" else 0
+        send_delay = min(self.delay_seconds, MAX_DELAY_SECONDS) if self.action == "redrive" else 0
         wait = max(0, self.delay_seconds - send_delay) if self.action == "redrive" else 0
         return {
             "messageId": self.message_id,

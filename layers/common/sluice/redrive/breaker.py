@@ -33,16 +33,14 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
-
 from sluice import metrics
 from sluice.envelope import Envelope
-from sluice.settings import EnvSettings
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
     from sluice.metrics import MetricSink
+    from sluice.redrive.settings import BreakerSettings
 
 DEFAULT_NAME = "redrive"
 MAX_REASON = 512
@@ -54,23 +52,6 @@ class BreakerState(StrEnum):
     CLOSED = "closed"
     OPEN = "open"
     HALF_OPEN = "half_open"
-
-
-class BreakerSettings(EnvSettings):
-    """The circuit breaker's item and policy (``SLUICE_BREAKER_*``; see docs/redrive.md)."""
-
-    breaker_table: str = Field(min_length=3)
-    breaker_cooldown_seconds: int = Field(default=300, ge=1, le=86_400)
-    breaker_bounce_percent: float = Field(default=50.0, ge=0, le=100)
-    """Share of bouncing messages, in percent, above which the breaker opens."""
-    breaker_min_sample: int = Field(default=10, ge=1, le=10_000)
-
-    def policy(self) -> BreakerPolicy:
-        return BreakerPolicy(
-            cooldown_seconds=self.breaker_cooldown_seconds,
-            bounce_threshold=self.breaker_bounce_percent / 100,
-            min_sample=self.breaker_min_sample,
-        )
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from sluice import metrics
 from sluice.batchsend import send_batch
-from sluice.delay import DelaySettings, Parked, bucket_prefix, decode_object, encode_object
+from sluice.delay.schedule import Parked, bucket_prefix, decode_object, encode_object
+from sluice.delay.settings import DelaySettings
 from sluice.envelope import Envelope, split, utcnow
 from sluice.errors import PermanentError, TransientError
 from sluice.poison import isolate

@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from sluice import metrics
 from sluice.batchsend import Outgoing, send_batch
-from sluice.delay import (
-    DelaySettings,
+from sluice.delay.schedule import (
     Parked,
     bucket_of,
     bucket_prefix,
@@ -30,6 +29,7 @@ from sluice.delay import (
     execution_name,
     residual_seconds,
 )
+from sluice.delay.settings import DelaySettings
 from sluice.envelope import Envelope, from_event_attributes, merge, split, utcnow
 from sluice.errors import ConfigurationError, PermanentError
 from sluice.poison import isolate

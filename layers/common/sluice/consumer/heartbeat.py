@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sluice.errors import MAX_VISIBILITY_SECONDS
+from sluice.limits import MAX_VISIBILITY_SECONDS
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient

@@ -21,57 +21,19 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Self
-
-from pydantic import Field, model_validator
+from typing import TYPE_CHECKING, Any
 
 from sluice.batchsend import Outgoing
 from sluice.envelope import Envelope, SendAttributes, merge, split, utcnow
 from sluice.errors import PermanentError
-from sluice.settings import EnvSettings
+from sluice.limits import MAX_DELAY_SECONDS, MAX_LONG_DELAY_SECONDS
 from sluice.sqs import allowlisted, queue_identity
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
-SQS_MAX_DELAY = 900
-MAX_DELAY = timedelta(days=365)
+MAX_DELAY = timedelta(seconds=MAX_LONG_DELAY_SECONDS)
 OBJECT_VERSION = 1
-
-
-class DelaySettings(EnvSettings):
-    """Settings of the batch-delay and rehydrator functions (``SLUICE_*``; see docs/delays.md)."""
-
-    delay_bucket: str = Field(min_length=3)
-    delay_prefix: str = "delayed/"
-    delay_state_machine_arn: str = ""
-    delay_targets: tuple[str, ...] = ()
-    direct_send_threshold_seconds: int = Field(default=SQS_MAX_DELAY, ge=1, le=SQS_MAX_DELAY)
-    delay_bucket_seconds: int = Field(default=60, ge=1, le=SQS_MAX_DELAY // 2)
-    past_grace_seconds: int = Field(default=300, ge=0, le=86_400)
-    poison_queue_url: str = Field(pattern=r"^https?://")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _csv(cls, values: Any) -> Any:
-        if isinstance(values, dict) and isinstance(values.get("delay_targets"), str):
-            values = {
-                **values,
-                "delay_targets": tuple(t.strip() for t in values["delay_targets"].split(",") if t.strip()),
-            }
-        return values
-
-    @model_validator(mode="after")
-    def _consistent(self) -> Self:
-        if self.delay_bucket_seconds * 2 > self.direct_send_threshold_seconds:
-            raise ValueError(
-                "SLUICE_DELAY_BUCKET_SECONDS must be at most half of SLUICE_DIRECT_SEND_THRESHOLD_SECONDS "
-                f"({self.delay_bucket_seconds} > {self.direct_send_threshold_seconds}/2): "
-                "a bucket must never open while it is still being written"
-            )
-        if not self.delay_prefix.endswith("/") or self.delay_prefix.startswith("/"):
-            raise ValueError("SLUICE_DELAY_PREFIX must end with '/' and not start with '/'")
-        return self
 
 
 # --- producer ----------------------------------------------------------------------------------
@@ -146,7 +108,7 @@ def due_time(envelope: Envelope, *, now: datetime, grace_seconds: int) -> dateti
 def residual_seconds(due: datetime, now: datetime) -> int:
     """Whole seconds still to wait, rounded to the nearest (delivery within ±0.5 s of due rather than
     up to a second late), within SQS DelaySeconds limits (0 to 900)."""
-    return max(0, min(SQS_MAX_DELAY, math.floor((due - now).total_seconds() + 0.5)))
+    return max(0, min(MAX_DELAY_SECONDS, math.floor((due - now).total_seconds() + 0.5)))
 
 
 def bucket_of(due: datetime, width: int) -> int:

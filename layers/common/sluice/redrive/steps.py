@@ -33,28 +33,18 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from sluice import metrics
-from sluice.envelope import (
-    MAX_ERROR_MESSAGE,
-    Envelope,
-    ErrorInfo,
-    from_event_attributes,
-    merge,
-    split,
-)
-from sluice.errors import MAX_VISIBILITY_SECONDS, PermanentError
-from sluice.redrive import (
-    Decision,
-    DlqMessage,
-    RedriveSettings,
-    decide,
-)
+from sluice.envelope import MAX_ERROR_MESSAGE, Envelope, ErrorInfo, from_event_attributes, merge, split
+from sluice.errors import PermanentError
+from sluice.limits import MAX_VISIBILITY_SECONDS
+from sluice.redrive.plan import Decision, DlqMessage, decide
+from sluice.redrive.settings import RedriveSettings
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Logger
 
     from sluice.backoff import Uniform
-    from sluice.breaker import Breaker
     from sluice.metrics import MetricSink
+    from sluice.redrive.breaker import Breaker
 
 FETCH_VISIBILITY_SECONDS = 300
 """``VisibilityTimeout`` of the state machine's FetchBatch (receiveMessage) state.
