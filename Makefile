@@ -82,8 +82,7 @@ bench: $(STAMP)
 ENV ?= default
 # Guided the first time (no stack yet): sam asks for and saves the parameters; later runs reuse them.
 deploy: build
-	@stack="$$($(PY) -c 'import sys,tomllib; c=tomllib.load(open("samconfig.toml","rb")); print(c[sys.argv[1]]["global"]["parameters"]["stack_name"])' $(ENV))"; \
-	region="$$($(PY) -c 'import sys,tomllib; c=tomllib.load(open("samconfig.toml","rb")); print(c[sys.argv[1]]["global"]["parameters"]["region"])' $(ENV))"; \
+	@stack="$$($(PY) -m sluice_cli.samconfig $(ENV) stack_name)" && region="$$($(PY) -m sluice_cli.samconfig $(ENV) region)" || exit 1; \
 	if $(PY) -c 'import boto3,sys; boto3.client("cloudformation", region_name=sys.argv[2]).describe_stacks(StackName=sys.argv[1])' "$$stack" "$$region" >/dev/null 2>&1; then \
 	  $(BIN)/sam deploy --config-env $(ENV); \
 	else \

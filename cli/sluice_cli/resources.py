@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +12,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from sluice.errors import ConfigurationError
 from sluice.redrive.settings import RedriveSettings
 from sluice_cli import PARTIAL_FAILURE, USAGE_ERROR, CliError
+from sluice_cli.samconfig import deploy_settings
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudformation import CloudFormationClient
@@ -88,20 +88,10 @@ def stack_outputs(cloudformation: CloudFormationClient, stack_name: str) -> dict
 
 def samconfig(path: Path, config_env: str) -> dict[str, str]:
     """``stack_name`` and ``region`` of ``config_env`` in samconfig.toml (deploy's win over global's)."""
-    if not path.is_file():
-        return {}
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise CliError(f"cannot read {path}: {exc}", USAGE_ERROR) from None
-    env = data.get(config_env) or {}
-    found: dict[str, str] = {}
-    for section in ("global", "deploy"):  # a command's own parameters win, as in sam
-        params = (env.get(section) or {}).get("parameters") or {}
-        for key in ("stack_name", "region"):
-            if isinstance(params.get(key), str) and params[key]:
-                found[key] = params[key]
-    return found
+        return deploy_settings(path, config_env)
+    except ValueError as exc:
+        raise CliError(str(exc), USAGE_ERROR) from None
 
 
 # --- the deployed redrive settings -------------------------------------------------------------

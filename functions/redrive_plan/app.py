@@ -1,10 +1,10 @@
 """Redrive Plan Lambda: wiring only. Plans one dead-lettered message for the redrive state machine.
 
 Called by the state machine's Plan step with ``{"message": <one message exactly as ReceiveMessage
-returned it>, "probeAt": <the breaker's half-open probe time or null>}`` (a bare message is accepted
-too); answers the plan (``sluice.redrive.Decision.to_state()``): redrive after a backoff, or isolate
-as poison. Called by the Refuse step with ``{"refused": {"plan", "error"}}`` when the source queue
-refused a send as malformed; answers the poison plan that records the refusal.
+returned it>, "probeAt": <the breaker's half-open probe time or null>}``; answers the plan
+(``sluice.redrive.Decision.to_state()``): redrive after a backoff, or isolate as poison. Called by
+the Refuse step with ``{"refused": {"plan", "error"}}`` when the source queue refused a send as
+malformed; answers the poison plan that records the refusal.
 """
 
 import os

@@ -10,8 +10,8 @@ import threading
 import time
 from pathlib import Path
 
+from sluice_cli.samconfig import parse_overrides
 from sluice_local.cloud import ROOT, LocalCloud
-from sluice_local.template import parse_overrides
 
 # Small values of real template parameters, so backoffs and dead-lettering happen in seconds
 # through the very same code paths as in AWS.

@@ -20,8 +20,6 @@ import copy
 import io
 import json
 import re
-import shlex
-import tomllib
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +29,8 @@ import boto3
 from samtranslator.parser.parser import Parser
 from samtranslator.translator.translator import Translator
 from samtranslator.yaml_helper import yaml_parse
+
+from sluice_cli.samconfig import parameter_overrides
 
 ARTIFACT_BUCKET = "sluice-local-artifacts"
 EMULATED_TYPES = ("AWS::CloudWatch::Alarm", "AWS::Scheduler::Schedule", "AWS::SNS::Subscription")
@@ -56,24 +56,7 @@ class Translated:
 
 def samconfig_parameters(project: Path, env: str = "default") -> dict[str, str]:
     """``parameter_overrides`` of samconfig.toml's environment (deploy section) as a dict."""
-    path = project / "samconfig.toml"
-    if not path.is_file():
-        return {}
-    config = tomllib.loads(path.read_text())
-    raw = config.get(env, {}).get("deploy", {}).get("parameters", {}).get("parameter_overrides", "")
-    items = raw if isinstance(raw, list) else shlex.split(raw)
-    return parse_overrides(items, where=f"samconfig.toml [{env}] parameter_overrides")
-
-
-def parse_overrides(items: list[str], *, where: str) -> dict[str, str]:
-    """``["Key=Value", ...]`` → dict; anything else is an error naming ``where``."""
-    out: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"{where}: {item!r} is not KEY=VALUE")
-        out[key] = value
-    return out
+    return parameter_overrides(project / "samconfig.toml", env)
 
 
 def _zip_of(folder: Path) -> bytes:

@@ -1,6 +1,6 @@
 """Every file in events/redrive_plan runs through the real Plan handler (moto), as `sam local invoke`
-would run it: one Map item of the redrive state machine (the message and the breaker's probe time, or
-a bare message as the previous definition passed it) → one plan back; or a send the source refused →
+would run it: one Map item of the redrive state machine (the message and the breaker's probe time) → one
+plan back; or a send the source refused →
 the poison plan that records the refusal."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import pytest
 from moto import mock_aws
 
 from sluice.envelope import ATTRIBUTE, Envelope
+from sluice.errors import InvalidEventError
 from sluice_local.lambda_loader import LambdaContext, load_handler
 
 from .test_events import emf_metrics
@@ -43,7 +44,6 @@ EXPECTED: dict[str, Expected] = {
     "redrive_plan/first-dead-letter.json": Expected(
         "redrive", 1, "sluice-dev-work", "MaxReceiveCountExceeded"
     ),
-    "redrive_plan/bare-message.json": Expected("redrive", 1, "sluice-dev-work", "MaxReceiveCountExceeded"),
     "redrive_plan/max-attempts-poison.json": Expected("poison", 6, "sluice-dev-poison", "TransientError"),
     "redrive_plan/foreign-source.json": Expected("poison", 1, "sluice-dev-poison", "RedriveRefused"),
     "redrive_plan/judged-after-probe.json": Expected(
@@ -87,7 +87,7 @@ def test_redrive_plan_event_runs_through_its_handler(plan_stack, capsys, event_f
     ddb, urls = plan_stack
     event = json.loads((EVENTS / event_file).read_text())
     refused = event.get("refused")
-    message = refused["plan"] if refused else event.get("message", event)
+    message = refused["plan"] if refused else event["message"]
     handler = load_handler(ROOT / "functions" / "redrive_plan", "app.lambda_handler")
     capsys.readouterr()
 
@@ -129,3 +129,15 @@ def test_redrive_plan_event_runs_through_its_handler(plan_stack, capsys, event_f
             assert item[counter] == {"N": value}, f"breaker {counter} in {event_file}"
         if expected.action == "redrive":
             assert "latest_due" in item
+
+
+def test_a_bare_message_is_refused_with_the_shape_the_step_expects(plan_stack):
+    # Given a ReceiveMessage message passed without its Map item wrapper
+    ddb, _ = plan_stack
+    bare = json.loads((EVENTS / "redrive_plan/first-dead-letter.json").read_text())["message"]
+    handler = load_handler(ROOT / "functions" / "redrive_plan", "app.lambda_handler")
+
+    # When the Plan step runs it, Then it names the shape it expected and plans nothing
+    with pytest.raises(InvalidEventError, match=r'expects \{"message": .*got \[.*MessageId'):
+        handler(bare, LambdaContext(function_name="sluice-dev-RedrivePlanFunction"))
+    assert "Item" not in ddb.get_item(TableName=BREAKER_TABLE, Key={"id": {"S": "redrive"}})

@@ -18,7 +18,7 @@ import pytest
 from aws_lambda_powertools import Logger
 
 from sluice.envelope import ATTRIBUTE, Envelope, ErrorInfo
-from sluice.errors import PermanentError
+from sluice.errors import InvalidEventError, PermanentError
 from sluice.limits import MAX_DELAY_SECONDS, MAX_VISIBILITY_SECONDS
 from sluice.redrive import steps as redrive_sfn
 from sluice.redrive.breaker import BreakerPolicy
@@ -207,15 +207,18 @@ def test_given_a_backoff_beyond_900_seconds_when_planned_then_only_the_rest_is_w
     assert envelope_of(plan).redriven_at == NOW + timedelta(seconds=1920)
 
 
-def test_given_a_bare_message_from_a_previous_definition_when_planned_then_it_is_planned_alike():
-    # Given a message passed without the item wrapper (an execution started before the update)
+@pytest.mark.parametrize(
+    "event",
+    [message(), {"message": "not a message"}, {"message": message(), "probeAt": "soon"}, ["a", "list"]],
+    ids=["bare message", "message not an object", "probe time not a number", "not an object"],
+)
+def test_given_an_item_of_another_shape_when_planned_then_it_names_the_shape_expected(event):
+    # Given a Map item that is not {"message": <message>, "probeAt": <number or null>}
     breaker = FakeBreaker()
-    # When the Plan step runs on it and on the same message as an item
-    bare = run(message(), breaker=breaker)
-    wrapped = run(item(message()), breaker=breaker)
-    # Then both plans are the same, and both count for the breaker
-    assert bare == wrapped
-    assert breaker.observed == [(1, 0), (1, 0)]
+    # When the Plan step runs on it, Then it says what it expected and counts nothing for the breaker
+    with pytest.raises(InvalidEventError, match=r'expects \{"message": <one ReceiveMessage message>'):
+        run(event, breaker=breaker)
+    assert breaker.observed == []
 
 
 def test_given_a_probe_time_when_a_message_failed_after_it_then_it_counts_as_fresh_for_the_breaker():

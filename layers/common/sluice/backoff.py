@@ -32,5 +32,10 @@ def full_jitter(
     Never more than 12 hours (SQS's visibility limit).
     """
     top = ceiling(attempt, base=base, cap=cap)
-    delay = max(floor, uniform(0.0, top))
-    return min(MAX_VISIBILITY_SECONDS, int(-(-delay // 1)))  # ceil without importing math
+    return whole_seconds(max(floor, uniform(0.0, top)), limit=MAX_VISIBILITY_SECONDS)
+
+
+def whole_seconds(delay: float, *, limit: int) -> int:
+    """``delay`` rounded up to whole seconds (SQS delays and visibility are integral; rounding up keeps
+    a floor), at most ``limit``."""
+    return min(limit, int(-(-delay // 1)))  # ceil without importing math

@@ -40,11 +40,18 @@ class ErrorInfo(BaseModel):
     receives: int | None = None
 
     @classmethod
-    def from_exception(cls, exc: BaseException, *, receives: int | None = None) -> ErrorInfo:
-        text = str(exc) or exc.__class__.__name__
-        if len(text) > MAX_ERROR_MESSAGE:
-            text = text[: MAX_ERROR_MESSAGE - 1] + "…"
-        return cls(type=exc.__class__.__name__, message=text, at=utcnow(), receives=receives)
+    def of(cls, type_: str, message: str, *, at: datetime, receives: int | None = None) -> ErrorInfo:
+        """An error whose message is cut to :data:`MAX_ERROR_MESSAGE` characters (marked with …)."""
+        if len(message) > MAX_ERROR_MESSAGE:
+            message = message[: MAX_ERROR_MESSAGE - 1] + "…"
+        return cls(type=type_, message=message, at=at, receives=receives)
+
+    @classmethod
+    def from_exception(
+        cls, exc: BaseException, *, receives: int | None = None, at: datetime | None = None
+    ) -> ErrorInfo:
+        name = exc.__class__.__name__
+        return cls.of(name, str(exc) or name, at=at or utcnow(), receives=receives)
 
 
 class Envelope(BaseModel):
@@ -76,16 +83,18 @@ class Envelope(BaseModel):
     def to_json(self) -> str:
         return self.model_dump_json(exclude_none=True, exclude_defaults=False)
 
+    def recording(self, error: ErrorInfo, *, attempts: int | None = None, **changes: Any) -> Envelope:
+        """The envelope with ``error`` as its last error (the first failure's time kept), its attempts
+        set to ``attempts`` when given, and any other field ``changes``: the one way a failure is
+        written down, on every path."""
+        update: dict[str, Any] = {"last_error": error, "first_failure": self.first_failure or error.at}
+        if attempts is not None:
+            update["attempts"] = attempts
+        return self.model_copy(update={**changes, **update})
+
     def failed(self, exc: BaseException, *, receives: int | None = None) -> Envelope:
         """The envelope after one more failed cycle caused by ``exc``."""
-        error = ErrorInfo.from_exception(exc, receives=receives)
-        return self.model_copy(
-            update={
-                "attempts": self.attempts + 1,
-                "first_failure": self.first_failure or error.at,
-                "last_error": error,
-            }
-        )
+        return self.recording(ErrorInfo.from_exception(exc, receives=receives), attempts=self.attempts + 1)
 
 
 def decode(raw: str | None) -> tuple[Envelope | None, str | None]:

@@ -26,6 +26,10 @@ class ConfigurationError(SluiceError):
     """A setting is missing or invalid; raised at cold start, names the variable."""
 
 
+class InvalidEventError(SluiceError, ValueError):
+    """A handler was given an event it cannot interpret; the message names the shape it expected."""
+
+
 class PermanentError(SluiceError):
     """Retrying cannot succeed: isolate the record in the poison queue."""
 

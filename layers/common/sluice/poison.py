@@ -65,12 +65,8 @@ def isolate_request(
         message_id = request.get("messageId")
         base = envelope or Envelope(origin_id=None if message_id is None else str(message_id))
         now = utcnow()
-        envelope = base.model_copy(
-            update={
-                "attempts": max(base.attempts, 1),
-                "first_failure": base.first_failure or now,
-                "last_error": ErrorInfo(type=PermanentError.__name__, message=reason[:511], at=now),
-            }
+        envelope = base.recording(
+            ErrorInfo.of(PermanentError.__name__, reason, at=now), attempts=max(base.attempts, 1)
         )
     return isolate(
         sqs, poison_queue_url=poison_queue_url, body=body, attributes=user, envelope=envelope

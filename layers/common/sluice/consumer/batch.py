@@ -386,9 +386,7 @@ class Consumer:
         ):
             return False
         error = ErrorInfo.from_exception(exc, receives=receives)
-        recorded = envelope.model_copy(
-            update={"last_error": error, "first_failure": envelope.first_failure or error.at}
-        )
+        recorded = envelope.recording(error)
         try:
             self._sqs.send_message(
                 QueueUrl=s.dead_letter_queue_url,

@@ -22,10 +22,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, Self
 
-from sluice.backoff import Uniform
+from sluice.backoff import Uniform, ceiling, whole_seconds
 from sluice.envelope import (
     ATTRIBUTE,
-    MAX_ERROR_MESSAGE,
     Envelope,
     ErrorInfo,
     SendAttributes,
@@ -86,9 +85,8 @@ def plan(
     attempt = attempts_so_far + 1
     if attempt > max_attempts:
         return RedrivePlan(attempt=attempt, poison=True, delay_seconds=0, via_delay_pipeline=False)
-    top = min(cap, base * 2.0 ** min(attempt, 64))
-    delay = uniform(floor, max(floor, top))
-    seconds = min(MAX_LONG_DELAY_SECONDS, int(-(-delay // 1)))  # whole seconds, rounded up: keeps the floor
+    top = ceiling(attempt + 1, base=base, cap=cap)  # base·2^attempt: the first redrive already doubles
+    seconds = whole_seconds(uniform(floor, max(floor, top)), limit=MAX_LONG_DELAY_SECONDS)
     return RedrivePlan(
         attempt=attempt,
         poison=False,
@@ -199,31 +197,21 @@ class Decision:
         malformed: the envelope keeps its history and records ``RedriveRefused`` as its last error."""
         user, envelope, _ = split(self.attributes)
         base = envelope or Envelope(origin_id=self.message_id)
-        error = ErrorInfo(
-            type=REFUSED, message=f"{self.destination} refused the message: {why}"[:MAX_ERROR_MESSAGE], at=now
-        )
-        env = base.model_copy(
-            update={
-                "last_error": error,
-                "first_failure": base.first_failure or now,
-                "deliver_at": None,
-                "target": None,
-                "redriven_at": None,
-            }
-        )
+        error = ErrorInfo.of(REFUSED, f"{self.destination} refused the message: {why}", at=now)
+        env = base.recording(error, deliver_at=None, target=None, redriven_at=None)
         attributes = merge(user, env)
         return Decision(
-            self.message_id,
-            self.receipt_handle,
-            "poison",
-            self.attempt,
-            0,
-            poison_queue_url,
-            self.body,
-            attributes,
-            Envelope.model_validate_json(attributes[ATTRIBUTE]["StringValue"]),
-            self.bouncing,
-            f"the source queue refused the message: {why}",
+            message_id=self.message_id,
+            receipt_handle=self.receipt_handle,
+            action="poison",
+            attempt=self.attempt,
+            delay_seconds=0,
+            destination=poison_queue_url,
+            body=self.body,
+            attributes=attributes,
+            envelope=_as_written(attributes),
+            bouncing=self.bouncing,
+            reason=f"the source queue refused the message: {why}",
         )
 
     def to_state(self) -> dict[str, Any]:
@@ -259,6 +247,86 @@ class Decision:
         }
 
 
+@dataclass(frozen=True)
+class _Judged:
+    """What :func:`decide` knows of one message before choosing what to do with it."""
+
+    message: DlqMessage
+    user: SendAttributes
+    problem: str | None
+    envelope: Envelope
+    """As it arrived (first-hop identity filled in)."""
+    failed: Envelope
+    """With this cycle's error recorded."""
+    error: ErrorInfo
+    bouncing: bool
+    fresh: bool
+    now: datetime
+
+    def decision(
+        self, action: Action, attempt: int, delay: int, *, destination: str, env: Envelope, reason: str
+    ) -> Decision:
+        attributes = merge(self.user, env)
+        return Decision(
+            message_id=self.message.message_id,
+            receipt_handle=self.message.receipt_handle,
+            action=action,
+            attempt=attempt,
+            delay_seconds=delay,
+            destination=destination,
+            body=self.message.body,
+            attributes=attributes,
+            envelope=_as_written(attributes),
+            bouncing=self.bouncing,
+            reason=reason,
+            envelope_problem=self.problem,
+            fresh=self.fresh,
+            due_at=None if action == "poison" else self.now + timedelta(seconds=delay),
+        )
+
+    def poison(self, attempt: int, reason: str, last: ErrorInfo, *, poison_queue_url: str) -> Decision:
+        env = self.failed.recording(last, attempts=attempt)
+        return self.decision("poison", attempt, 0, destination=poison_queue_url, env=env, reason=reason)
+
+
+def _judge(
+    message: DlqMessage, settings: RedriveSettings, now: datetime, failed_after: datetime | None
+) -> _Judged:
+    user, envelope, problem = message.split()
+    error = _cycle_error(envelope, message, now)
+    return _Judged(
+        message=message,
+        user=user,
+        problem=problem,
+        envelope=envelope,
+        failed=envelope.recording(error),
+        error=error,
+        # timed from the failure, not from when a run happens to see the message
+        bouncing=settings.policy().is_bouncing(envelope, error.at),
+        # only a failure the consumer recorded has a time; SQS's own move tells none
+        fresh=failed_after is not None
+        and error.type != DEAD_LETTERED
+        and as_utc(error.at) > as_utc(failed_after),
+        now=now,
+    )
+
+
+def _backoff(attempts: int, settings: RedriveSettings, *, hold_in_dlq: bool, uniform: Uniform) -> RedrivePlan:
+    """The plan for the next attempt; a backoff held in the DLQ is capped at :data:`MAX_HOLD_WAIT`."""
+    cap, floor = settings.redrive_cap_seconds, settings.redrive_floor_seconds
+    if hold_in_dlq:
+        cap, floor = min(cap, MAX_HOLD_WAIT), min(floor, MAX_HOLD_WAIT)
+    return plan(
+        attempts,
+        max_attempts=settings.redrive_max_attempts,
+        base=settings.redrive_base_seconds,
+        cap=cap,
+        floor=floor,
+        direct_send_threshold=settings.direct_send_threshold_seconds,
+        uniform=uniform,
+    )
+
+
 def decide(
     message: DlqMessage,
     settings: RedriveSettings,
@@ -276,77 +344,27 @@ def decide(
     backoff never goes through the delay pipeline but is capped at :data:`MAX_HOLD_WAIT`.
     ``failed_after`` (a half-open breaker's probe time) sets :attr:`Decision.fresh`.
     """
-    user, envelope, problem = message.split()
-    error = _cycle_error(envelope, message, now)
-    # timed from the failure, not from when a run happens to see the message
-    bouncing = settings.policy().is_bouncing(envelope, error.at)
-    # only a failure the consumer recorded has a time; SQS's own move tells none
-    fresh = (
-        failed_after is not None and error.type != DEAD_LETTERED and as_utc(error.at) > as_utc(failed_after)
-    )
-    failed = envelope.model_copy(
-        update={"first_failure": envelope.first_failure or error.at, "last_error": error}
-    )
-
-    def make(
-        action: Action, attempt: int, delay: int, *, destination: str, env: Envelope, reason: str
-    ) -> Decision:
-        due = None if action == "poison" else now + timedelta(seconds=delay)
-        attributes = merge(user, env)
-        # the envelope exactly as it travels (``merge`` may have filled or cleared ``displaced``)
-        written = Envelope.model_validate_json(attributes[ATTRIBUTE]["StringValue"])
-        return Decision(
-            message.message_id,
-            message.receipt_handle,
-            action,
-            attempt,
-            delay,
-            destination,
-            message.body,
-            attributes,
-            written,
-            bouncing,
-            reason,
-            problem,
-            fresh,
-            due,
-        )
-
-    def poison(attempt: int, reason: str, last: ErrorInfo) -> Decision:
-        env = failed.model_copy(update={"attempts": attempt, "last_error": last})
-        return make("poison", attempt, 0, destination=settings.poison_queue_url, env=env, reason=reason)
-
+    judged = _judge(message, settings, now, failed_after)
+    envelope, error, poison_url = judged.envelope, judged.error, settings.poison_queue_url
     try:
         source = source_queue(
-            message.system,
-            default=default_source(envelope, settings),
-            allowlist=settings.allowlist,
+            message.system, default=default_source(envelope, settings), allowlist=settings.allowlist
         )
     except PermanentError as exc:
-        refused = ErrorInfo(type=REFUSED, message=str(exc)[:511], at=now, receives=message.receives)
-        return poison(envelope.attempts + 1, str(exc), refused)
-    p = plan(
-        envelope.attempts,
-        max_attempts=settings.redrive_max_attempts,
-        base=settings.redrive_base_seconds,
-        cap=min(settings.redrive_cap_seconds, MAX_HOLD_WAIT) if hold_in_dlq else settings.redrive_cap_seconds,
-        floor=min(settings.redrive_floor_seconds, MAX_HOLD_WAIT)
-        if hold_in_dlq
-        else settings.redrive_floor_seconds,
-        direct_send_threshold=settings.direct_send_threshold_seconds,
-        uniform=uniform,
-    )
+        refused = ErrorInfo.of(REFUSED, str(exc), at=now, receives=message.receives)
+        return judged.poison(envelope.attempts + 1, str(exc), refused, poison_queue_url=poison_url)
+    p = _backoff(envelope.attempts, settings, hold_in_dlq=hold_in_dlq, uniform=uniform)
     if p.poison:
         reason = (
             f"still failing after {settings.redrive_max_attempts} redrives "
             f"(last error {error.type}: {error.message})"
         )
-        return poison(p.attempt, reason, error)
-    env = failed.model_copy(
+        return judged.poison(p.attempt, reason, error, poison_queue_url=poison_url)
+    due = now + timedelta(seconds=p.delay_seconds)
+    env = judged.failed.model_copy(
         update={
             "attempts": p.attempt,
-            # when it is due on its source again: a message back in the DLQ soon after is bouncing
-            "redriven_at": now + timedelta(seconds=p.delay_seconds),
+            "redriven_at": due,  # when it is due on its source again: back in the DLQ soon after = bouncing
             "source": source,  # where it is re-driven to: an allowlisted queue a replay can use
             # a previous hop's delay request is over: a direct redrive is no delayed message
             "deliver_at": None,
@@ -354,28 +372,26 @@ def decide(
         }
     )
     target = url_of(source) if source.startswith("arn:") else source
-    if p.via_delay_pipeline and not hold_in_dlq:
-        if not settings.delay_queue_url:
-            raise PermanentError("a backoff beyond the direct-send threshold needs SLUICE_DELAY_QUEUE_URL")
-        delayed = env.model_copy(
-            update={"deliver_at": now + timedelta(seconds=p.delay_seconds), "target": target}
+    if not p.via_delay_pipeline or hold_in_dlq:
+        reason = f"attempt {p.attempt}: due in {p.delay_seconds}s"
+        return judged.decision(
+            "redrive", p.attempt, p.delay_seconds, destination=target, env=env, reason=reason
         )
-        return make(
-            "delay",
-            p.attempt,
-            p.delay_seconds,
-            destination=settings.delay_queue_url,
-            env=delayed,
-            reason=f"attempt {p.attempt}: due in {p.delay_seconds}s through the delay pipeline",
-        )
-    return make(
-        "redrive",
+    if not settings.delay_queue_url:
+        raise PermanentError("a backoff beyond the direct-send threshold needs SLUICE_DELAY_QUEUE_URL")
+    return judged.decision(
+        "delay",
         p.attempt,
         p.delay_seconds,
-        destination=target,
-        env=env,
-        reason=f"attempt {p.attempt}: due in {p.delay_seconds}s",
+        destination=settings.delay_queue_url,
+        env=env.model_copy(update={"deliver_at": due, "target": target}),
+        reason=f"attempt {p.attempt}: due in {p.delay_seconds}s through the delay pipeline",
     )
+
+
+def _as_written(attributes: SendAttributes) -> Envelope:
+    """The envelope exactly as it travels (``merge`` may have filled or cleared ``displaced``)."""
+    return Envelope.model_validate_json(attributes[ATTRIBUTE]["StringValue"])
 
 
 def default_source(envelope: Envelope, settings: RedriveSettings) -> str | None:

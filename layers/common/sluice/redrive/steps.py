@@ -33,8 +33,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from sluice import metrics
-from sluice.envelope import MAX_ERROR_MESSAGE, Envelope, ErrorInfo, from_event_attributes, merge, split
-from sluice.errors import PermanentError
+from sluice.envelope import Envelope, ErrorInfo, from_event_attributes, merge, split
+from sluice.errors import InvalidEventError, PermanentError
 from sluice.limits import MAX_VISIBILITY_SECONDS
 from sluice.redrive.plan import Decision, DlqMessage, decide
 from sluice.redrive.settings import RedriveSettings
@@ -83,8 +83,8 @@ def plan_step(
 ) -> dict[str, Any]:
     """Plan one Map item; count it for the breaker; return the plan.
 
-    The item is ``{"message": <ReceiveMessage message>, "probeAt": <epoch seconds or null>}``; a bare
-    ReceiveMessage message (what an execution of the previous definition passes) is accepted too.
+    The item is ``{"message": <ReceiveMessage message>, "probeAt": <epoch seconds or null>}``; any
+    other shape raises :class:`~sluice.errors.InvalidEventError` naming it.
     """
     raw, probe_at = _item(event)
     message = DlqMessage.from_api(raw)
@@ -211,12 +211,16 @@ def refusal_reason(error: Mapping[str, Any]) -> str:
 
 
 def _item(event: Mapping[str, Any]) -> tuple[Mapping[str, Any], float | None]:
-    """(the ReceiveMessage message, the probe time) of a Map item, in either shape."""
-    message = event.get("message")
-    if isinstance(message, Mapping):
-        probe_at = event.get("probeAt")
-        return message, None if probe_at is None else float(probe_at)
-    return event, None
+    """(the ReceiveMessage message, the probe time) of a Map item."""
+    message = event.get("message") if isinstance(event, Mapping) else None
+    probe_at = event.get("probeAt") if isinstance(event, Mapping) else None
+    if not isinstance(message, Mapping) or not isinstance(probe_at, int | float | None):
+        got = sorted(event) if isinstance(event, Mapping) else type(event).__name__
+        raise InvalidEventError(
+            'the redrive Plan step expects {"message": <one ReceiveMessage message>, '
+            f'"probeAt": <epoch seconds or null>}}, got {got}'
+        )
+    return message, None if probe_at is None else float(probe_at)
 
 
 def _isolate(
@@ -225,16 +229,8 @@ def _isolate(
     """A poison plan for a message that cannot be planned: the reason travels in its envelope."""
     user, envelope, problem = message.split()
     text = str(exc) or type(exc).__name__
-    error = ErrorInfo(
-        type=type(exc).__name__, message=text[:MAX_ERROR_MESSAGE], at=now, receives=message.receives
-    )
-    failed = envelope.model_copy(
-        update={
-            "attempts": envelope.attempts + 1,
-            "first_failure": envelope.first_failure or now,
-            "last_error": error,
-        }
-    )
+    error = ErrorInfo.of(type(exc).__name__, text, at=now, receives=message.receives)
+    failed = envelope.recording(error, attempts=envelope.attempts + 1)
     return Decision(
         message_id=message.message_id,
         receipt_handle=message.receipt_handle,
