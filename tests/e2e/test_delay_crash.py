@@ -18,6 +18,13 @@ from sluice.delay.schedule import send_delayed
 from sluice_local.__main__ import FAST
 from sluice_local.cloud import ACCOUNT, LocalCloud
 
+# Everything a queue holds: visible, received and not deleted, sent with a delay not yet over.
+QUEUE_DEPTH = (
+    "ApproximateNumberOfMessages",
+    "ApproximateNumberOfMessagesNotVisible",
+    "ApproximateNumberOfMessagesDelayed",
+)
+
 
 class RefusingSqs:
     """Refuses entries whose body contains 'flaky' (non-sender fault) in the first ``budget[0]`` batches
@@ -74,26 +81,34 @@ def test_a_rehydrator_crash_part_way_through_an_object_delivers_the_rest_exactly
             )
 
         received: list[str] = []
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         while time.monotonic() < deadline and len(received) < 3:
             for message in sqs.receive_message(QueueUrl=target, MaxNumberOfMessages=10).get("Messages", []):
                 received.append(message["Body"])
                 sqs.delete_message(QueueUrl=target, ReceiptHandle=message["ReceiptHandle"])
             time.sleep(0.2)
-        time.sleep(1.5)  # anything sent twice would show up now
+
+        # The bucket's execution is the only sender (the sweep runs hourly): once it has ended, anything
+        # it sent twice is on the target queue, visible or still delayed (what arrived was deleted).
+        sfn = cloud.client("stepfunctions")
+        [execution] = sfn.list_executions(stateMachineArn=cloud.outputs["DelayStateMachineArn"])["executions"]
+        while (
+            status := sfn.describe_execution(executionArn=execution["executionArn"])["status"]
+        ) == "RUNNING" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = sqs.get_queue_attributes(QueueUrl=target, AttributeNames=list(QUEUE_DEPTH))["Attributes"]
         received += [
             m["Body"]
             for m in sqs.receive_message(QueueUrl=target, MaxNumberOfMessages=10).get("Messages", [])
         ]
-
-        sfn = cloud.client("stepfunctions")
-        [execution] = sfn.list_executions(stateMachineArn=cloud.outputs["DelayStateMachineArn"])["executions"]
         history = sfn.get_execution_history(executionArn=execution["executionArn"])["events"]
         objects = (
             cloud.client("s3").list_objects_v2(Bucket=cloud.outputs["DelayBucketName"]).get("Contents", [])
         )
 
     assert sorted(received) == ["flaky-2", "ok-1", "ok-3"]  # nothing lost, nothing repeated
+    assert status == "SUCCEEDED"
+    assert {name: int(left[name]) for name in QUEUE_DEPTH} == dict.fromkeys(QUEUE_DEPTH, 0), "sent twice"
     failures = [e for e in history if e["type"] == "TaskFailed"]
     assert failures, "the rehydrator should have failed once and been retried by the state machine"
     assert json.loads(failures[0]["taskFailedEventDetails"]["cause"])["errorType"] == "TransientError"

@@ -17,7 +17,7 @@ def recorded(log: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines() if line.startswith('{"recorded"')]
 
 
-def wait_for(predicate, timeout: float = 20.0):
+def wait_for(predicate, timeout: float = 60.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()

@@ -59,7 +59,9 @@ def code_dir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def host(code_dir: Path, handler: str, timeout: float = 1.0) -> FunctionHost:
+def host(code_dir: Path, handler: str, timeout: float = 10.0) -> FunctionHost:
+    """A host for ``handler``; the default timeout is far beyond what a loaded machine needs to run the
+    quick handlers (the timeout tests set their own)."""
     return FunctionHost(
         FunctionSpec(
             logical_id=f"Test{handler.title().replace('_', '')}",
@@ -78,13 +80,13 @@ def host(code_dir: Path, handler: str, timeout: float = 1.0) -> FunctionHost:
 
 
 def test_a_handler_within_its_timeout_succeeds_and_keeps_its_environment(code_dir):
-    function = host(code_dir, "sleeps", timeout=1.0)
+    function = host(code_dir, "sleeps", timeout=5.0)
 
     first = function.invoke({"seconds": 0})
     second = function.invoke({"seconds": 0.05})
 
     assert first["slept"] == 0
-    assert 0 < second["remaining_ms"] <= 1000
+    assert 0 < second["remaining_ms"] <= 5000 - 50
     assert (function.cold_starts, function.invocations, function.errors, function.timeouts) == (1, 2, 0, 0)
 
 
@@ -101,7 +103,7 @@ def test_an_overrun_fails_with_task_timed_out_and_discards_the_environment(code_
         function.invoke({"gate": gate, "seconds": 30})
     waited = time.monotonic() - started
 
-    assert 0.5 <= waited < 5, "the caller waits the function's Timeout, not for the handler"
+    assert 0.5 <= waited < 15, "the caller waits the function's Timeout, not for the handler (30 s)"
     assert failure.value.payload["errorType"] == "Sandbox.Timedout"
     assert "Task timed out after 0.50 seconds" in failure.value.payload["errorMessage"]
     assert (function.errors, function.timeouts) == (1, 1)
@@ -148,7 +150,7 @@ def test_a_runaway_handler_does_not_block_interpreter_exit(code_dir):
     )
 
     finished = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=10, check=True
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
     )
 
     assert finished.stdout.strip() == "Sandbox.Timedout"

@@ -88,7 +88,8 @@ def test_side_effect_is_not_repeated_when_the_record_is_retried(aws, processor, 
     first = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
     assert len(first["batchItemFailures"]) == 1
     # When the record comes back and succeeds
-    second = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1, timeout=5), context)
+    # (waits for the ≤ 1 s backoff to run out; returns as soon as the record is back)
+    second = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1, timeout=30), context)
     # Then the record was processed twice but the card charged once
     assert failed_ids(second) == set()
     assert processor.calls["o-fx"] == 2
@@ -147,15 +148,16 @@ def test_undecodable_or_invalid_bodies_are_isolated_with_a_clear_reason(aws, bui
 def test_transient_error_is_reported_with_visibility_inside_jitter_bounds(
     aws, processor, build_consumer, api_calls, metrics, context
 ):
+    # (a floor of 5 s, not 1 s: a 1 s draw could expire before the drain below on a loaded machine)
     consumer = build_consumer(
-        processor, backoff_base_seconds=10, backoff_cap_seconds=300, backoff_floor_seconds=1
+        processor, backoff_base_seconds=10, backoff_cap_seconds=300, backoff_floor_seconds=5
     )
     mid = aws.send(order("o-t", behave="transient"))
     response = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
     assert failed_ids(response) == {mid}
     [change] = api_calls.params("ChangeMessageVisibility")
-    # first receive: uniform(0, min(300, 10 * 2**0)) with a floor of 1, rounded up
-    assert 1 <= change["VisibilityTimeout"] <= 10
+    # first receive: uniform(0, min(300, 10 * 2**0)) with a floor of 5, rounded up
+    assert 5 <= change["VisibilityTimeout"] <= 10
     assert drain(aws.sqs, aws.work_url) == []  # still invisible
     assert metrics.values["RecordsFailed"] == 1
 
@@ -307,9 +309,10 @@ def test_ten_user_attributes_survive_isolation(aws, processor, build_consumer, c
 def test_heartbeat_keeps_every_unfinished_record_of_a_slow_batch_invisible(
     aws, processor, build_consumer, metrics, context
 ):
-    # Given a queue whose visibility timeout (2 s) is shorter than the batch (3 records, 1.5 s each)
-    aws.sqs.set_queue_attributes(QueueUrl=aws.work_url, Attributes={"VisibilityTimeout": "2"})
-    consumer = build_consumer(processor, visibility_timeout_seconds=2, heartbeat_fraction=0.4)
+    # Given a queue whose visibility timeout (3 s) is shorter than the batch (3 records, 1.5 s each),
+    # and a heartbeat every 0.6 s: a beat may come up to 2.4 s late (a loaded machine) and still be in time
+    aws.sqs.set_queue_attributes(QueueUrl=aws.work_url, Attributes={"VisibilityTimeout": "3"})
+    consumer = build_consumer(processor, visibility_timeout_seconds=3, heartbeat_fraction=0.2)
     for i in range(3):
         aws.send(order(f"o-slow-{i}", behave="slow", seconds=1.5))
     event = receive_event(aws.sqs, aws.work_url, aws.work_arn, 3)
@@ -328,7 +331,7 @@ def test_heartbeat_keeps_every_unfinished_record_of_a_slow_batch_invisible(
     thread = threading.Thread(target=spy)
     thread.start()
     try:
-        response = consumer.handle(event, context)  # 4.5 s > 2 s visibility
+        response = consumer.handle(event, context)  # 4.5 s > 3 s visibility
     finally:
         stop.set()
         thread.join()

@@ -8,6 +8,12 @@ from typing import Any
 from sluice.consumer.heartbeat import SAFETY_SECONDS, Heartbeat, InFlight
 from sluice.limits import MAX_VISIBILITY_SECONDS
 
+# How long a test waits for another thread to get somewhere it must get to. Generous: a loaded
+# machine may not schedule a thread for a good while, and a wait returns as soon as its event is set.
+# A thread that must NOT get somewhere (a call that should hold it) is never released before the
+# test has looked, so a longer wait only makes such a bug take longer to report.
+PATIENCE = 10.0
+
 QUEUE_A = "https://sqs.us-east-1.amazonaws.com/123456789012/a"
 QUEUE_B = "https://sqs.us-east-1.amazonaws.com/123456789012/b"
 
@@ -55,7 +61,7 @@ class BlockingSqs(FakeSqs):
         if len(self.calls) != self.block:
             return super().change_message_visibility_batch(**kwargs)
         self.blocked.set()
-        assert self.release.wait(timeout=5), "test never released the blocked call"
+        assert self.release.wait(timeout=3 * PATIENCE), "test never released the blocked call"
         try:
             return super().change_message_visibility_batch(**kwargs)
         finally:
@@ -278,7 +284,7 @@ def test_given_a_running_heartbeat_when_the_interval_passes_then_the_thread_exte
 
     with Heartbeat(sqs, _records(2), visibility_timeout=1, fraction=0.2) as heartbeat:  # type: ignore[arg-type]
         thread = heartbeat._thread
-        assert sqs.called.wait(timeout=5)
+        assert sqs.called.wait(timeout=PATIENCE)
 
     assert thread is not None
     assert not thread.is_alive()
@@ -304,16 +310,16 @@ def test_given_a_call_in_flight_when_a_record_succeeds_then_succeed_returns_at_o
     sqs = BlockingSqs(block=0)
     heartbeat = _heartbeat(sqs, _records(25))
     beat_done = _in_background(heartbeat.beat)
-    assert sqs.blocked.wait(timeout=1)
+    assert sqs.blocked.wait(timeout=PATIENCE)
 
     in_blocked_chunk = _in_background(heartbeat.succeed, "m3")
     in_later_chunk = _in_background(heartbeat.succeed, "m17")
 
-    assert in_blocked_chunk.wait(timeout=1)
-    assert in_later_chunk.wait(timeout=1)
+    assert in_blocked_chunk.wait(timeout=PATIENCE)
+    assert in_later_chunk.wait(timeout=PATIENCE)
     assert not sqs.returned.is_set()
     sqs.release.set()
-    assert beat_done.wait(timeout=1)
+    assert beat_done.wait(timeout=PATIENCE)
     assert sorted(sqs.handles()) == sorted(r.receipt_handle for r in _records(25))
     assert heartbeat.extensions == 25
 
@@ -324,14 +330,14 @@ def test_given_a_call_in_flight_when_a_later_record_is_settled_then_it_returns_a
     sqs = BlockingSqs(block=0)
     heartbeat = _heartbeat(sqs, _records(25))
     beat_done = _in_background(heartbeat.beat)
-    assert sqs.blocked.wait(timeout=1)
+    assert sqs.blocked.wait(timeout=PATIENCE)
 
     settled = _in_background(heartbeat.settle, "m17")
 
-    assert settled.wait(timeout=1)
+    assert settled.wait(timeout=PATIENCE)
     assert not sqs.returned.is_set()
     sqs.release.set()
-    assert beat_done.wait(timeout=1)
+    assert beat_done.wait(timeout=PATIENCE)
     # Then the rest of the beat skips it (and packs the others into full calls)
     assert "rh-m17" not in sqs.handles()
     assert [len(entries) for _, entries in sqs.calls] == [10, 10, 4]
@@ -344,7 +350,7 @@ def test_given_a_call_in_flight_when_a_record_of_that_call_is_settled_then_settl
     sqs = BlockingSqs(block=1)
     heartbeat = _heartbeat(sqs, _records(25))
     beat_done = _in_background(heartbeat.beat)
-    assert sqs.blocked.wait(timeout=1)
+    assert sqs.blocked.wait(timeout=PATIENCE)
     returned_before_settle: list[bool] = []
 
     def settle() -> None:
@@ -355,9 +361,9 @@ def test_given_a_call_in_flight_when_a_record_of_that_call_is_settled_then_settl
 
     assert not settled.wait(timeout=0.1)  # held while the call carrying m13 is in flight
     sqs.release.set()
-    assert settled.wait(timeout=1)
+    assert settled.wait(timeout=PATIENCE)
     assert returned_before_settle == [True]
-    assert beat_done.wait(timeout=1)
+    assert beat_done.wait(timeout=PATIENCE)
     heartbeat.beat()
     assert "rh-m13" not in sqs.handles(3)
 
@@ -368,13 +374,13 @@ def test_given_a_call_in_flight_when_a_record_of_an_earlier_call_is_settled_then
     sqs = BlockingSqs(block=1)
     heartbeat = _heartbeat(sqs, _records(25))
     beat_done = _in_background(heartbeat.beat)
-    assert sqs.blocked.wait(timeout=1)
+    assert sqs.blocked.wait(timeout=PATIENCE)
 
     settled = _in_background(heartbeat.settle, "m2")
 
-    assert settled.wait(timeout=1)
+    assert settled.wait(timeout=PATIENCE)
     sqs.release.set()
-    assert beat_done.wait(timeout=1)
+    assert beat_done.wait(timeout=PATIENCE)
 
 
 def test_given_a_beat_in_progress_when_the_last_pending_record_finishes_then_the_rest_of_it_is_skipped() -> (
@@ -385,12 +391,12 @@ def test_given_a_beat_in_progress_when_the_last_pending_record_finishes_then_the
     for i in range(1, 25):
         heartbeat.succeed(f"m{i}")
     beat_done = _in_background(heartbeat.beat)
-    assert sqs.blocked.wait(timeout=1)
+    assert sqs.blocked.wait(timeout=PATIENCE)
 
     heartbeat.succeed("m0")
     sqs.release.set()
 
-    assert beat_done.wait(timeout=1)
+    assert beat_done.wait(timeout=PATIENCE)
     assert len(sqs.calls) == 1  # only succeeded records are left: they do not need a call of their own
 
 
@@ -399,13 +405,13 @@ def test_given_a_settle_waiting_on_a_call_when_sqs_refuses_the_record_then_it_is
     errors: list[str] = []
     heartbeat = _heartbeat(sqs, _records(3), on_error=lambda mid, why: errors.append(mid))
     beat_done = _in_background(heartbeat.beat)
-    assert sqs.blocked.wait(timeout=1)
+    assert sqs.blocked.wait(timeout=PATIENCE)
 
     settled = _in_background(heartbeat.settle, "m1")
     sqs.release.set()
 
-    assert settled.wait(timeout=1)
-    assert beat_done.wait(timeout=1)
+    assert settled.wait(timeout=PATIENCE)
+    assert beat_done.wait(timeout=PATIENCE)
     assert errors == ["m1"]
     heartbeat.beat()
     assert sorted(sqs.handles(1)) == ["rh-m0", "rh-m2"]
