@@ -12,36 +12,7 @@ from pathlib import Path
 
 from sluice_cli.samconfig import parse_overrides
 from sluice_local.cloud import ROOT, LocalCloud
-
-# Small values of real template parameters, so backoffs and dead-lettering happen in seconds
-# through the very same code paths as in AWS.
-FAST = {
-    "ConsumerTimeoutSeconds": "10",
-    "BackoffBaseSeconds": "1",
-    "BackoffCapSeconds": "2",
-    "MaxReceiveCount": "3",
-    "MaximumBatchingWindowInSeconds": "0",
-    "MaximumConcurrency": "2",
-    "LogLevel": "INFO",
-    # Long delays in seconds: the direct-send threshold that is 900 s in AWS, 2 s buckets, a sweep
-    # every 3 s with 3 s of grace (local-only seconds rates, see docs/local.md).
-    "DirectSendThresholdSeconds": "6",
-    "DelayBucketSeconds": "2",
-    "DelayPastGraceSeconds": "3",
-    "DelaySweepRate": "rate(3 seconds)",
-    "DelayBatchSize": "10",
-    "DelayBatchingWindowInSeconds": "0",
-    # DLQ redrive in seconds: backoff uniform(1, min(4, 2^attempt)) s, two redrives before a message
-    # is isolated, a backstop run every 5 s (local-only seconds rate), 10 messages/s; a message back
-    # within a minute of its redrive counts as bouncing.
-    "RedriveMaxAttempts": "2",
-    "RedriveBaseSeconds": "1",
-    "RedriveCapSeconds": "4",
-    "RedriveFloorSeconds": "1",
-    "RedriveMaxPerSecond": "10",
-    "RedriveBackstopRate": "rate(5 seconds)",
-    "BreakerCooldownSeconds": "60",
-}
+from sluice_local.fast import FAST
 
 
 def _params(pairs: list[str]) -> dict[str, str]:

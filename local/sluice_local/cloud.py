@@ -16,7 +16,6 @@ import logging
 import os
 import socket
 import threading
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -24,14 +23,8 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from sluice_local.emulation import (
-    Alarms,
-    Resolver,
-    Schedules,
-    Ticker,
-    install_aws_sdk_casing,
-    install_event_delivery,
-)
+from sluice_local import moto_adapter
+from sluice_local.emulation import Alarms, Resolver, Schedules, Ticker
 from sluice_local.functions import FunctionHost, FunctionSpec
 from sluice_local.pollers import MappingSpec, SqsPoller
 from sluice_local.template import ARTIFACT_BUCKET, Translated, samconfig_parameters, translate
@@ -39,7 +32,6 @@ from sluice_local.template import ARTIFACT_BUCKET, Translated, samconfig_paramet
 log = logging.getLogger("sluice_local")
 ROOT = Path(__file__).resolve().parents[2]
 ACCOUNT = "123456789012"
-_PATCH_LOCK = threading.Lock()
 
 
 def endpoint_client(service: str, endpoint: str, region: str = "us-east-1") -> Any:
@@ -155,9 +147,6 @@ class LocalCloud:
             os.environ[key] = value
 
     def _start_server(self) -> None:
-        from moto.core.config import default_user_config  # noqa: PLC0415 - moto is heavy; load on start
-        from moto.server import ThreadedMotoServer  # noqa: PLC0415
-
         self._set_env(
             MOTO_PORT=str(self.port),
             AWS_ENDPOINT_URL=self.endpoint,
@@ -169,51 +158,24 @@ class LocalCloud:
         )
         os.environ.pop("AWS_SESSION_TOKEN", None)
         os.environ.pop("AWS_PROFILE", None)
-        saved = {key: default_user_config.get(key) for key in ("stepfunctions", "lambda")}
-        default_user_config["stepfunctions"] = {"execute_state_machine": True}
-        default_user_config["lambda"] = {"use_docker": False}
-
-        def restore_config() -> None:
-            for key, value in saved.items():
-                default_user_config[key] = value  # type: ignore[literal-required]
-
-        self._unpatch.append(restore_config)
+        for problem in moto_adapter.problems():
+            log.warning("%s (see tests/unit/test_moto_adapter.py)", problem)
+        self._unpatch.append(moto_adapter.configure())
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no access log per request
-        self._install_invoke_patch()
-        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
-        self._server.start()
+        self._unpatch.append(moto_adapter.install_invoke(self._invoke))
+        self._server = moto_adapter.start_server(self.port)
         # moto's backends are process-wide: a stack started earlier in this process must not leak in.
-        _reset_moto()
+        moto_adapter.reset()
 
-    def _install_invoke_patch(self) -> None:
-        from moto.awslambda.models import LambdaFunction  # noqa: PLC0415
-        from moto.awslambda_simple.models import LambdaSimpleBackend  # noqa: PLC0415
-
-        cloud = self
-
-        def function_invoke(fn: Any, body: Any, request_headers: Any, response_headers: Any) -> bytes:
-            host = cloud._host_for(fn.function_name)
-            if (request_headers or {}).get("X-Amz-Invocation-Type") == "Event":
-                threading.Thread(target=host.invoke_payload, args=(body, {}), daemon=True).start()
-                return b""
-            return host.invoke_payload(body, response_headers)
-
-        def backend_invoke(  # noqa: PLR0917 - moto's signature
-            backend: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any
-        ) -> bytes:
-            fn = backend.get_function(function_name, qualifier)
-            return function_invoke(fn, body, headers, response_headers)
-
-        with _PATCH_LOCK:
-            original_fn, original_backend = LambdaFunction.invoke, LambdaSimpleBackend.invoke
-            LambdaFunction.invoke = function_invoke  # type: ignore[method-assign,assignment]
-            LambdaSimpleBackend.invoke = backend_invoke  # type: ignore[method-assign,assignment]
-
-        def undo() -> None:
-            LambdaFunction.invoke = original_fn  # type: ignore[method-assign]
-            LambdaSimpleBackend.invoke = original_backend  # type: ignore[method-assign]
-
-        self._unpatch.append(undo)
+    def _invoke(
+        self, function_name: str, body: Any, request_headers: Any, response_headers: dict[str, Any]
+    ) -> bytes:
+        """Every Lambda invocation moto receives runs in-process (``Event``: on its own thread)."""
+        host = self._host_for(function_name)
+        if request_headers.get("X-Amz-Invocation-Type") == "Event":
+            threading.Thread(target=host.invoke_payload, args=(body, {}), daemon=True).start()
+            return b""
+        return host.invoke_payload(body, response_headers)
 
     def _host_for(self, name_or_arn: str) -> FunctionHost:
         name = name_or_arn.rsplit(":function:", maxsplit=1)[-1].split(":", maxsplit=1)[0]
@@ -255,25 +217,10 @@ class LocalCloud:
         self._sync_state_machines()
 
     def _sync_state_machines(self) -> None:
-        """CloudFormation creates state machines in moto's plain backend; executions run in its parser
-        backend (execute_state_machine). Hand them over, validating each definition as AWS would."""
-        from moto.stepfunctions.models import stepfunctions_backends  # noqa: PLC0415
-        from moto.stepfunctions.parser.models import (  # noqa: PLC0415
-            StepFunctionsParserBackend,
-            stepfunctions_parser_backends,
-        )
-
-        plain = stepfunctions_backends[ACCOUNT][self.region]
-        executing = stepfunctions_parser_backends[ACCOUNT][self.region]
-        known = {sm.arn for sm in executing.state_machines}
-        for machine in plain.state_machines:
-            if machine.arn in known:
-                continue
-            try:
-                StepFunctionsParserBackend._validate_definition(definition=machine.definition)
-            except Exception as exc:
-                raise DeployError(f"state machine {machine.name}: invalid definition: {exc}") from exc
-            executing.state_machines.append(machine)
+        try:
+            moto_adapter.hand_over_state_machines(ACCOUNT, self.region)
+        except ValueError as exc:
+            raise DeployError(str(exc)) from exc
 
     def _register_functions(self, translated: Translated) -> None:
         lam = self.client("lambda")
@@ -313,8 +260,6 @@ class LocalCloud:
         )
 
     def _start_pollers(self) -> None:
-        from moto.sqs.models import sqs_backends  # noqa: PLC0415
-
         lam = self.client("lambda")
         sqs = self.client("sqs")
         for mapping in lam.list_event_source_mappings()["EventSourceMappings"]:
@@ -326,8 +271,7 @@ class LocalCloud:
             except KeyError:
                 continue  # not this stack's function
             queue_name = source.rsplit(":", 1)[-1]
-            # Switch off moto's own synchronous invoke-on-send; the poller replaces it.
-            sqs_backends[ACCOUNT][self.region].queues[queue_name].lambda_event_source_mappings.clear()
+            moto_adapter.detach_sqs_invoke(ACCOUNT, self.region, queue_name)  # the poller replaces it
             spec = MappingSpec(
                 uuid=mapping["UUID"],
                 queue_arn=source,
@@ -375,17 +319,14 @@ class LocalCloud:
         )
 
     def _start_emulation(self) -> None:
-        from moto.events.models import events_backends  # noqa: PLC0415
-
         if self.translated is None:
             raise RuntimeError("not deployed")
-        self._unpatch.append(install_event_delivery(self.invoke_async, self._start_execution))
-        self._unpatch.append(install_aws_sdk_casing(self.region))
+        self._unpatch.append(moto_adapter.install_event_delivery(self.invoke_async, self._start_execution))
+        self._unpatch.append(moto_adapter.install_aws_sdk_casing(self.region))
         by_physical = {physical: logical for logical, physical in self.resources.items()}
-        for bus in events_backends[ACCOUNT][self.region].event_buses.values():
-            for rule in bus.rules.values():
-                logical = by_physical.get(rule.name) or by_physical.get(rule.arn, "")
-                self.schedules.add_rule(rule, self.translated.local_rates.get(logical))
+        for rule in moto_adapter.event_rules(ACCOUNT, self.region):
+            logical = by_physical.get(rule.name) or by_physical.get(rule.arn, "")
+            self.schedules.add_rule(rule, self.translated.local_rates.get(logical))
         resolve = Resolver(self.resources, self._parameter_values(), self._arns())
         self.alarms = Alarms(
             region=self.region,
@@ -443,31 +384,7 @@ class LocalCloud:
         return arns
 
     def _queue_metric(self, queue_name: str, metric: str) -> float | None:
-        from moto.sqs.models import sqs_backends  # noqa: PLC0415
-
-        queue = sqs_backends[ACCOUNT][self.region].queues.get(queue_name)
-        if queue is None:
-            return None
-        if metric == "ApproximateNumberOfMessagesVisible":
-            return float(queue.approximate_number_of_messages)
-        if metric == "ApproximateNumberOfMessagesNotVisible":
-            return float(queue.approximate_number_of_messages_not_visible)
-        if metric == "ApproximateNumberOfMessagesDelayed":
-            return float(queue.approximate_number_of_messages_delayed)
-        if metric == "ApproximateAgeOfOldestMessage":
-            sent: list[int] = []
-            for message in list(queue._messages):
-                if message.sent_timestamp is not None:
-                    sent.append(message.sent_timestamp)
-            return max(0.0, time.time() - min(sent) / 1000) if sent else 0.0
-        return None
-
-
-def _reset_moto() -> None:
-    """Reset every moto backend (what ``POST /moto-api/reset`` does)."""
-    from moto.moto_api._internal.models import moto_api_backend  # noqa: PLC0415
-
-    moto_api_backend.reset()
+        return moto_adapter.queue_metric(ACCOUNT, self.region, queue_name, metric)
 
 
 def _int_or_none(value: Any) -> int | None:

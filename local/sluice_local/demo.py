@@ -12,15 +12,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from sluice_local.cloud import LocalCloud
-from sluice_local.scenarios import (
-    Outcome,
-    Stack,
-    consumer_scenarios,
-    delay_scenarios,
-    exclusive_redrive_scenarios,
-    redrive_scenarios,
-    run,
-)
+from sluice_local.fast import FAST
+from sluice_local.scenarios.consumer import consumer_scenarios
+from sluice_local.scenarios.delay import delay_scenarios
+from sluice_local.scenarios.observer import SENT_BACK, Stack
+from sluice_local.scenarios.redrive import exclusive_redrive_scenarios, redrive_scenarios
+from sluice_local.scenarios.runner import Outcome, run
 
 QUEUES = (
     ("work", "WorkQueueUrl"),
@@ -31,8 +28,6 @@ QUEUES = (
 
 
 def run_demo(log_file: Path, overrides: dict[str, str]) -> int:
-    from sluice_local.__main__ import FAST  # noqa: PLC0415 - avoid an import cycle
-
     stream = sys.__stdout__ or sys.stderr
     # Piped (CI, logs): wide enough that the observed figures (lags, counts) are never cut.
     console = Console(file=stream, width=None if stream.isatty() else 160)
@@ -74,7 +69,7 @@ def run_demo(log_file: Path, overrides: dict[str, str]) -> int:
             processed = sum(p.deleted for p in cloud.pollers)
             failed = sum(p.failed for p in cloud.pollers)
             isolated = stack.queue_depths("PoisonPillQueueUrl")[0]
-            redriven = sum(1 for d in stack.redrive_decisions() if d.action != "poison")
+            redriven = sum(1 for d in stack.redrive_decisions() if d.action in SENT_BACK)
             counters = (
                 f"records done (deleted by the mapping): {processed}   "
                 f"failed (retried): {failed}   re-driven from the DLQ: {redriven}   isolated: {isolated}"

@@ -1,8 +1,8 @@
 """What moto does not do on its own, emulated by the local runtime the way AWS does it.
 
 - EventBridge → Lambda and EventBridge → Step Functions delivery (moto only delivers to SQS, logs
-  and buses): matched events reach the stack's functions (asynchronously, as EventBridge invokes)
-  and state machines.
+  and buses): a patch of moto's rules, so it lives with every other one in
+  :func:`sluice_local.moto_adapter.install_event_delivery`.
 - Schedules: EventBridge rules with ``rate(...)`` (SAM ``Schedule`` events) and
   ``AWS::Scheduler::Schedule`` resources (SAM ``ScheduleV2``) fire at their rate. Locally a rate may
   also be given in seconds (``rate(5 seconds)``) through a template parameter, so the same wiring
@@ -93,62 +93,6 @@ class Resolver:
         if attr == "Name":
             return physical.rsplit(":", 1)[-1]
         return physical
-
-
-def install_event_delivery(
-    invoke_async: Callable[[str, dict[str, Any]], None], start_execution: Callable[[str, str], None]
-) -> Callable[[], None]:
-    """Patch moto's rule delivery so Lambda and Step Functions targets receive events."""
-    from moto.events.models import Rule  # noqa: PLC0415
-    from moto.events.utils import EventTemplateParser  # noqa: PLC0415
-
-    original = Rule.send_to_targets
-
-    def ours(target: dict[str, Any]) -> bool:
-        return ":lambda:" in target["Arn"] or ":states:" in target["Arn"]
-
-    def send_to_targets(rule: Any, original_event: Any, transform_input: bool = True) -> None:
-        if (
-            getattr(rule, "scheduled_expression", None)
-            and original_event.get("detail-type") != "Scheduled Event"
-        ):
-            return  # a scheduled rule has no event pattern: it must not match every event on the bus
-        others = [t for t in rule.targets if not ours(t)]
-        if others:  # moto delivers to the targets it knows (SQS, logs, buses); it raises on the rest
-            every = rule.targets
-            rule.targets = others
-            try:
-                original(rule, original_event, transform_input)
-            finally:
-                rule.targets = every
-        if not rule.event_pattern.matches_event(original_event):
-            return
-        for target in rule.targets:
-            arn = target["Arn"]
-            if not ours(target):
-                continue
-            if "Input" in target:
-                payload = json.loads(target["Input"])
-            elif "InputTransformer" in target and transform_input:
-                transformer = target["InputTransformer"]
-                payload = EventTemplateParser.parse(
-                    input_template=transformer.get("InputTemplate"),
-                    input_paths_map=transformer.get("InputPathsMap", {}),
-                    event=original_event,
-                )
-            else:
-                payload = original_event
-            if ":lambda:" in arn:
-                invoke_async(arn, payload)
-            else:
-                start_execution(arn, json.dumps(payload))
-
-    Rule.send_to_targets = send_to_targets  # type: ignore[method-assign,assignment]
-
-    def undo() -> None:
-        Rule.send_to_targets = original  # type: ignore[method-assign]
-
-    return undo
 
 
 class Ticker:
@@ -384,53 +328,3 @@ class Alarms:
                 }
             ]
         )
-
-
-def install_aws_sdk_casing(region: str = "us-east-1") -> Callable[[], None]:
-    """What Step Functions does for ``aws-sdk`` tasks and moto 5.2 leaves out, for ``sfn`` calls.
-
-    Step Functions names every parameter and result field in PascalCase, even for an API whose wire
-    names are camelCase (its own): ``StateMachineArn`` goes to boto3 as ``stateMachineArn``, and
-    ``executions[].executionArn`` comes back as ``Executions[].ExecutionArn`` (timestamps as JSON
-    text). moto passes Parameters as written, so the redrive state machine's guard
-    (``aws-sdk:sfn:listExecutions``) would fail with ``States.Runtime``. SQS is PascalCase on the wire
-    and needs nothing. Uses moto's own (otherwise unused) request/response normalisers.
-    """
-    import boto3  # noqa: PLC0415
-    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (  # noqa: PLC0415
-        state_task_service_aws_sdk as aws_sdk,
-    )
-    from moto.stepfunctions.parser.asl.utils.encoding import to_json_str  # noqa: PLC0415
-
-    task_class: Any = aws_sdk.StateTaskServiceAwsSdk
-    original_parameters = task_class._normalise_parameters
-    original_response = task_class._normalise_response
-    model = boto3.session.Session().client("stepfunctions", region_name=region).meta.service_model
-
-    def operation(task: Any) -> Any:
-        action = task.resource.api_action
-        return model.operation_model(action[0].upper() + action[1:])
-
-    def parameters(self: Any, params: dict[str, Any], *args: Any, **kwargs: Any) -> None:
-        if self.resource.api_name != "sfn":
-            original_parameters(self, params, *args, **kwargs)
-            return
-        self._to_boto_request(params, operation(self).input_shape)
-
-    def response(self: Any, answer: Any, *args: Any, **kwargs: Any) -> None:
-        if self.resource.api_name != "sfn" or not isinstance(answer, dict):
-            original_response(self, answer, *args, **kwargs)
-            return
-        self._from_boto_response(answer, operation(self).output_shape)
-        as_json = json.loads(to_json_str(answer))
-        answer.clear()
-        answer.update(as_json)
-
-    task_class._normalise_parameters = parameters
-    task_class._normalise_response = response
-
-    def undo() -> None:
-        task_class._normalise_parameters = original_parameters
-        task_class._normalise_response = original_response
-
-    return undo

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from sluice_local.cloud import endpoint_client
-from sluice_local.scenarios import Stack
+from sluice_local.scenarios.observer import Stack
 
 ROOT = Path(__file__).resolve().parents[2]
 LAMBDA_ENDPOINT_VARIABLE = "SLUICE_LAMBDA_ENDPOINT"
@@ -41,7 +41,7 @@ class RunningStack:
     port: int
     output: Path
 
-    def stop(self, timeout: float = 20) -> int:
+    def stop(self, timeout: float = 60) -> int:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -59,7 +59,7 @@ def start_stack(
     stack_name: str,
     template: Path | None = None,
     params: dict[str, str] | None = None,
-    timeout: float = 90,
+    timeout: float = 180,  # a deadline, not a wait: generous for a loaded machine
 ) -> RunningStack:
     ready = workdir / f"{stack_name}.ready.json"
     log = workdir / f"{stack_name}.functions.log"

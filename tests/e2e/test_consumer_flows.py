@@ -9,41 +9,65 @@ from pathlib import Path
 import pytest
 
 from sluice.envelope import ATTRIBUTE, Envelope
-from sluice_local import scenarios
+from sluice_local.scenarios import consumer, runner
 
 
 @pytest.mark.parametrize(
     "make",
     [
-        scenarios.Normal,
-        scenarios.Duplicates,
-        scenarios.Poison,
-        scenarios.TransientThenSuccess,
-        scenarios.LargePayload,
+        consumer.Normal,
+        consumer.Duplicates,
+        consumer.Poison,
+        consumer.TransientThenSuccess,
+        consumer.LargePayload,
     ],
     ids=["normal", "duplicate", "poison", "transient-then-success", "claim-check"],
 )
 def test_consumer_scenario(stack, make):
-    [outcome] = scenarios.run(stack, [make()])
+    [outcome] = runner.run(stack, [make()])
     assert outcome.ok, f"{outcome.name}: expected {outcome.expected}; observed {outcome.observed}"
+
+
+def every_message(stack, output: str) -> list[dict]:
+    """Every message on the session's shared queue, not just the first 10 a receive returns: each
+    batch is held briefly so the next receive returns the ones after it, then all are released."""
+    sqs, url = stack.client("sqs"), stack.outputs[output]
+    messages: list[dict] = []
+    try:
+        while batch := sqs.receive_message(
+            QueueUrl=url,
+            MaxNumberOfMessages=10,
+            VisibilityTimeout=30,
+            MessageAttributeNames=["All"],
+            MessageSystemAttributeNames=["All"],
+        ).get("Messages", []):
+            messages += batch
+    finally:
+        for start in range(0, len(messages), 10):
+            entries = [
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
+                for i, m in enumerate(messages[start : start + 10])
+            ]
+            sqs.change_message_visibility_batch(QueueUrl=url, Entries=entries)
+    return messages
 
 
 def test_poison_message_carries_a_complete_envelope(stack):
     sqs = stack.client("sqs")
     mid = sqs.send_message(
         QueueUrl=stack.outputs["WorkQueueUrl"],
-        MessageBody=json.dumps(scenarios.order("e2e-envelope", amount_cents=99_000_000)),
+        MessageBody=json.dumps(runner.order("e2e-envelope", amount_cents=99_000_000)),
         MessageAttributes={"tenant": {"DataType": "String", "StringValue": "acme"}},
     )["MessageId"]
     found = None
-    for _ in range(100):
-        for message in stack.peek("PoisonPillQueueUrl"):
+    deadline = time.monotonic() + 60
+    while found is None and time.monotonic() < deadline:
+        for message in every_message(stack, "PoisonPillQueueUrl"):
             env = Envelope.model_validate_json(message["MessageAttributes"][ATTRIBUTE]["StringValue"])
             if env.origin_id == mid:
                 found = (message, env)
-        if found:
-            break
-        time.sleep(0.1)
+        if found is None:
+            time.sleep(0.1)
     assert found, "the over-limit order never reached the poison queue"
     message, env = found
     assert message["MessageAttributes"]["tenant"]["StringValue"] == "acme"
@@ -60,11 +84,13 @@ def test_consumer_through_the_lambda_invoke_api(stack, lambda_api):
     event = json.loads((Path(__file__).resolve().parents[2] / "events/consumer/duplicate.json").read_text())
     for record in event["Records"]:
         record["eventSourceARN"] = stack.outputs["WorkQueueArn"]
-        record["body"] = json.dumps(scenarios.order("e2e-invoke"))
+        record["body"] = json.dumps(runner.order("e2e-invoke"))
     response = client.invoke(FunctionName=function, Payload=json.dumps(event).encode())
     assert "FunctionError" not in response, response["Payload"].read()
     assert json.loads(response["Payload"].read()) == {"batchItemFailures": []}
     assert stack.charges("e2e-invoke") == {"e2e-invoke": 1}
+    [charge] = stack.side_effects("e2e-invoke")
+    assert charge.request_id, "the ledger item names the Lambda request id that performed the charge"
 
 
 def test_a_function_error_surfaces_as_function_error(stack, lambda_api):

@@ -5,19 +5,24 @@ from __future__ import annotations
 import os
 import threading
 
-from moto.awslambda.models import LambdaFunction
 from moto.core.config import default_user_config
 
+from sluice_local import moto_adapter
 from sluice_local.cloud import LocalCloud
 
 from .conftest import port_is_closed
+
+
+def patched_attributes() -> dict[str, object]:
+    """What each attribute the runtime patches holds on its moto class (nothing when inherited)."""
+    return {str(a): vars(a.owner_class()).get(a.name) for a in moto_adapter.PATCHED}
 
 
 def test_start_and_stop_leave_nothing_behind():
     threads_before = {t.ident for t in threading.enumerate()}
     env_before = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "MOTO_PORT", "AWS_ACCESS_KEY_ID")}
     config_before = {k: dict(default_user_config.get(k) or {}) for k in ("lambda", "stepfunctions")}
-    invoke_before = LambdaFunction.invoke
+    patched_before = patched_attributes()
 
     with LocalCloud(parameters={"MaximumConcurrency": "2"}, stack_name="sluice-lifecycle") as cloud:
         port = cloud.endpoint.rsplit(":", 1)[1]
@@ -25,10 +30,11 @@ def test_start_and_stop_leave_nothing_behind():
         assert cloud.pollers
         assert all(t.is_alive() for p in cloud.pollers for t in p._threads)
         assert os.environ["AWS_ENDPOINT_URL"] == cloud.endpoint
+        assert all(patched_attributes()[name] is not before for name, before in patched_before.items())
 
     leftover = [t.name for t in threading.enumerate() if t.ident not in threads_before and t.is_alive()]
     assert leftover == []
     assert port_is_closed(int(port))
     assert {k: os.environ.get(k) for k in env_before} == env_before
     assert {k: dict(default_user_config.get(k) or {}) for k in config_before} == config_before
-    assert LambdaFunction.invoke is invoke_before
+    assert patched_attributes() == patched_before

@@ -4,37 +4,38 @@ started by the alarm's EventBridge event and a backstop schedule).
 
 Per mode, keeps-failing and recovers-after-redrive share the stack and run at once (one module-scoped
 run, one test each for its verdict); velocity (it times every redrive) and breaker-open (it stops every
-redrive of the stack) each run alone, after them. Everything is observed from outside: queues,
-function logs and (in stepfunctions mode) the state machine's execution history.
+redrive of the stack) each run alone, after them. Everything is observed from outside (see
+sluice_local.scenarios.observer): queues, the example processor's ledger table, the redriver's log lines
+(lambda) or the state machine's execution history (stepfunctions).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from sluice_local import scenarios
-from sluice_local.__main__ import FAST
+from sluice_local.fast import FAST
+from sluice_local.scenarios import observer, redrive, runner
 
-PARAMS = scenarios.RedriveParams.of(FAST)
+PARAMS = redrive.RedriveParams.of(FAST)
 MODES = ["lambda", "stepfunctions"]
 
 
 @pytest.fixture(scope="module", params=MODES)
-def redrive_stack(request: pytest.FixtureRequest) -> scenarios.Stack:
-    stack: scenarios.Stack = request.getfixturevalue("stack" if request.param == "lambda" else "sfn_stack")
+def redrive_stack(request: pytest.FixtureRequest) -> observer.Stack:
+    stack: observer.Stack = request.getfixturevalue("stack" if request.param == "lambda" else "sfn_stack")
     assert stack.redrive_mode == request.param, f"the {request.param} stack reports {stack.redrive_mode}"
     return stack
 
 
 @pytest.fixture(scope="module")
-def concurrent(redrive_stack: scenarios.Stack) -> dict[str, tuple[scenarios.Scenario, scenarios.Outcome]]:
+def concurrent(redrive_stack: observer.Stack) -> dict[str, tuple[runner.Scenario, runner.Outcome]]:
     """keeps-failing and recovers-after-redrive, run at once on the mode's stack."""
-    todo = scenarios.redrive_scenarios(FAST)
-    outcomes = scenarios.run(redrive_stack, todo)
+    todo = redrive.redrive_scenarios(FAST)
+    outcomes = runner.run(redrive_stack, todo)
     return {s.name: (s, o) for s, o in zip(todo, outcomes, strict=True)}
 
 
-def show(capsys: pytest.CaptureFixture[str], stack: scenarios.Stack, outcome: scenarios.Outcome) -> None:
+def show(capsys: pytest.CaptureFixture[str], stack: observer.Stack, outcome: runner.Outcome) -> None:
     with capsys.disabled():  # the measured figures belong in the test output
         print(f"\n  [{stack.redrive_mode}] {outcome.name} ({outcome.seconds:.1f} s): {outcome.observed}")
 
@@ -44,7 +45,7 @@ def test_given_a_lost_payload_when_redrives_keep_failing_then_backoff_grows_and_
 ):
     scenario, outcome = concurrent["keeps-failing"]
     show(capsys, redrive_stack, outcome)
-    assert isinstance(scenario, scenarios.KeepsFailing)
+    assert isinstance(scenario, redrive.KeepsFailing)
     seen = f"observed: {outcome.observed}"
     attempts = [d.attempt for d in scenario.redrives]
     assert attempts == list(range(1, PARAMS.max_attempts + 1)), f"redrive attempts {attempts}; {seen}"
@@ -63,7 +64,7 @@ def test_given_downstream_recovers_when_the_message_is_redriven_then_it_is_charg
 ):
     scenario, outcome = concurrent["recovers-after-redrive"]
     show(capsys, redrive_stack, outcome)
-    assert isinstance(scenario, scenarios.RecoversAfterRedrive)
+    assert isinstance(scenario, redrive.RecoversAfterRedrive)
     assert scenario.uploaded, f"the consumer never dead-lettered the message; observed: {outcome.observed}"
     assert outcome.ok, f"expected {outcome.expected}; observed: {outcome.observed}"
 
@@ -71,8 +72,8 @@ def test_given_downstream_recovers_when_the_message_is_redriven_then_it_is_charg
 def test_given_a_full_dlq_when_it_is_redriven_then_at_most_r_per_second_plus_a_batch_move_each_once(
     redrive_stack, capsys
 ):
-    scenario = scenarios.Velocity(PARAMS)
-    [outcome] = scenarios.run(redrive_stack, [scenario])  # alone: every redrive of the stack is timed
+    scenario = redrive.Velocity(PARAMS)
+    [outcome] = runner.run(redrive_stack, [scenario])  # alone: every redrive of the stack is timed
     show(capsys, redrive_stack, outcome)
     f = scenario.figures
     n, at, bound = f.tightest
@@ -87,8 +88,8 @@ def test_given_a_full_dlq_when_it_is_redriven_then_at_most_r_per_second_plus_a_b
 def test_given_the_breaker_is_open_when_messages_wait_in_the_dlq_then_nothing_moves_until_it_closes(
     redrive_stack, capsys
 ):
-    scenario = scenarios.BreakerHolds(PARAMS)
-    [outcome] = scenarios.run(redrive_stack, [scenario])  # alone: it blocks every redrive of the stack
+    scenario = redrive.BreakerHolds(PARAMS)
+    [outcome] = runner.run(redrive_stack, [scenario])  # alone: it blocks every redrive of the stack
     show(capsys, redrive_stack, outcome)
     assert scenario.phase != "opening", f"no redrive run was ever blocked; observed: {outcome.observed}"
     blocked = (

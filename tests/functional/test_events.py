@@ -78,6 +78,18 @@ def consumer_stack(monkeypatch):
         sqs.create_queue(QueueName="sluice-dev-work")
         poison = sqs.create_queue(QueueName="sluice-dev-poison")["QueueUrl"]
         create_idempotency_table(ddb, "sluice-dev-idempotency")
+        ddb.create_table(  # the example processor's ledger, keyed as template.yaml's LedgerTable
+            TableName="sluice-dev-ledger",
+            AttributeDefinitions=[
+                {"AttributeName": "effect_key", "AttributeType": "S"},
+                {"AttributeName": "execution_id", "AttributeType": "S"},
+            ],
+            KeySchema=[
+                {"AttributeName": "effect_key", "KeyType": "HASH"},
+                {"AttributeName": "execution_id", "KeyType": "RANGE"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
         s3.create_bucket(Bucket=BUCKET)
         large = {"order_id": "ord-3001", "customer_id": "cust-7", "amount_cents": 4200, "currency": "USD"}
         large["note"] = ""
@@ -97,6 +109,7 @@ def consumer_stack(monkeypatch):
             "SLUICE_CLAIM_CHECK_PREFIX": "claim-check/",
             "SLUICE_IDEMPOTENCY_KEY_JMESPATH": "order_id",
             "SLUICE_MAX_RECEIVE_COUNT": "5",
+            "LEDGER_TABLE_NAME": "sluice-dev-ledger",
         }.items():
             monkeypatch.setenv(name, value)
         yield sqs, poison

@@ -65,7 +65,7 @@ from sluice.redrive.plan import REFUSED
 from sluice.redrive.settings import RedriveSettings
 from sluice.redrive.steps import FETCH_VISIBILITY_SECONDS, SEND_REFUSALS, plan_step, refusal_step
 from sluice.sqs import queue_url_from_arn
-from sluice_local.emulation import install_aws_sdk_casing
+from sluice_local.moto_adapter import install_aws_sdk_casing
 from tests.conftest import create_task_role
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,7 +129,7 @@ def lambda_zip() -> bytes:
 @pytest.fixture
 def aws_sdk_casing() -> Iterator[None]:
     """Step Functions' PascalCase for ``aws-sdk:sfn:*`` tasks, which moto 5.2 leaves out (the same
-    patch the local runtime installs; see sluice_local.emulation.install_aws_sdk_casing)."""
+    patch the local runtime installs; see sluice_local.moto_adapter.install_aws_sdk_casing)."""
     undo = install_aws_sdk_casing(REGION)
     yield
     undo()
@@ -203,6 +203,12 @@ class Functions:
     breaker: Breaker
     sqs: Any
     plan_delay: float = 0.0
+    plan_rendezvous: int = 0
+    """When set, each Plan first waits (up to 10 s) until this many have been running at once: plans that
+    may overlap do, however a loaded machine schedules the Map's threads."""
+    plan_gate: threading.Event | None = None
+    """When set, every Plan waits for it (after ``plan_delay``): keeps an execution busy until the test
+    lets it go, however late a loaded machine runs the test's own steps."""
     uniform: Callable[[float, float], float] = lambda low, high: low
     """The backoff's draw: the floor (0 s) unless a test wants the largest."""
     failing: set[str] = field(default_factory=set)
@@ -214,6 +220,7 @@ class Functions:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _running_plans: int = 0
     max_running_plans: int = 0
+    _overlap: threading.Condition = field(default_factory=threading.Condition)
 
     def invoke(self, function_name: str, body: Any, response_headers: dict[str, str]) -> bytes:
         payload = json.loads(body) if body else {}
@@ -250,7 +257,13 @@ class Functions:
             self._running_plans += 1
             self.max_running_plans = max(self.max_running_plans, self._running_plans)
         try:
+            with self._overlap:
+                self._overlap.notify_all()
+                if self.plan_rendezvous:
+                    self._overlap.wait_for(lambda: self.max_running_plans >= self.plan_rendezvous, timeout=10)
             time.sleep(self.plan_delay)
+            if self.plan_gate is not None and not self.plan_gate.wait(timeout=EXECUTION_TIMEOUT):
+                raise RuntimeError("the test never opened the plan gate")
             return plan_step(
                 event,
                 settings=self.settings,
@@ -685,17 +698,20 @@ def test_given_a_half_open_breaker_past_its_hold_when_the_next_batch_failed_afte
 
 
 def test_given_a_running_execution_when_a_second_one_starts_then_it_ends_already_running(machine):
-    # Given an execution busy with a batch (each plan takes a while)
+    # Given an execution busy with a batch (its plans held until the second execution has ended)
     for n in range(4):
         machine.dead_letter({"order_id": f"ord-{n}"})
-    machine.functions.plan_delay = 0.5
+    gate = machine.functions.plan_gate = threading.Event()
     first = machine.start("redrive-first")
-    deadline = time.monotonic() + 10
-    while not machine.functions.calls["plan"]:
-        assert time.monotonic() < deadline, "the first execution never planned"
-        time.sleep(0.05)
-    # When a second execution starts meanwhile
-    second = machine.finish(machine.start("redrive-second"))
+    deadline = time.monotonic() + EXECUTION_TIMEOUT
+    try:
+        while not machine.functions.calls["plan"]:
+            assert time.monotonic() < deadline, "the first execution never planned"
+            time.sleep(0.05)
+        # When a second execution starts meanwhile
+        second = machine.finish(machine.start("redrive-second"))
+    finally:
+        gate.set()
     # Then the second sees an older running execution and stops at once, touching nothing
     assert second["status"] == "SUCCEEDED"
     names = machine.path(second["executionArn"])
@@ -752,7 +768,7 @@ def test_given_a_backoff_within_900_seconds_when_redriven_then_it_is_sent_at_onc
     result = machine.run()
     # Then it ends without waiting out the backoff: nothing was held or waited
     assert result["status"] == "SUCCEEDED"
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < 60  # a tenth of the backoff, whatever the machine's load
     names = machine.path(result["executionArn"])
     assert "Hold" not in names
     assert "Wait" not in names
@@ -920,10 +936,12 @@ def test_given_a_message_its_source_refuses_as_malformed_when_sent_then_it_is_is
 def test_given_more_messages_than_the_concurrency_when_planned_then_at_most_map_concurrency_run_at_once(
     machine,
 ):
-    # Given 8 messages and plans that take a while, so that they would overlap if allowed to
+    # Given 8 messages and plans that take a while, so that they would overlap if allowed to (the first
+    # ones wait for MapConcurrency of them to be running, so they overlap whenever they may)
     for n in range(8):
         machine.dead_letter({"order_id": f"ord-{n}"})
     machine.functions.plan_delay = 0.3
+    machine.functions.plan_rendezvous = MAP_CONCURRENCY
     # When the execution runs
     result = machine.run()
     # Then never more than MapConcurrency plans ran at the same time, and they did run side by side

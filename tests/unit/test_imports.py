@@ -141,3 +141,18 @@ def test_every_exported_name_resolves(capability):
     assert set(exported) <= set(dir(package))
     with pytest.raises(AttributeError, match="has no attribute 'nope'"):
         _ = package.nope
+
+
+def test_every_package_folder_is_listed_for_setuptools():
+    # Given the three import packages and their subpackages on disk
+    import tomllib  # noqa: PLC0415
+
+    root = LAYER.parents[2]
+    config = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    on_disk = set()
+    for name, folder in config["package-dir"].items():
+        for init in (root / folder).rglob("__init__.py"):
+            relative = init.parent.relative_to(root / folder).parts
+            on_disk.add(".".join((name, *relative)))
+    # Then each one is listed, so a non-editable install ships it too
+    assert on_disk == set(config["packages"])

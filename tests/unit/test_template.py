@@ -227,7 +227,7 @@ def check_queues_encrypted(raw: Template, cfn: Template) -> list[str]:
 
 
 def check_tables(raw: Template, cfn: Template) -> list[str]:
-    """Encrypted, recoverable, and expiring on the attribute Powertools idempotency writes."""
+    """Encrypted and recoverable; an idempotency table is keyed and expires as Powertools writes it."""
     defaults = inspect.signature(DynamoDBPersistenceLayer.__init__).parameters
     expiry, key = defaults["expiry_attr"].default, defaults["key_attr"].default
     problems: list[str] = []
@@ -251,7 +251,7 @@ def check_tables(raw: Template, cfn: Template) -> list[str]:
         ttl = p.get("TimeToLiveSpecification")
         if name in idempotency and ttl != {"AttributeName": expiry, "Enabled": True}:
             problems.append(f"{name} must expire items on {expiry!r} (Powertools' expiry attribute)")
-        if p.get("KeySchema") != [{"AttributeName": key, "KeyType": "HASH"}]:
+        if name in idempotency and p.get("KeySchema") != [{"AttributeName": key, "KeyType": "HASH"}]:
             problems.append(f"{name} must be keyed by {key!r} only (Powertools' key attribute)")
     return problems
 
@@ -669,6 +669,13 @@ MUTATIONS: dict[str, tuple[Callable[[Template], None], Check]] = {
         _set(
             "Resources.IdempotencyTable.Properties.PointInTimeRecoverySpecification.PointInTimeRecoveryEnabled",
             False,
+        ),
+        check_tables,
+    ),
+    "ledger unencrypted": (_delete("Resources.LedgerTable.Properties.SSESpecification"), check_tables),
+    "idempotency table with a sort key": (
+        _append(
+            "Resources.IdempotencyTable.Properties.KeySchema", {"AttributeName": "sk", "KeyType": "RANGE"}
         ),
         check_tables,
     ),

@@ -55,6 +55,11 @@ if TYPE_CHECKING:
 
 AWS_TRACE_HEADER = "AWSTraceHeader"
 
+# Log messages, defined once: tools that find these lines (sluice_local's scenarios) import them.
+LOG_DUPLICATE_SKIPPED = "duplicate skipped"
+LOG_RECORD_RETRIED = "record failed; will be retried"
+LOG_RECORD_DEAD_LETTERED = "record dead-lettered with its last error"
+
 
 @dataclass(frozen=True)
 class SluiceRecord:
@@ -250,7 +255,7 @@ class Consumer:
             heartbeat.succeed(mid)
             stats.add(metrics.RECORDS_PROCESSED if ran else metrics.DUPLICATES_SKIPPED)
             if not ran:
-                self._log.info("duplicate skipped")
+                self._log.info(LOG_DUPLICATE_SKIPPED)
         finally:
             self._log.thread_safe_remove_keys(["message_id"])
 
@@ -400,7 +405,7 @@ class Consumer:
             return False
         details = {"error_type": error.type, "error": error.message, "receive_count": receives}
         stats.add(metrics.RECORDS_DEAD_LETTERED)
-        self._log.error("record dead-lettered with its last error", extra=details)
+        self._log.error(LOG_RECORD_DEAD_LETTERED, extra=details)
         return True
 
     def _retry_later(
@@ -431,7 +436,7 @@ class Consumer:
         except Exception:  # noqa: BLE001 - the record is still retried, after the queue's own timeout
             self._log.warning("could not set backoff visibility; the queue's timeout applies", exc_info=True)
         self._log.warning(
-            "record failed; will be retried",
+            LOG_RECORD_RETRIED,
             extra={
                 "error_type": exc.__class__.__name__,
                 "error": str(exc)[:512],

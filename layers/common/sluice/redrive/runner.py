@@ -52,6 +52,11 @@ SAFETY_MILLIS = 10_000
 RECEIVE_VISIBILITY_SECONDS = 60
 """How long a received DLQ message stays hidden while its batch is handled (or after a failure)."""
 
+# Log messages, defined once: tools that find these lines (sluice_local's scenarios) import them.
+LOG_MESSAGE_REDRIVEN = "message re-driven"
+LOG_MESSAGE_ISOLATED = "message isolated to the poison queue"
+LOG_RUN_FINISHED = "redrive run finished"
+
 
 @dataclass
 class RedriveReport:
@@ -162,7 +167,7 @@ class Redriver:
                 (metrics.BOUNCING_REDRIVES, report_.bouncing),
             ):
                 self._metrics.add_metric(name=name, unit="Count", value=value)
-        self._log.info("redrive run finished", extra=report_.to_dict())
+        self._log.info(LOG_RUN_FINISHED, extra=report_.to_dict())
         return report_
 
     # --- one batch -----------------------------------------------------------------------------
@@ -295,7 +300,7 @@ class Redriver:
             report_.isolated += 1
             error = d.envelope.last_error
             self._log.error(
-                "message isolated to the poison queue",
+                LOG_MESSAGE_ISOLATED,
                 extra={**extra, "reason": d.reason[:512], "error_type": error.type if error else None},
             )
             return
@@ -303,7 +308,7 @@ class Redriver:
             report_.delayed += 1
         else:
             report_.redriven += 1
-        self._log.info("message re-driven", extra=extra)
+        self._log.info(LOG_MESSAGE_REDRIVEN, extra=extra)
 
     def _delete(self, decisions: list[Decision], report_: RedriveReport) -> None:
         for start in range(0, len(decisions), MAX_BATCH_ENTRIES):

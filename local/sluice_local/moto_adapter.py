@@ -1,0 +1,411 @@
+"""Everything the local runtime does to moto beyond its public API, in one place: written for moto 5.2.5.
+
+- **Settings**: Step Functions executes state machines; Lambda runs without Docker.
+- **Patches** (:data:`PATCHED`, each undone by the function that installs it): Lambda invocations
+  land in the runtime's in-process functions; EventBridge rules deliver to Lambda and Step Functions
+  targets; ``aws-sdk:sfn`` tasks get Step Functions' PascalCase naming.
+- **Backend access**: switch off moto's own SQS→Lambda invoke-on-send, hand state machines created
+  through CloudFormation to the executing backend, read queue metrics for alarms, list EventBridge
+  rules for schedules, reset every backend.
+
+``tests/unit/test_moto_adapter.py`` checks each assumption against the installed moto (its version,
+every attribute used or replaced, with its signature), so a moto upgrade fails there, naming what
+changed, rather than somewhere in a scenario. :func:`problems` is that check; the runtime logs its
+findings at start.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+WRITTEN_FOR = "5.2.5"
+"""The moto version this module was written and checked against (pinned in pyproject.toml)."""
+
+Undo = Callable[[], None]
+InvokeFn = Callable[[str, Any, Mapping[str, str], dict[str, Any]], bytes]
+"""(function name, request body, request headers, response headers to fill) → response payload."""
+
+_SFN_AWS_SDK = (
+    "moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_aws_sdk"
+)
+_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Attribute:
+    """An attribute of a moto class the runtime relies on, with the parameters it expects."""
+
+    module: str
+    owner: str
+    name: str
+    parameters: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{self.module}.{self.owner}.{self.name}"
+
+    def owner_class(self) -> Any:
+        return getattr(importlib.import_module(self.module), self.owner)
+
+
+LAMBDA_FUNCTION_INVOKE = Attribute(
+    "moto.awslambda.models",
+    "LambdaFunction",
+    "invoke",
+    ("self", "body", "request_headers", "response_headers"),
+)
+LAMBDA_BACKEND_INVOKE = Attribute(
+    "moto.awslambda_simple.models",
+    "LambdaSimpleBackend",
+    "invoke",
+    ("self", "function_name", "qualifier", "body", "headers", "response_headers"),
+)
+RULE_SEND_TO_TARGETS = Attribute(
+    "moto.events.models", "Rule", "send_to_targets", ("self", "original_event", "transform_input")
+)
+AWS_SDK_PARAMETERS = Attribute(
+    _SFN_AWS_SDK,
+    "StateTaskServiceAwsSdk",
+    "_normalise_parameters",
+    ("self", "parameters", "boto_service_name", "service_action_name"),
+)
+AWS_SDK_RESPONSE = Attribute(
+    _SFN_AWS_SDK,
+    "StateTaskServiceAwsSdk",
+    "_normalise_response",
+    ("self", "response", "boto_service_name", "service_action_name"),
+)
+PATCHED = (
+    LAMBDA_FUNCTION_INVOKE,
+    LAMBDA_BACKEND_INVOKE,
+    RULE_SEND_TO_TARGETS,
+    AWS_SDK_PARAMETERS,
+    AWS_SDK_RESPONSE,
+)
+"""What the runtime replaces while a stack runs (and restores on stop)."""
+
+USED = (
+    Attribute(
+        _SFN_AWS_SDK, "StateTaskServiceAwsSdk", "_to_boto_request", ("self", "parameters", "structure_shape")
+    ),
+    Attribute(
+        _SFN_AWS_SDK, "StateTaskServiceAwsSdk", "_from_boto_response", ("self", "response", "structure_shape")
+    ),
+    Attribute(
+        "moto.events.utils", "EventTemplateParser", "parse", ("input_template", "input_paths_map", "event")
+    ),
+    Attribute(
+        "moto.stepfunctions.parser.models",
+        "StepFunctionsParserBackend",
+        "_validate_definition",
+        ("definition",),
+    ),
+    Attribute("moto.moto_api._internal.models", "MotoAPIBackend", "reset", ("self",)),
+)
+"""Internals the runtime calls without replacing them."""
+
+SETTINGS: dict[str, dict[str, Any]] = {
+    "stepfunctions": {"execute_state_machine": True},
+    "lambda": {"use_docker": False},
+}
+"""moto's ``default_user_config`` sections the runtime sets while a stack runs."""
+
+
+def installed_version() -> str:
+    import moto  # noqa: PLC0415 - moto is heavy; loaded when a stack starts
+
+    return str(moto.__version__)
+
+
+def problems() -> list[str]:
+    """Every assumption of this module the installed moto breaks (empty: all hold)."""
+    from moto.core.config import default_user_config  # noqa: PLC0415
+
+    found: list[str] = []
+    version = installed_version()
+    if version != WRITTEN_FOR:
+        found.append(
+            f"moto {version} is installed; sluice_local.moto_adapter was written for moto {WRITTEN_FOR}: "
+            "re-check every patch and internal it uses, then update WRITTEN_FOR and the pin in pyproject.toml"
+        )
+    found += [problem for a in (*PATCHED, *USED) if (problem := attribute_problem(a)) is not None]
+    for section, values in SETTINGS.items():
+        current = default_user_config.get(section)
+        if not isinstance(current, dict) or set(values) - set(current):
+            found.append(
+                f"moto's default_user_config[{section!r}] no longer has {sorted(values)}: {current!r}"
+            )
+    return found
+
+
+def attribute_problem(attribute: Attribute) -> str | None:
+    """What is wrong with one attribute the runtime relies on (None: it is there, as expected)."""
+    try:
+        owner = attribute.owner_class()
+    except (ImportError, AttributeError) as exc:
+        return f"{attribute}: {attribute.module}.{attribute.owner} is gone ({exc})"
+    value = getattr(owner, attribute.name, None)
+    if not callable(value):
+        return f"{attribute}: no such method any more"
+    got = tuple(inspect.signature(value).parameters)
+    if got != attribute.parameters:
+        return f"{attribute}: parameters are now {got}, the runtime expects {attribute.parameters}"
+    return None
+
+
+# --- server and settings -----------------------------------------------------------------------
+
+
+def start_server(port: int) -> Any:
+    """moto's threaded HTTP server on a loopback port (stop it with ``.stop()``)."""
+    from moto.server import ThreadedMotoServer  # noqa: PLC0415
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    return server
+
+
+def configure() -> Undo:
+    """Apply :data:`SETTINGS`; returns what restores the previous ones."""
+    from moto.core.config import default_user_config  # noqa: PLC0415
+
+    saved = {key: default_user_config.get(key) for key in SETTINGS}
+    for key, value in SETTINGS.items():
+        default_user_config[key] = dict(value)  # type: ignore[literal-required]
+
+    def undo() -> None:
+        for key, value in saved.items():
+            default_user_config[key] = value  # type: ignore[literal-required]
+
+    return undo
+
+
+def reset() -> None:
+    """Reset every moto backend (what ``POST /moto-api/reset`` does)."""
+    from moto.moto_api._internal.models import moto_api_backend  # noqa: PLC0415
+
+    moto_api_backend.reset()
+
+
+# --- patches -----------------------------------------------------------------------------------
+
+
+def _replace(owner: Any, name: str, new: Any) -> Undo:
+    """Set ``owner.name`` to ``new``; the undo restores exactly what was there (own or inherited)."""
+    with _LOCK:
+        own = name in vars(owner)
+        original = vars(owner).get(name)
+        setattr(owner, name, new)
+
+    def undo() -> None:
+        with _LOCK:
+            if own:
+                setattr(owner, name, original)
+            else:
+                delattr(owner, name)
+
+    return undo
+
+
+def _undo_all(undos: list[Undo]) -> Undo:
+    def undo() -> None:
+        for one in reversed(undos):
+            one()
+
+    return undo
+
+
+def install_invoke(invoke: InvokeFn) -> Undo:
+    """Route every Lambda invocation moto handles (Invoke API, Step Functions tasks, SNS) to ``invoke``."""
+
+    # Each replacement keeps the parameters of the method it replaces.
+    def function_invoke(self: Any, body: Any, request_headers: Any, response_headers: Any) -> bytes:
+        return invoke(self.function_name, body, request_headers or {}, response_headers)
+
+    def backend_invoke(  # noqa: PLR0917 - moto's signature
+        self: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any
+    ) -> bytes:
+        fn = self.get_function(function_name, qualifier)
+        return invoke(fn.function_name, body, headers or {}, response_headers)
+
+    return _undo_all(
+        [
+            _replace(LAMBDA_FUNCTION_INVOKE.owner_class(), "invoke", function_invoke),
+            _replace(LAMBDA_BACKEND_INVOKE.owner_class(), "invoke", backend_invoke),
+        ]
+    )
+
+
+def install_event_delivery(
+    invoke_async: Callable[[str, dict[str, Any]], None], start_execution: Callable[[str, str], None]
+) -> Undo:
+    """EventBridge rules deliver to Lambda and Step Functions targets (moto only delivers to SQS, logs
+    and buses, and raises on the rest); a scheduled rule no longer matches every event on its bus."""
+    from moto.events.utils import EventTemplateParser  # noqa: PLC0415
+
+    rule_class = RULE_SEND_TO_TARGETS.owner_class()
+    original = rule_class.send_to_targets
+
+    def ours(target: dict[str, Any]) -> bool:
+        return ":lambda:" in target["Arn"] or ":states:" in target["Arn"]
+
+    def send_to_targets(self: Any, original_event: Any, transform_input: bool = True) -> None:
+        if (
+            getattr(self, "scheduled_expression", None)
+            and original_event.get("detail-type") != "Scheduled Event"
+        ):
+            return  # a scheduled rule has no event pattern: it must not match every event on the bus
+        others = [t for t in self.targets if not ours(t)]
+        if others:  # moto delivers to the targets it knows (SQS, logs, buses); it raises on the rest
+            every = self.targets
+            self.targets = others
+            try:
+                original(self, original_event, transform_input)
+            finally:
+                self.targets = every
+        if not self.event_pattern.matches_event(original_event):
+            return
+        for target in self.targets:
+            arn = target["Arn"]
+            if not ours(target):
+                continue
+            if "Input" in target:
+                payload = json.loads(target["Input"])
+            elif "InputTransformer" in target and transform_input:
+                transformer = target["InputTransformer"]
+                payload = EventTemplateParser.parse(
+                    input_template=transformer.get("InputTemplate"),
+                    input_paths_map=transformer.get("InputPathsMap", {}),
+                    event=original_event,
+                )
+            else:
+                payload = original_event
+            if ":lambda:" in arn:
+                invoke_async(arn, payload)
+            else:
+                start_execution(arn, json.dumps(payload))
+
+    return _replace(rule_class, "send_to_targets", send_to_targets)
+
+
+def install_aws_sdk_casing(region: str = "us-east-1") -> Undo:
+    """What Step Functions does for ``aws-sdk`` tasks and moto 5.2 leaves out, for ``sfn`` calls.
+
+    Step Functions names every parameter and result field in PascalCase, even for an API whose wire
+    names are camelCase (its own): ``StateMachineArn`` goes to boto3 as ``stateMachineArn``, and
+    ``executions[].executionArn`` comes back as ``Executions[].ExecutionArn`` (timestamps as JSON
+    text). moto passes Parameters as written, so the redrive state machine's guard
+    (``aws-sdk:sfn:listExecutions``) would fail with ``States.Runtime``. SQS is PascalCase on the wire
+    and needs nothing. Uses moto's own (otherwise unused) request/response normalisers.
+    """
+    import boto3  # noqa: PLC0415
+    from moto.stepfunctions.parser.asl.utils.encoding import to_json_str  # noqa: PLC0415
+
+    task_class: Any = AWS_SDK_PARAMETERS.owner_class()
+    original_parameters = task_class._normalise_parameters
+    original_response = task_class._normalise_response
+    model = boto3.session.Session().client("stepfunctions", region_name=region).meta.service_model
+
+    def operation(task: Any) -> Any:
+        action = task.resource.api_action
+        return model.operation_model(action[0].upper() + action[1:])
+
+    def parameters(
+        self: Any,
+        parameters: dict[str, Any],
+        boto_service_name: str | None = None,
+        service_action_name: str | None = None,
+    ) -> None:
+        if self.resource.api_name != "sfn":
+            original_parameters(self, parameters, boto_service_name, service_action_name)
+            return
+        self._to_boto_request(parameters, operation(self).input_shape)
+
+    def response(
+        self: Any, response: Any, boto_service_name: str | None = None, service_action_name: str | None = None
+    ) -> None:
+        if self.resource.api_name != "sfn" or not isinstance(response, dict):
+            original_response(self, response, boto_service_name, service_action_name)
+            return
+        self._from_boto_response(response, operation(self).output_shape)
+        as_json = json.loads(to_json_str(response))
+        response.clear()
+        response.update(as_json)
+
+    return _undo_all(
+        [
+            _replace(task_class, "_normalise_parameters", parameters),
+            _replace(task_class, "_normalise_response", response),
+        ]
+    )
+
+
+# --- backends ----------------------------------------------------------------------------------
+
+
+def detach_sqs_invoke(account: str, region: str, queue_name: str) -> None:
+    """Switch off moto's own synchronous invoke-on-send for a queue (the runtime's poller replaces it)."""
+    from moto.sqs.models import sqs_backends  # noqa: PLC0415
+
+    sqs_backends[account][region].queues[queue_name].lambda_event_source_mappings.clear()
+
+
+def hand_over_state_machines(account: str, region: str) -> None:
+    """CloudFormation creates state machines in moto's plain backend; executions run in its parser
+    backend (``execute_state_machine``). Hand each new one over, validating its definition as AWS
+    would: raises ``ValueError`` naming the first invalid one."""
+    from moto.stepfunctions.models import stepfunctions_backends  # noqa: PLC0415
+    from moto.stepfunctions.parser.models import (  # noqa: PLC0415
+        StepFunctionsParserBackend,
+        stepfunctions_parser_backends,
+    )
+
+    plain = stepfunctions_backends[account][region]
+    executing = stepfunctions_parser_backends[account][region]
+    known = {sm.arn for sm in executing.state_machines}
+    for machine in plain.state_machines:
+        if machine.arn in known:
+            continue
+        try:
+            StepFunctionsParserBackend._validate_definition(definition=machine.definition)
+        except Exception as exc:
+            raise ValueError(f"state machine {machine.name}: invalid definition: {exc}") from exc
+        executing.state_machines.append(machine)
+
+
+def event_rules(account: str, region: str) -> list[Any]:
+    """Every EventBridge rule on every bus (moto ``Rule`` objects: ``name``, ``arn``, ``state``,
+    ``scheduled_expression``, ``send_to_targets(event)``)."""
+    from moto.events.models import events_backends  # noqa: PLC0415
+
+    return [
+        rule for bus in events_backends[account][region].event_buses.values() for rule in bus.rules.values()
+    ]
+
+
+def queue_metric(account: str, region: str, queue_name: str, metric: str) -> float | None:
+    """An ``AWS/SQS`` queue metric as CloudWatch would report it now; None if unknown."""
+    from moto.sqs.models import sqs_backends  # noqa: PLC0415
+
+    queue = sqs_backends[account][region].queues.get(queue_name)
+    if queue is None:
+        return None
+    if metric == "ApproximateNumberOfMessagesVisible":
+        return float(queue.approximate_number_of_messages)
+    if metric == "ApproximateNumberOfMessagesNotVisible":
+        return float(queue.approximate_number_of_messages_not_visible)
+    if metric == "ApproximateNumberOfMessagesDelayed":
+        return float(queue.approximate_number_of_messages_delayed)
+    if metric == "ApproximateAgeOfOldestMessage":
+        sent: list[int] = []
+        for message in list(queue._messages):
+            if message.sent_timestamp is not None:
+                sent.append(message.sent_timestamp)
+        return max(0.0, time.time() - min(sent) / 1000) if sent else 0.0
+    return None

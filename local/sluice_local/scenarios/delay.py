@@ -1,0 +1,98 @@
+"""The long-delay scenarios: delay queue → batch-delay → (direct send | S3 + state machine) → work queue."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+from sluice.delay.schedule import Parked, bucket_of, bucket_prefix, encode_object, send_delayed
+from sluice.delay.settings import DelaySettings
+from sluice.envelope import Envelope, merge
+from sluice_local.scenarios.observer import Stack
+from sluice_local.scenarios.runner import Scenario, order
+
+# Delivery lag accepted around the due time (seconds early, seconds late). Typical locally: ±0.5 s
+# (residual DelaySeconds rounded to the nearest second, 0.2 s polling); the late side allows for a
+# loaded 2-core machine. The measured lags are printed either way.
+LAG_TOLERANCE = (1.0, 2.0)
+
+
+class Delayed(Scenario):
+    """Orders delayed through the delay queue arrive at the work queue (and are charged) on time."""
+
+    timeout = 60.0
+
+    def __init__(self, name: str, seconds: float, count: int = 3, *, route: str) -> None:
+        self.name = name
+        super().__init__()
+        self.seconds = seconds
+        self.count = count
+        self.expected = (
+            f"{count} orders due in {seconds:g} s ({route}) → each charged once, within ~1 s of due"
+        )
+
+    def start(self, stack: Stack) -> None:
+        self.due: dict[str, datetime] = {}
+        for i in range(self.count):
+            order_id = f"{self.prefix}{i}"
+            due = datetime.now(UTC) + timedelta(seconds=self.seconds)
+            self.due[order_id] = due
+            send_delayed(
+                stack.client("sqs"),
+                delay_queue_url=stack.outputs["DelayQueueUrl"],
+                target=stack.outputs["WorkQueueUrl"],
+                body=json.dumps(order(order_id)),
+                deliver_at=due,
+            )
+
+    def observe(self, stack: Stack) -> tuple[bool, str]:
+        charged = [e for e in stack.side_effects(self.prefix) if e.order_id in self.due]
+        counts = Counter(e.order_id for e in charged)
+        self.lags = [(e.at - self.due[e.order_id]).total_seconds() for e in charged]
+        ok = (
+            len(counts) == self.count
+            and set(counts.values()) == {1}
+            and all(-LAG_TOLERANCE[0] <= lag <= LAG_TOLERANCE[1] for lag in self.lags)
+        )
+        shown = ", ".join(f"{lag:+.2f}" for lag in sorted(self.lags)) or "-"
+        return ok, f"{len(counts)} charged (max {max(counts.values(), default=0)}x), lag vs due (s): {shown}"
+
+
+class SweptBucket(Scenario):
+    """A bucket whose execution never ran (failed, or never started) is delivered by the sweep."""
+
+    name = "delay-sweep"
+    expected = "an object parked in a past bucket with no execution → delivered by the scheduled sweep"
+    timeout = 60.0
+
+    def start(self, stack: Stack) -> None:
+        # Where the deployed functions park messages: their own settings, read through the Lambda API.
+        config = stack.client("lambda").get_function_configuration(
+            FunctionName=stack.outputs["RehydratorFunctionName"]
+        )
+        settings = DelaySettings.from_env(config["Environment"]["Variables"])
+        now = datetime.now(UTC)
+        bucket = bucket_of(now - timedelta(seconds=600), settings.delay_bucket_seconds)
+        self.order_id = f"{self.prefix}stranded"
+        self.key = f"{bucket_prefix(settings.delay_prefix, bucket)}stranded.json"
+        body = json.dumps(order(self.order_id))
+        envelope = Envelope(origin_id=self.order_id, deliver_at=now, target=stack.outputs["WorkQueueUrl"])
+        parked = Parked(self.order_id, stack.outputs["WorkQueueUrl"], now, body, merge({}, envelope))
+        stack.client("s3").put_object(
+            Bucket=stack.outputs["DelayBucketName"], Key=self.key, Body=encode_object(bucket, [parked])
+        )
+
+    def observe(self, stack: Stack) -> tuple[bool, str]:
+        charged = sum(stack.charges(self.order_id).values())
+        listed = stack.client("s3").list_objects_v2(Bucket=stack.outputs["DelayBucketName"], Prefix=self.key)
+        parked = "still parked" if listed.get("KeyCount", 0) else "removed from DelayBucket"
+        return charged == 1, f"charged {charged}x after the sweep (the parked object: {parked})"
+
+
+def delay_scenarios(threshold: float) -> list[Scenario]:
+    return [
+        Delayed("delay-direct", max(1.0, threshold / 2), route="within the direct-send threshold"),
+        Delayed("delay-parked", threshold * 2 + 2, route="parked in S3, woken by the state machine"),
+        SweptBucket(),
+    ]

@@ -1,0 +1,116 @@
+"""What a scenario is, and the runner that drives scenarios against a stack, all at once.
+
+A scenario sends its messages (ids unique per run, so scenarios can share one stack and run
+concurrently), then is observed until it settles as expected, can no longer, or times out; it is
+judged only from the outside (see :mod:`sluice_local.scenarios.observer`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sluice import claimcheck
+from sluice_local.scenarios.observer import Stack
+
+
+@dataclass
+class Outcome:
+    name: str
+    expected: str
+    observed: str
+    ok: bool
+    seconds: float = 0.0
+
+
+class Scenario:
+    name = "scenario"
+    expected = ""
+    timeout = 60.0
+
+    def __init__(self) -> None:
+        self.run_id = uuid.uuid4().hex[:8]
+        self.prefix = f"{self.name}-{self.run_id}-"
+        self.started = 0.0
+        self.started_at = datetime.now(UTC)
+        self.failed = False
+        """Set by ``observe`` when the outcome can no longer be as expected: stop waiting."""
+
+    def start(self, stack: Stack) -> None:
+        raise NotImplementedError
+
+    def observe(self, stack: Stack) -> tuple[bool, str]:
+        """(settled and as expected, what is seen now)."""
+        raise NotImplementedError
+
+    def finish(self, stack: Stack) -> None:
+        """Called once the scenario has settled or timed out (undo what must not outlive it)."""
+
+    def redrive_broken(self, stack: Stack) -> str:
+        """Failed redrive executions since this scenario started (stepfunctions mode), as text; marks the
+        scenario failed, since its messages may never move."""
+        failures = stack.redrive_failures(self.started_at)
+        if not failures:
+            return ""
+        self.failed = True
+        more = f" (+{len(failures) - 1} more)" if len(failures) > 1 else ""
+        return f"; redrive execution FAILED: {failures[0]}{more}"
+
+    def send(self, stack: Stack, body: Any, **kwargs: Any) -> str:
+        text = body if isinstance(body, str) else json.dumps(body)
+        response = stack.client("sqs").send_message(
+            QueueUrl=stack.outputs["WorkQueueUrl"], MessageBody=text, **kwargs
+        )
+        return str(response["MessageId"])
+
+
+def order(order_id: str, **extra: Any) -> dict[str, Any]:
+    """A valid order for the example processor (functions/consumer/processor.py ``Order``)."""
+    return {
+        "order_id": order_id,
+        "customer_id": "cust-demo",
+        "amount_cents": 1999,
+        "currency": "EUR",
+        **extra,
+    }
+
+
+def claim_check(bucket: str, key: str) -> str:
+    """A body pointing at an S3 object in sluice's simple claim-check format (docs/claim-check.md);
+    the object need not exist yet."""
+    return json.dumps({"__type": claimcheck.SIMPLE_TYPE, "s3_bucket": bucket, "s3_key": key})
+
+
+def run(
+    stack: Stack,
+    scenarios: Iterable[Scenario],
+    *,
+    on_tick: Callable[[list[Outcome | None]], None] | None = None,
+    poll: float = 0.5,
+) -> list[Outcome]:
+    """Start every scenario, then observe until each settles as expected or times out."""
+    todo = list(scenarios)
+    results: list[Outcome | None] = [None] * len(todo)
+    for scenario in todo:
+        scenario.started = time.monotonic()
+        scenario.started_at = datetime.now(UTC)
+        scenario.start(stack)
+    while any(r is None for r in results):
+        for i, scenario in enumerate(todo):
+            if results[i] is not None:
+                continue
+            ok, seen = scenario.observe(stack)
+            elapsed = time.monotonic() - scenario.started
+            if ok or scenario.failed or elapsed > scenario.timeout:
+                results[i] = Outcome(scenario.name, scenario.expected, seen, ok, round(elapsed, 1))
+                scenario.finish(stack)
+        if on_tick:
+            on_tick(results)
+        if any(r is None for r in results):
+            time.sleep(poll)
+    return [r for r in results if r is not None]

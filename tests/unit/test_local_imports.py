@@ -1,0 +1,113 @@
+"""sluice_local has no import cycle, and each of its modules imports on its own.
+
+The graph counts every import of a sluice_local module, at the top of a module or inside a function
+(a deferred import still ties the two modules together); each module is then imported alone in a
+fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = "sluice_local"
+PACKAGE_DIR = ROOT / "local" / PACKAGE
+
+
+def modules() -> dict[str, Path]:
+    """Dotted module name → file, for every module of the package (a package by its __init__)."""
+    found = {}
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        parts = [PACKAGE, *path.relative_to(PACKAGE_DIR).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """The package's modules that ``name`` imports, anywhere in its code."""
+    is_package = path.name == "__init__.py"
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = name.split(".")
+                anchor = anchor if is_package else anchor[:-1]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            out.add(base)
+            out.update(f"{base}.{alias.name}" for alias in node.names)
+    return {target for target in out if target in known and target != name}
+
+
+def graph() -> dict[str, set[str]]:
+    found = modules()
+    return {name: imports_of(name, path, set(found)) for name, path in found.items()}
+
+
+def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the graph as [a, b, ..., a], or None."""
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        if node in path:
+            return [*path[path.index(node) :], node]
+        if node in done:
+            return None
+        path.append(node)
+        for target in sorted(edges.get(node, ())):
+            cycle = visit(target)
+            if cycle:
+                return cycle
+        path.pop()
+        done.add(node)
+        return None
+
+    for node in sorted(edges):
+        cycle = visit(node)
+        if cycle:
+            return cycle
+    return None
+
+
+def test_the_import_graph_of_sluice_local_has_no_cycle():
+    edges = graph()
+    assert "sluice_local.scenarios.observer" in edges  # the graph sees the whole package
+    cycle = find_cycle(edges)
+    assert cycle is None, "import cycle: " + " → ".join(cycle or [])
+
+
+def test_the_cycle_check_finds_a_deferred_import_cycle(tmp_path):
+    (tmp_path / "a.py").write_text("import sluice_local.b\n")
+    (tmp_path / "b.py").write_text("def f():\n    from sluice_local.a import x\n")
+    known = {"sluice_local.a", "sluice_local.b"}
+    edges = {f"sluice_local.{m}": imports_of(f"sluice_local.{m}", tmp_path / f"{m}.py", known) for m in "ab"}
+
+    assert find_cycle(edges) == ["sluice_local.a", "sluice_local.b", "sluice_local.a"]
+
+
+def test_every_sluice_local_module_imports_alone_in_a_fresh_interpreter():
+    running = {
+        name: subprocess.Popen(
+            [sys.executable, "-c", f"import {name}"],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in modules()
+    }
+    failed = {}
+    for name, process in running.items():
+        _, stderr = process.communicate(timeout=120)
+        if process.returncode != 0:
+            failed[name] = stderr.strip().splitlines()[-1:] or [f"exit {process.returncode}"]
+    assert failed == {}

@@ -1,0 +1,136 @@
+"""The local runtime's moto adapter still fits the installed moto: written for moto 5.2.5.
+
+Every monkeypatch and moto internal the local runtime uses lives in ``sluice_local/moto_adapter.py``.
+When moto changes (an upgrade, a changed signature, a fixed gap), these tests fail first and say what
+changed, instead of a scenario failing somewhere downstream.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from sluice_local import moto_adapter
+
+ROOT = Path(__file__).resolve().parents[2]
+WRITTEN_FOR = "5.2.5"
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+
+
+def pinned_moto() -> str:
+    dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dev"]
+    [pin] = [re.sub(r"^moto(\[[^]]*\])?==", "", d) for d in dev if re.match(r"^moto(\[[^]]*\])?==", d)]
+    return pin
+
+
+def test_the_adapter_is_written_for_the_installed_and_pinned_moto():
+    assert moto_adapter.WRITTEN_FOR == WRITTEN_FOR
+    assert pinned_moto() == WRITTEN_FOR, (
+        f"pyproject.toml pins moto {pinned_moto()}, sluice_local.moto_adapter was written for moto "
+        f"{WRITTEN_FOR}: re-check the adapter against the new version (this file says how), then update "
+        "WRITTEN_FOR here and in the adapter"
+    )
+    assert moto_adapter.installed_version() == WRITTEN_FOR, (
+        f"moto {moto_adapter.installed_version()} is installed, sluice_local.moto_adapter was written for "
+        f"moto {WRITTEN_FOR}: run `make venv` (pyproject.toml pins it), or re-check the adapter"
+    )
+
+
+@pytest.mark.parametrize("attribute", [*moto_adapter.PATCHED, *moto_adapter.USED], ids=str)
+def test_every_moto_attribute_the_runtime_uses_is_there_with_the_expected_parameters(attribute):
+    problem = moto_adapter.attribute_problem(attribute)
+    assert problem is None, f"{problem} — update sluice_local.moto_adapter for this moto version"
+
+
+def test_the_settings_the_runtime_changes_exist_in_moto():
+    assert moto_adapter.problems() == []
+
+
+@pytest.mark.parametrize("attribute", moto_adapter.PATCHED, ids=str)
+def test_every_replacement_keeps_the_parameters_of_the_method_it_replaces(attribute):
+    undo = {
+        moto_adapter.LAMBDA_FUNCTION_INVOKE: lambda: moto_adapter.install_invoke(lambda *_: b""),
+        moto_adapter.LAMBDA_BACKEND_INVOKE: lambda: moto_adapter.install_invoke(lambda *_: b""),
+        moto_adapter.RULE_SEND_TO_TARGETS: lambda: moto_adapter.install_event_delivery(print, print),
+        moto_adapter.AWS_SDK_PARAMETERS: lambda: moto_adapter.install_aws_sdk_casing(REGION),
+        moto_adapter.AWS_SDK_RESPONSE: lambda: moto_adapter.install_aws_sdk_casing(REGION),
+    }[attribute]()
+    try:
+        assert moto_adapter.attribute_problem(attribute) is None
+    finally:
+        undo()
+
+
+def test_installing_then_undoing_every_patch_leaves_moto_exactly_as_it_was():
+    def state():
+        return {str(a): vars(a.owner_class()).get(a.name) for a in moto_adapter.PATCHED}
+
+    before = state()
+    undos = [
+        moto_adapter.configure(),
+        moto_adapter.install_invoke(lambda *_: b""),
+        moto_adapter.install_event_delivery(print, print),
+        moto_adapter.install_aws_sdk_casing(REGION),
+    ]
+    assert all(state()[name] is not value for name, value in before.items())
+    for undo in reversed(undos):
+        undo()
+    assert state() == before
+
+
+def test_moto_still_lacks_step_functions_casing_for_aws_sdk_sfn_tasks():
+    # The casing patch is needed while moto's aws-sdk task uses the generic normalisers, which pass
+    # Step Functions' PascalCase parameters (StateMachineArn) to boto3 unchanged.
+    task_class = moto_adapter.AWS_SDK_PARAMETERS.owner_class()
+    own = {name for name in ("_normalise_parameters", "_normalise_response") if name in vars(task_class)}
+    assert not own, (
+        f"moto's StateTaskServiceAwsSdk now defines {sorted(own)} itself: check whether it names aws-sdk:sfn "
+        "fields as Step Functions does, and drop install_aws_sdk_casing if so"
+    )
+
+
+def test_the_backend_reads_and_writes_work_on_moto_backends():
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name=REGION)
+        url = sqs.create_queue(QueueName="adapter-probe")["QueueUrl"]
+        sqs.send_message(QueueUrl=url, MessageBody="one")
+        events = boto3.client("events", region_name=REGION)
+        events.put_rule(Name="adapter-probe", ScheduleExpression="rate(5 minutes)")
+
+        visible = moto_adapter.queue_metric(
+            ACCOUNT, REGION, "adapter-probe", "ApproximateNumberOfMessagesVisible"
+        )
+        age = moto_adapter.queue_metric(ACCOUNT, REGION, "adapter-probe", "ApproximateAgeOfOldestMessage")
+        moto_adapter.detach_sqs_invoke(ACCOUNT, REGION, "adapter-probe")
+        rules = [rule.name for rule in moto_adapter.event_rules(ACCOUNT, REGION)]
+
+        assert visible == 1.0
+        assert age is not None
+        assert age >= 0.0
+        assert "adapter-probe" in rules
+        moto_adapter.reset()
+        assert sqs.list_queues().get("QueueUrls", []) == []
+
+
+def test_state_machines_are_handed_to_the_executing_backend_and_invalid_ones_refused():
+    definition = {"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}
+    with mock_aws():
+        sfn = boto3.client("stepfunctions", region_name=REGION)
+        role = f"arn:aws:iam::{ACCOUNT}:role/probe"
+        sfn.create_state_machine(name="good", definition=json.dumps(definition), roleArn=role)
+        moto_adapter.hand_over_state_machines(ACCOUNT, REGION)
+        from moto.stepfunctions.parser.models import stepfunctions_parser_backends  # noqa: PLC0415
+
+        names = [sm.name for sm in stepfunctions_parser_backends[ACCOUNT][REGION].state_machines]
+        assert names == ["good"]
+
+        sfn.create_state_machine(name="bad", definition='{"StartAt": "Nowhere", "States": {}}', roleArn=role)
+        with pytest.raises(ValueError, match="state machine bad: invalid definition"):
+            moto_adapter.hand_over_state_machines(ACCOUNT, REGION)
