@@ -12,7 +12,7 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sluice import metrics as names
-from sluice.poison import IsolatorSettings, isolate_request
+from sluice.redrive import IsolatorSettings, isolate_request
 
 logger = Logger()
 metrics = Metrics()

@@ -21,6 +21,7 @@ import io
 import json
 import re
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -263,23 +264,24 @@ def evaluate_conditions(conditions: dict[str, Any], params: dict[str, str]) -> d
         return node
 
     def truth(node: Any) -> bool:
-        if isinstance(node, dict) and set(node) == {"Condition"}:
-            return named(node["Condition"])
-        if isinstance(node, dict) and set(node) == {"Fn::Equals"}:
-            a, b = node["Fn::Equals"]
-            return str(value(a)) == str(value(b))
-        if isinstance(node, dict) and set(node) == {"Fn::Not"}:
-            return not truth(node["Fn::Not"][0])
-        if isinstance(node, dict) and set(node) == {"Fn::And"}:
-            return all(truth(n) for n in node["Fn::And"])
-        if isinstance(node, dict) and set(node) == {"Fn::Or"}:
-            return any(truth(n) for n in node["Fn::Or"])
+        if isinstance(node, dict) and len(node) == 1:
+            [(operator, arg)] = node.items()
+            if operator in operators:
+                return operators[operator](arg)
         raise ValueError(f"condition not understood by the local runtime: {node!r}")
 
     def named(name: str) -> bool:
         if name not in done:
             done[name] = truth(conditions[name])
         return done[name]
+
+    operators: dict[str, Callable[[Any], bool]] = {
+        "Condition": named,
+        "Fn::Equals": lambda arg: str(value(arg[0])) == str(value(arg[1])),
+        "Fn::Not": lambda arg: not truth(arg[0]),
+        "Fn::And": lambda arg: all(truth(n) for n in arg),
+        "Fn::Or": lambda arg: any(truth(n) for n in arg),
+    }
 
     for name in conditions:
         named(name)

@@ -9,8 +9,8 @@ DLQ, waited 2 s and sent with DelaySeconds 900).
 
 Queues, the breaker table and the three Lambda functions exist in moto; ``LambdaSimpleBackend.invoke``
 is patched to run the layer code each function runs (``Breaker.check``,
-``sluice.redrive_sfn.plan_step``, ``sluice.poison.isolate_request``) in-process, against the same
-moto account.
+``sluice.redrive.steps.plan_step``, ``sluice.redrive.isolator.isolate_request``) in-process, against the
+same moto account.
 
 Three moto differences the test allows for (see statemachines/README.md):
 
@@ -59,8 +59,8 @@ from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
 from samtranslator.yaml_helper import yaml_parse
 
 from sluice.envelope import ATTRIBUTE, Envelope, ErrorInfo, utcnow
-from sluice.poison import isolate_request
 from sluice.redrive.breaker import Breaker, BreakerState
+from sluice.redrive.isolator import isolate_request
 from sluice.redrive.plan import REFUSED
 from sluice.redrive.settings import RedriveSettings
 from sluice.redrive.steps import FETCH_VISIBILITY_SECONDS, SEND_REFUSALS, plan_step, refusal_step

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sluice.limits import MAX_BATCH_BYTES, MAX_BATCH_ENTRIES
+from sluice.limits import MAX_BATCH_BYTES, MAX_BATCH_ENTRIES, MAX_DELAY_SECONDS
 from sluice.sqs import attribute_bytes
 
 if TYPE_CHECKING:
@@ -108,7 +108,7 @@ def _send_once(sqs: SQSClient, queue_url: str, batch: list[Outgoing]) -> list[Re
         if message.attributes:
             entry["MessageAttributes"] = message.attributes
         if message.delay_seconds > 0:
-            entry["DelaySeconds"] = max(0, min(900, int(message.delay_seconds)))
+            entry["DelaySeconds"] = max(0, min(MAX_DELAY_SECONDS, int(message.delay_seconds)))
         entries.append(entry)
     try:
         response = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)

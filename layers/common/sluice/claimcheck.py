@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from sluice.errors import PermanentError, TransientError
-from sluice.limits import MAX_MESSAGE_BYTES
+from sluice.limits import MAX_ATTRIBUTES, MAX_MESSAGE_BYTES
 from sluice.sqs import attribute_bytes
 
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ def send(
     attrs: SendAttributes = dict(attributes or {})
     payload = body.encode("utf-8")
     if len(payload) + attribute_bytes(attrs) > min(threshold, MAX_MESSAGE_BYTES):
-        if len(attrs) >= 10:
+        if len(attrs) >= MAX_ATTRIBUTES:
             raise ValueError("a claim-check message needs one free attribute slot for ExtendedPayloadSize")
         key = f"{prefix}{uuid.uuid4()}"
         s3.put_object(Bucket=bucket, Key=key, Body=payload, ContentType="application/octet-stream")

@@ -12,10 +12,14 @@ from sluice.envelope import Envelope, merge
 from sluice_local.scenarios.observer import Stack
 from sluice_local.scenarios.runner import Scenario, order
 
-# Delivery lag accepted around the due time (seconds early, seconds late). Typical locally: ±0.5 s
-# (residual DelaySeconds rounded to the nearest second, 0.2 s polling); the late side allows for a
-# loaded 2-core machine. The measured lags are printed either way.
-LAG_TOLERANCE = (1.0, 2.0)
+# Delivery lag accepted around the due time (seconds early, seconds late), measured at the side effect.
+# Typical locally: ±0.5 s (residual DelaySeconds rounded to the nearest second, 0.2 s polling). Early
+# is the bug this catches (a residual delay lost: delivery at the bucket's opening, up to a bucket
+# early), so it is held to the rounding. Late includes every hop's scheduling (Wait, rehydrator,
+# poller, consumer), which a loaded 2-core machine stretches (+2.04 s seen under heavy load), so it
+# is bounded loosely; the arithmetic itself is pinned to the second by tests/unit/test_delay.py. The
+# measured lags are printed either way.
+LAG_TOLERANCE = (1.0, 6.0)
 
 
 class Delayed(Scenario):

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sluice.limits import MAX_VISIBILITY_SECONDS
+from sluice.limits import MAX_BATCH_ENTRIES, MAX_VISIBILITY_SECONDS
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -154,7 +154,7 @@ class Heartbeat:
             if not self._pending:
                 return None, cursor
             chunk: list[InFlight] = []
-            while cursor < len(records) and len(chunk) < 10:
+            while cursor < len(records) and len(chunk) < MAX_BATCH_ENTRIES:
                 record = records[cursor]
                 cursor += 1
                 if record.message_id in self._pending or record.message_id in self._succeeded:

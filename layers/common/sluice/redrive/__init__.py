@@ -11,6 +11,7 @@ from sluice._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from sluice.redrive.breaker import Breaker, BreakerPolicy, BreakerState, BreakerStatus
+    from sluice.redrive.isolator import IsolatorSettings, isolate_request
     from sluice.redrive.plan import Decision, DlqMessage, RedrivePlan, decide
     from sluice.redrive.runner import Redriver, RedriveReport
     from sluice.redrive.settings import BreakerSettings, RedriveSettings
@@ -27,11 +28,13 @@ __all__ = [
     "BreakerStatus",
     "Decision",
     "DlqMessage",
+    "IsolatorSettings",
     "RedrivePlan",
     "RedriveReport",
     "RedriveSettings",
     "Redriver",
     "decide",
+    "isolate_request",
     "plan_step",
     "refusal_step",
 ]
@@ -43,6 +46,8 @@ __getattr__, __dir__ = lazy_exports(
         "BreakerPolicy": "breaker",
         "BreakerState": "breaker",
         "BreakerStatus": "breaker",
+        "IsolatorSettings": "isolator",
+        "isolate_request": "isolator",
         "Decision": "plan",
         "DlqMessage": "plan",
         "RedrivePlan": "plan",
