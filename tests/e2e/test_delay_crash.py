@@ -15,8 +15,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sluice.delay.schedule import send_delayed
-from sluice_local.__main__ import FAST
 from sluice_local.cloud import ACCOUNT, LocalCloud
+from sluice_local.fast import FAST
 
 # Everything a queue holds: visible, received and not deleted, sent with a delay not yet over.
 QUEUE_DEPTH = (
@@ -72,7 +72,7 @@ def test_a_rehydrator_crash_part_way_through_an_object_delivers_the_rest_exactly
                 module.rehydrator._sqs = RefusingSqs(module.rehydrator._sqs, budget)
             return handler
 
-        host._acquire = acquire_refusing
+        host._acquire = acquire_refusing  # type: ignore[method-assign]  # this host only, for this test
 
         due = datetime.now(UTC) + timedelta(seconds=14)
         for body in ("ok-1", "flaky-2", "ok-3"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import Any, cast
 
 from moto.core.config import default_user_config
 
@@ -18,10 +19,16 @@ def patched_attributes() -> dict[str, object]:
     return {str(a): vars(a.owner_class()).get(a.name) for a in moto_adapter.PATCHED}
 
 
+def moto_config(section: str) -> dict[str, Any]:
+    return dict(cast("dict[str, Any]", default_user_config.get(section) or {}))
+
+
 def test_start_and_stop_leave_nothing_behind():
     threads_before = {t.ident for t in threading.enumerate()}
     env_before = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "MOTO_PORT", "AWS_ACCESS_KEY_ID")}
-    config_before = {k: dict(default_user_config.get(k) or {}) for k in ("lambda", "stepfunctions")}
+    config_before = {
+        k: dict(cast("dict[str, Any]", default_user_config.get(k) or {})) for k in ("lambda", "stepfunctions")
+    }
     patched_before = patched_attributes()
 
     with LocalCloud(parameters={"MaximumConcurrency": "2"}, stack_name="sluice-lifecycle") as cloud:
@@ -36,5 +43,7 @@ def test_start_and_stop_leave_nothing_behind():
     assert leftover == []
     assert port_is_closed(int(port))
     assert {k: os.environ.get(k) for k in env_before} == env_before
-    assert {k: dict(default_user_config.get(k) or {}) for k in config_before} == config_before
+    assert {
+        k: dict(cast("dict[str, Any]", default_user_config.get(k) or {})) for k in config_before
+    } == config_before
     assert patched_attributes() == patched_before

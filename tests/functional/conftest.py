@@ -13,14 +13,7 @@ from aws_lambda_powertools import Logger
 from sluice.consumer.batch import Consumer, SluiceRecord
 from sluice.errors import PermanentError, RetryAfter, TransientError
 from sluice_local.lambda_loader import LambdaContext
-
-
-class RecordingMetrics:
-    def __init__(self) -> None:
-        self.values: Counter[str] = Counter()
-
-    def add_metric(self, name: str, unit: str, value: float) -> None:
-        self.values[name] += int(value)
+from tests.doubles import RecordingMetrics
 
 
 class ApiCalls:

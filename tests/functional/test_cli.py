@@ -715,7 +715,7 @@ def test_given_a_stack_whose_settings_function_is_missing_when_replaying_then_ou
 ):
     sqs = boto3.client("sqs", region_name=REGION)
     attributes = merge({}, Envelope(origin_id="o-1", attempts=1, source=cfn_stack["WorkQueueArn"]))
-    sqs.send_message(QueueUrl=cfn_stack["PoisonPillQueueUrl"], MessageBody="b", MessageAttributes=attributes)
+    sqs.send_message(QueueUrl=cfn_stack["PoisonPillQueueUrl"], MessageBody="b", MessageAttributes=attributes)  # type: ignore[arg-type]
 
     result = _run("--stack-name", "cli-stack", "--json", "poison", "replay", "o-1")
 

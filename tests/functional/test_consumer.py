@@ -13,6 +13,7 @@ from sluice.envelope import ATTRIBUTE, Envelope
 from sluice.errors import ConfigurationError
 from sluice_local.sqs_events import drain, receive_event
 from tests.conftest import make_resources
+from tests.doubles import envelope_of, last_error_of
 
 from .conftest import ScriptedProcessor
 
@@ -28,10 +29,6 @@ def order(order_id: str, **extra: object) -> dict[str, object]:
 
 def failed_ids(response: dict) -> set[str]:
     return {f["itemIdentifier"] for f in response["batchItemFailures"]}
-
-
-def envelope_of(message: dict) -> Envelope:
-    return Envelope.model_validate_json(message["MessageAttributes"][ATTRIBUTE]["StringValue"])
 
 
 # --- idempotency -------------------------------------------------------------------------------
@@ -104,7 +101,7 @@ def test_same_key_with_a_different_payload_is_isolated(aws, processor, build_con
     response = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
     assert failed_ids(response) == set()
     [poisoned] = drain(aws.sqs, aws.poison_url)
-    assert "different payload" in envelope_of(poisoned).last_error.message
+    assert "different payload" in last_error_of(poisoned).message
 
 
 # --- permanent / transient ---------------------------------------------------------------------
@@ -128,6 +125,7 @@ def test_permanent_error_goes_to_poison_queue_with_envelope_and_is_not_reported_
     assert env.attempts == 1
     assert env.source == aws.work_arn
     assert env.first_failure is not None
+    assert env.last_error is not None
     assert env.last_error.type == "PermanentError"
     assert "cannot be settled" in env.last_error.message
     assert env.last_error.receives == 1
@@ -141,7 +139,7 @@ def test_undecodable_or_invalid_bodies_are_isolated_with_a_clear_reason(aws, bui
     response = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
     assert failed_ids(response) == set()
     [poisoned] = drain(aws.sqs, aws.poison_url)
-    reason = envelope_of(poisoned).last_error.message
+    reason = last_error_of(poisoned).message
     assert "not valid JSON" in reason or "does not match Order" in reason
 
 
@@ -248,7 +246,7 @@ def test_pointer_outside_the_allowlist_is_rejected_as_permanent(
     assert failed_ids(response) == set()
     assert processor.calls["o-evil"] == 0
     [poisoned] = drain(aws.sqs, aws.poison_url)
-    assert reason in envelope_of(poisoned).last_error.message
+    assert reason in last_error_of(poisoned).message
 
 
 def test_missing_claim_check_object_is_transient(aws, processor, build_consumer, context):

@@ -66,6 +66,7 @@ def shifted(event: dict, now: datetime) -> dict:
     for record in event.get("Records", []):
         attribute = record["messageAttributes"][ATTRIBUTE]
         env = Envelope.model_validate_json(attribute["stringValue"])
+        assert env.deliver_at is not None
         env = env.model_copy(update={"deliver_at": env.deliver_at + timedelta(minutes=minutes)})
         attribute["stringValue"] = env.to_json()
     return event

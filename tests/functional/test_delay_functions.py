@@ -20,8 +20,9 @@ from sluice.errors import TransientError
 from sluice_local.lambda_loader import LambdaContext
 from sluice_local.sqs_events import drain, receive_event
 from tests.conftest import create_waiting_state_machine
+from tests.doubles import RecordingMetrics, envelope_of, last_error_of
 
-from .conftest import ApiCalls, RecordingMetrics
+from .conftest import ApiCalls
 
 NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
 REGION = "us-east-1"
@@ -99,10 +100,6 @@ class Delays:
         return [o["Key"] for o in self.s3.list_objects_v2(Bucket="parked").get("Contents", [])]
 
 
-def envelope_of(message: dict[str, Any]) -> Envelope:
-    return Envelope.model_validate_json(message["MessageAttributes"][ATTRIBUTE]["StringValue"])
-
-
 # --- batch-delay -------------------------------------------------------------------------------
 
 
@@ -166,7 +163,7 @@ def test_invalid_requests_go_to_the_poison_queue_with_a_clear_reason(delays, sec
     response = delays.delayer().handle(delays.batch(1), LambdaContext())
     assert response == {"batchItemFailures": []}
     [poisoned] = drain(delays.sqs, delays.poison)
-    assert reason in envelope_of(poisoned).last_error.message
+    assert reason in last_error_of(poisoned).message
     assert delays.parked_keys() == []
 
 
@@ -174,7 +171,7 @@ def test_a_message_without_an_envelope_is_isolated(delays):
     delays.sqs.send_message(QueueUrl=delays.delay_url, MessageBody="raw")
     delays.delayer().handle(delays.batch(1), LambdaContext())
     [poisoned] = drain(delays.sqs, delays.poison)
-    assert "no sluice envelope" in envelope_of(poisoned).last_error.message
+    assert "no sluice envelope" in last_error_of(poisoned).message
 
 
 def test_records_are_retried_when_their_bucket_cannot_be_parked(delays):
@@ -296,7 +293,7 @@ def test_a_target_that_keeps_refusing_does_not_hold_back_other_objects(delays):
     assert rehydrator.handle({"bucket": 0, "prefix": first}, LambdaContext())["more"] is False
     [poisoned] = drain(delays.sqs, delays.poison)
     assert poisoned["Body"] == "flaky-1"
-    assert "ThrottlingException" in envelope_of(poisoned).last_error.message
+    assert "ThrottlingException" in last_error_of(poisoned).message
     assert delays.parked_keys() == []
 
 

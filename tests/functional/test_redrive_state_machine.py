@@ -67,6 +67,7 @@ from sluice.redrive.steps import FETCH_VISIBILITY_SECONDS, SEND_REFUSALS, plan_s
 from sluice.sqs import queue_url_from_arn
 from sluice_local.moto_adapter import install_aws_sdk_casing
 from tests.conftest import create_task_role
+from tests.doubles import RecordingMetrics, envelope_of
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFINITION = ROOT / "statemachines" / "redrive.asl.json"
@@ -154,7 +155,7 @@ def sqs_task_errors(monkeypatch: pytest.MonkeyPatch) -> None:
             env=env,
             error_name=CustomErrorName(error),
             event_type=HistoryEventType.TaskFailed,
-            event_details=EventDetails(
+            event_details=EventDetails(  # type: ignore[typeddict-item]  # moto's TypedDict names every kind
                 taskFailedEventDetails=TaskFailedEventDetails(
                     error=error,
                     cause=cause,
@@ -168,16 +169,6 @@ def sqs_task_errors(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # --- the three functions, in-process --------------------------------------------------------------
-
-
-class RecordingMetrics:
-    def __init__(self) -> None:
-        self.values: dict[str, float] = {}
-        self._lock = threading.Lock()
-
-    def add_metric(self, name: str, unit: str, value: float) -> None:
-        with self._lock:
-            self.values[name] = self.values.get(name, 0) + value
 
 
 class SerialObservations:
@@ -407,10 +398,6 @@ class RedriveMachine:
             update={"redrive_base_seconds": seconds, "redrive_cap_seconds": seconds}
         )
         self.functions.uniform = lambda low, high: high
-
-
-def envelope_of(message: dict[str, Any]) -> Envelope:
-    return Envelope.model_validate_json(message["MessageAttributes"][ATTRIBUTE]["StringValue"])
 
 
 def outcomes(result: dict[str, Any]) -> list[dict[str, Any]]:

@@ -19,21 +19,25 @@ import logging
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import boto3
 import pytest
 from aws_lambda_powertools import Logger
 from moto import mock_aws
 
-from sluice.envelope import ATTRIBUTE, Envelope, ErrorInfo, split
+from sluice.envelope import ATTRIBUTE, Envelope, ErrorInfo
 from sluice.errors import ConfigurationError
 from sluice.redrive.breaker import Breaker
 from sluice.redrive.runner import Redriver
 from sluice.redrive.settings import RedriveSettings
 from sluice_local.sqs_events import drain
+from tests.doubles import RecordingMetrics, envelope_of
 
-from .conftest import ApiCalls, RecordingMetrics
+from .conftest import ApiCalls
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
 
 REGION = "us-east-1"
 MAX_RECEIVE_COUNT = 2
@@ -182,7 +186,7 @@ class Stack:
             extra["uniform"] = uniform
         return Redriver(
             settings=settings,
-            sqs=self.sqs,
+            sqs=cast("SQSClient", self.sqs),
             breaker=Breaker.from_settings(settings, self.ddb),
             logger=self.logger,
             metrics_sink=self.metrics,
@@ -236,7 +240,7 @@ class Stack:
     # --- inspecting ----------------------------------------------------------------------------
 
     def counts(self, url: str) -> dict[str, int]:
-        names = [
+        names: list[Any] = [
             "ApproximateNumberOfMessages",
             "ApproximateNumberOfMessagesNotVisible",
             "ApproximateNumberOfMessagesDelayed",
@@ -294,13 +298,6 @@ class Stack:
 def stack() -> Iterator[Stack]:
     with mock_aws():
         yield Stack()
-
-
-def envelope_of(entry_or_message: dict[str, Any]) -> Envelope:
-    _, envelope, problem = split({k: dict(v) for k, v in entry_or_message["MessageAttributes"].items()})
-    assert problem is None
-    assert envelope is not None
-    return envelope
 
 
 def logs(stack: Stack, message: str) -> list[dict[str, Any]]:

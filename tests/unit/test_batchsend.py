@@ -2,56 +2,19 @@
 
 from __future__ import annotations
 
-import copy
 import random
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
 
-from sluice import batchsend
 from sluice.batchsend import Outgoing, Refused, chunks, send_batch
+from sluice.envelope import SendAttributes
 from sluice.limits import MAX_BATCH_ENTRIES
 from sluice.sqs import attribute_bytes
+from tests.doubles import FakeSqs
 
 QUEUE_URL = "https://sqs.us-east-1.amazonaws.com/123456789012/work"
-
-Failures = dict[str, tuple[str, bool]]
-"""Per call: message body → (error code, sender fault) for the entries SQS refuses."""
-
-
-class FakeSqs:
-    """``send_message_batch`` that follows a script, one step per call: failures by body, or a raise."""
-
-    def __init__(self, *script: Failures | BaseException) -> None:
-        self.script = list(script)
-        self.calls: list[dict[str, Any]] = []
-
-    def send_message_batch(self, **kwargs: Any) -> dict[str, Any]:
-        self.calls.append(copy.deepcopy(kwargs))
-        step = self.script.pop(0) if self.script else {}
-        if isinstance(step, BaseException):
-            raise step
-        successful, failed = [], []
-        for entry in kwargs["Entries"]:
-            if entry["MessageBody"] in step:
-                code, sender_fault = step[entry["MessageBody"]]
-                failed.append(
-                    {
-                        "Id": entry["Id"],
-                        "Code": code,
-                        "Message": f"{code} for {entry['Id']}",
-                        "SenderFault": sender_fault,
-                    }
-                )
-            else:
-                successful.append(
-                    {"Id": entry["Id"], "MessageId": f"id-{entry['Id']}", "MD5OfMessageBody": "x"}
-                )
-        return {"Successful": successful, "Failed": failed}
-
-    def bodies(self) -> list[list[str]]:
-        return [[entry["MessageBody"] for entry in call["Entries"]] for call in self.calls]
 
 
 class Sleeps:
@@ -174,9 +137,9 @@ def test_given_messages_that_all_succeed_when_sent_then_one_call_and_nothing_ref
 
     assert refused == []
     assert sleeps.seconds == []
-    assert len(sqs.calls) == 1
-    assert sqs.calls[0]["QueueUrl"] == QUEUE_URL
-    assert sqs.calls[0]["Entries"] == [
+    assert len(sqs.batch_calls) == 1
+    assert sqs.batch_calls[0]["QueueUrl"] == QUEUE_URL
+    assert sqs.batch_calls[0]["Entries"] == [
         {"Id": "0", "MessageBody": messages[0].body},
         {"Id": "1", "MessageBody": messages[1].body},
         {"Id": "2", "MessageBody": messages[2].body},
@@ -189,7 +152,7 @@ def test_given_no_messages_when_sent_then_sqs_is_not_called() -> None:
     refused, _ = _send(sqs, [])
 
     assert refused == []
-    assert sqs.calls == []
+    assert sqs.batch_calls == []
 
 
 def test_given_more_than_ten_messages_when_sent_then_each_call_has_at_most_ten_in_order() -> None:
@@ -203,7 +166,7 @@ def test_given_more_than_ten_messages_when_sent_then_each_call_has_at_most_ten_i
     assert [body for batch in sqs.bodies() for body in batch] == [m.body for m in messages]
     assert all(
         [e["Id"] for e in call["Entries"]] == [str(i) for i in range(len(call["Entries"]))]
-        for call in sqs.calls
+        for call in sqs.batch_calls
     )
 
 
@@ -215,7 +178,7 @@ def test_given_a_positive_delay_when_sent_then_delay_seconds_is_clamped_to_sqs_l
 
     _send(sqs, [Outgoing("k", "b", delay_seconds=delay)])
 
-    assert sqs.calls[0]["Entries"][0]["DelaySeconds"] == expected
+    assert sqs.batch_calls[0]["Entries"][0]["DelaySeconds"] == expected
 
 
 def test_given_no_delay_when_sent_then_delay_seconds_is_left_out() -> None:
@@ -223,7 +186,7 @@ def test_given_no_delay_when_sent_then_delay_seconds_is_left_out() -> None:
 
     _send(sqs, [Outgoing("k", "b", delay_seconds=0), Outgoing("k2", "c")])
 
-    assert all("DelaySeconds" not in entry for entry in sqs.calls[0]["Entries"])
+    assert all("DelaySeconds" not in entry for entry in sqs.batch_calls[0]["Entries"])
 
 
 def test_given_a_negative_delay_when_sent_then_delay_seconds_is_left_out_like_zero() -> None:
@@ -231,19 +194,19 @@ def test_given_a_negative_delay_when_sent_then_delay_seconds_is_left_out_like_ze
 
     _send(sqs, [Outgoing("k", "b", delay_seconds=-5)])
 
-    assert "DelaySeconds" not in sqs.calls[0]["Entries"][0]
+    assert "DelaySeconds" not in sqs.batch_calls[0]["Entries"][0]
 
 
 def test_given_attributes_when_sent_then_they_are_passed_unchanged_and_only_when_present() -> None:
     sqs = FakeSqs()
-    attributes = {
+    attributes: SendAttributes = {
         "tenant": {"DataType": "String", "StringValue": "acme"},
         "blob": {"DataType": "Binary", "BinaryValue": b"\x00\xff"},
     }
 
     _send(sqs, [Outgoing("k1", "with", attributes), Outgoing("k2", "without"), Outgoing("k3", "empty", {})])
 
-    with_attributes, without, empty = sqs.calls[0]["Entries"]
+    with_attributes, without, empty = sqs.batch_calls[0]["Entries"]
     assert with_attributes["MessageAttributes"] == attributes
     assert "MessageAttributes" not in without
     assert "MessageAttributes" not in empty
@@ -264,7 +227,7 @@ def test_given_some_entries_fail_when_sent_then_only_those_are_retried() -> None
 
     assert refused == []
     assert sqs.bodies() == [bodies, [bodies[1], bodies[3]], [bodies[3]]]
-    assert [e["Id"] for e in sqs.calls[1]["Entries"]] == ["0", "1"]
+    assert [e["Id"] for e in sqs.batch_calls[1]["Entries"]] == ["0", "1"]
     assert len(sleeps.seconds) == 2
     _within_full_jitter(sleeps, 0.2)
 
@@ -276,9 +239,9 @@ def test_given_a_retried_entry_when_resent_then_its_attributes_and_delay_are_kep
 
     _send(sqs, [message])
 
-    assert sqs.calls[0]["Entries"] == sqs.calls[1]["Entries"]
-    assert sqs.calls[1]["Entries"][0]["MessageAttributes"] == attributes
-    assert sqs.calls[1]["Entries"][0]["DelaySeconds"] == 30
+    assert sqs.batch_calls[0]["Entries"] == sqs.batch_calls[1]["Entries"]
+    assert sqs.batch_calls[1]["Entries"][0]["MessageAttributes"] == attributes
+    assert sqs.batch_calls[1]["Entries"][0]["DelaySeconds"] == 30
 
 
 def test_given_a_sender_fault_when_sent_then_it_is_refused_at_once_without_retry() -> None:
@@ -288,7 +251,7 @@ def test_given_a_sender_fault_when_sent_then_it_is_refused_at_once_without_retry
 
     refused, sleeps = _send(sqs, messages)
 
-    assert len(sqs.calls) == 1
+    assert len(sqs.batch_calls) == 1
     assert sleeps.seconds == []
     assert refused == [Refused(bad, "InvalidMessageContents", "InvalidMessageContents for 1", True)]
 
@@ -319,7 +282,7 @@ def test_given_an_entry_that_keeps_failing_when_sent_then_it_is_returned_after_a
 
     refused, sleeps = _send(sqs, messages, attempts=attempts, base_delay=0.5)
 
-    assert len(sqs.calls) == attempts
+    assert len(sqs.batch_calls) == attempts
     assert sqs.bodies()[1:] == [[stuck.body]] * (attempts - 1)
     assert [(r.message, r.code, r.sender_fault) for r in refused] == [(stuck, "ServiceUnavailable", False)]
     assert len(sleeps.seconds) == attempts - 1
@@ -333,7 +296,7 @@ def test_given_a_failure_that_stops_on_the_last_attempt_when_sent_then_nothing_i
     refused, sleeps = _send(sqs, [message], attempts=3)
 
     assert refused == []
-    assert len(sqs.calls) == 3
+    assert len(sqs.batch_calls) == 3
     assert len(sleeps.seconds) == 2
 
 
@@ -354,7 +317,7 @@ def test_given_the_whole_call_keeps_raising_when_sent_then_every_entry_is_return
 
     refused, _ = _send(sqs, messages, attempts=3)
 
-    assert len(sqs.calls) == 3
+    assert len(sqs.batch_calls) == 3
     assert [(r.message, r.code, r.sender_fault) for r in refused] == [
         (messages[0], "ServiceUnavailable", False),
         (messages[1], "ServiceUnavailable", False),
@@ -368,7 +331,7 @@ def test_given_a_connection_error_when_sent_then_it_is_retried_and_named_by_its_
 
     refused, _ = _send(sqs, messages, attempts=2)
 
-    assert len(sqs.calls) == 2
+    assert len(sqs.batch_calls) == 2
     assert [(r.code, r.sender_fault) for r in refused] == [("EndpointConnectionError", False)] * 2
 
 
@@ -383,7 +346,7 @@ def test_given_the_whole_call_fails_for_good_when_sent_then_it_is_not_retried_no
 
     refused, sleeps = _send(sqs, messages)
 
-    assert len(sqs.calls) == 1
+    assert len(sqs.batch_calls) == 1
     assert sleeps.seconds == []
     # no entry is at fault, so no caller poisons them for it: they stay where they are
     assert [(r.message, r.code, r.sender_fault, r.retryable) for r in refused] == [
@@ -440,7 +403,7 @@ def test_given_retries_when_backing_off_then_full_jitter_draws_between_zero_and_
         draws.append((low, high))
         return high
 
-    monkeypatch.setattr(batchsend.random, "uniform", top)
+    monkeypatch.setattr(random, "uniform", top)  # the module batchsend draws from
     sqs = FakeSqs(*[{"b": ("InternalError", False)}] * 6)
 
     refused, sleeps = _send(sqs, [Outgoing("k", "b")], attempts=6, base_delay=0.75)
@@ -454,7 +417,7 @@ def test_given_seeded_jitter_when_backing_off_then_every_sleep_is_within_the_bou
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     rng = random.Random(11)
-    monkeypatch.setattr(batchsend.random, "uniform", rng.uniform)
+    monkeypatch.setattr(random, "uniform", rng.uniform)  # the module batchsend draws from
     sqs = FakeSqs(*[{"b": ("InternalError", False)}] * 8)
 
     _, sleeps = _send(sqs, [Outgoing("k", "b")], attempts=8, base_delay=0.3)
@@ -473,4 +436,4 @@ def test_given_no_attempts_when_sent_then_messages_are_not_silently_dropped(atte
         refused, _ = _send(sqs, messages, attempts=attempts)
     except ValueError:
         return  # rejecting the argument would be a fine answer too
-    assert sqs.calls or [r.message for r in refused] == messages
+    assert sqs.batch_calls or [r.message for r in refused] == messages

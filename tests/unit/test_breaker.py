@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import boto3
 import pytest
 from moto import mock_aws
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 from sluice.envelope import Envelope
 from sluice.errors import ConfigurationError
@@ -45,7 +48,7 @@ class RacingDynamoDB:
 
     def __init__(self, client: Any) -> None:
         self._client = client
-        self.race: Callable[[], None] | None = None
+        self.race: Callable[[], object] | None = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
@@ -327,7 +330,7 @@ def test_given_a_very_long_reason_when_opening_then_it_is_cut_to_512_characters(
 
 def test_given_a_concurrent_writer_when_a_transition_loses_the_race_then_the_winner_stands(ddb, clock):
     racing = RacingDynamoDB(ddb)
-    breaker = Breaker(racing, TABLE, policy=POLICY, clock=clock)
+    breaker = Breaker(cast("DynamoDBClient", racing), TABLE, policy=POLICY, clock=clock)
     operator = Breaker(ddb, TABLE, policy=POLICY, clock=clock)
     breaker.observe(seen=10, bouncing=10)  # this check would open it automatically …
     racing.race = lambda: operator.open("maintenance window")  # … but an operator writes first
@@ -343,7 +346,7 @@ def test_given_a_concurrent_writer_when_a_transition_loses_the_race_then_the_win
 
 def test_given_counts_observed_between_read_and_write_when_the_window_resets_then_they_are_kept(ddb, clock):
     racing = RacingDynamoDB(ddb)
-    breaker = Breaker(racing, TABLE, policy=POLICY, clock=clock)
+    breaker = Breaker(cast("DynamoDBClient", racing), TABLE, policy=POLICY, clock=clock)
     other_run = Breaker(ddb, TABLE, policy=POLICY, clock=clock)
     breaker.observe(seen=2, bouncing=0)
     clock.advance(COOLDOWN)  # the window expired: this check resets it …
@@ -355,7 +358,7 @@ def test_given_counts_observed_between_read_and_write_when_the_window_resets_the
 
 def test_given_a_writer_that_keeps_changing_the_item_when_forcing_then_runtime_error(ddb, clock):
     racing = RacingDynamoDB(ddb)
-    breaker = Breaker(racing, TABLE, policy=POLICY, clock=clock)
+    breaker = Breaker(cast("DynamoDBClient", racing), TABLE, policy=POLICY, clock=clock)
     rival = Breaker(ddb, TABLE, policy=POLICY, clock=clock)
 
     def keep_racing() -> None:

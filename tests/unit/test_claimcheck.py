@@ -20,21 +20,14 @@ from sluice.claimcheck import (
     parse_pointer,
     send,
 )
+from sluice.envelope import SendAttributes
 from sluice.errors import PermanentError, TransientError
 from sluice.sqs import attribute_bytes
+from tests.doubles import FakeSqs
 
 BUCKET = "sluice-claims"
 PREFIX = "claim-check/"
 QUEUE_URL = "https://sqs.us-east-1.amazonaws.com/123456789012/work"
-
-
-class FakeSqs:
-    def __init__(self) -> None:
-        self.sent: list[dict[str, Any]] = []
-
-    def send_message(self, **kwargs: Any) -> dict[str, str]:
-        self.sent.append(kwargs)
-        return {"MessageId": f"m-{len(self.sent)}"}
 
 
 class FakeS3:
@@ -195,7 +188,7 @@ def test_given_a_binary_payload_when_fetched_then_it_is_a_permanent_error() -> N
 
 
 def test_given_attributes_when_measured_then_name_type_and_value_bytes_are_counted() -> None:
-    attributes = {
+    attributes: SendAttributes = {
         "tenant": {"DataType": "String", "StringValue": "café"},
         "n": {"DataType": "Number", "StringValue": "12"},
         "b": {"DataType": "Binary", "BinaryValue": b"\x00\x01\x02"},

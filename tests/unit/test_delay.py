@@ -26,9 +26,10 @@ from sluice.delay.schedule import (
     send_delayed,
 )
 from sluice.delay.settings import DelaySettings
-from sluice.envelope import ATTRIBUTE, Envelope, decode, merge
+from sluice.envelope import ATTRIBUTE, Envelope, SendAttributes, decode, merge
 from sluice.errors import ConfigurationError, PermanentError
 from sluice.limits import MAX_DELAY_SECONDS
+from tests.doubles import FakeSqs
 
 NOW = datetime(2024, 6, 1, 12, 30, 15, 250_000, tzinfo=UTC)
 BOUNDARY = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)  # 1717243200: a multiple of 60, 300, 900 and 3600
@@ -37,15 +38,6 @@ TARGET = "https://sqs.us-east-1.amazonaws.com/123456789012/work"
 OTHER = "https://sqs.us-east-1.amazonaws.com/123456789012/other"
 POISON_URL = "https://sqs.us-east-1.amazonaws.com/123456789012/poison"
 REQUIRED = {"SLUICE_DELAY_BUCKET": "sluice-delays", "SLUICE_POISON_QUEUE_URL": POISON_URL}
-
-
-class FakeSqs:
-    def __init__(self) -> None:
-        self.sent: list[dict[str, Any]] = []
-
-    def send_message(self, **kwargs: Any) -> dict[str, str]:
-        self.sent.append(kwargs)
-        return {"MessageId": f"m-{len(self.sent)}"}
 
 
 def _settings(**overrides: str) -> DelaySettings:
@@ -410,7 +402,7 @@ def test_given_random_buckets_when_the_input_is_built_then_wake_at_is_the_bucket
 
 
 def _parked(key: str = "m-1", due: datetime = NOW + timedelta(hours=2), body: str = "{}") -> Parked:
-    user = {
+    user: SendAttributes = {
         "blob": {"DataType": "Binary", "BinaryValue": b"\x00\xff\x80raw"},
         "amount": {"DataType": "Number", "StringValue": "12.50"},
         "tenant": {"DataType": "String", "StringValue": "acme ✓"},
@@ -545,7 +537,7 @@ def test_given_a_naive_deliver_at_when_sending_delayed_then_it_is_a_value_error(
 def test_given_a_deliver_at_when_sending_delayed_then_one_envelope_carries_due_time_and_target() -> None:
     sqs = FakeSqs()
     due = NOW + timedelta(days=30)
-    user = {
+    user: SendAttributes = {
         "tenant": {"DataType": "String", "StringValue": "acme"},
         "amount": {"DataType": "Number", "StringValue": "12.50"},
         "blob": {"DataType": "Binary", "BinaryValue": b"\x00\xff"},

@@ -12,6 +12,7 @@ from sluice.envelope import (
     ATTRIBUTE,
     MAX_ERROR_MESSAGE,
     Envelope,
+    SendAttributes,
     decode,
     from_event_attributes,
     merge,
@@ -23,7 +24,7 @@ from sluice.limits import MAX_ATTRIBUTES
 WHEN = datetime(2024, 6, 1, 12, 30, tzinfo=UTC)
 
 
-def _strings(count: int, prefix: str = "attr") -> dict[str, dict[str, str]]:
+def _strings(count: int, prefix: str = "attr") -> SendAttributes:
     return {f"{prefix}{i:02d}": {"DataType": "String", "StringValue": f"value {i}"} for i in range(count)}
 
 
@@ -210,7 +211,7 @@ def test_given_no_attributes_when_converted_then_the_result_is_empty() -> None:
 
 
 def test_given_few_user_attributes_when_merged_then_they_are_untouched_beside_one_envelope() -> None:
-    user = {**_strings(3), "bin": {"DataType": "Binary", "BinaryValue": b"\x00\x01"}}
+    user: SendAttributes = {**_strings(3), "bin": {"DataType": "Binary", "BinaryValue": b"\x00\x01"}}
     envelope = Envelope(origin_id="m-1")
 
     merged = merge(user, envelope)
@@ -249,7 +250,7 @@ def test_given_ten_user_attributes_when_merged_then_exactly_one_travels_displace
 
 
 def test_given_a_displaced_message_when_it_hops_again_then_the_envelope_is_not_nested_or_duplicated() -> None:
-    user = {**_strings(12), "zbin": {"DataType": "Binary", "BinaryValue": b"\x00\x01"}}
+    user: SendAttributes = {**_strings(12), "zbin": {"DataType": "Binary", "BinaryValue": b"\x00\x01"}}
     merged = merge(user, Envelope(origin_id="m-1"))
 
     for hop in range(3):

@@ -7,6 +7,7 @@ from typing import Any
 
 from sluice.consumer.heartbeat import SAFETY_SECONDS, Heartbeat, InFlight
 from sluice.limits import MAX_VISIBILITY_SECONDS
+from tests.doubles import FakeSqs
 
 # How long a test waits for another thread to get somewhere it must get to. Generous: a loaded
 # machine may not schedule a thread for a good while, and a wait returns as soon as its event is set.
@@ -16,35 +17,6 @@ PATIENCE = 10.0
 
 QUEUE_A = "https://sqs.us-east-1.amazonaws.com/123456789012/a"
 QUEUE_B = "https://sqs.us-east-1.amazonaws.com/123456789012/b"
-
-
-class FakeSqs:
-    """Records change_message_visibility_batch calls; refuses chosen receipt handles or raises."""
-
-    def __init__(self, *, refuse: set[str] | None = None, error: Exception | None = None) -> None:
-        self.calls: list[tuple[str, list[dict[str, Any]]]] = []
-        self.refuse = refuse or set()
-        self.error = error
-        self.called = threading.Event()
-
-    def change_message_visibility_batch(self, **kwargs: Any) -> dict[str, Any]:
-        entries = [dict(entry) for entry in kwargs["Entries"]]
-        self.calls.append((kwargs["QueueUrl"], entries))
-        self.called.set()
-        if self.error is not None:
-            raise self.error
-        return {
-            "Successful": [{"Id": e["Id"]} for e in entries if e["ReceiptHandle"] not in self.refuse],
-            "Failed": [
-                {"Id": e["Id"], "Code": "ReceiptHandleIsInvalid", "SenderFault": True, "Message": "gone"}
-                for e in entries
-                if e["ReceiptHandle"] in self.refuse
-            ],
-        }
-
-    def handles(self, call: int | None = None) -> list[str]:
-        calls = self.calls if call is None else [self.calls[call]]
-        return [entry["ReceiptHandle"] for _, entries in calls for entry in entries]
 
 
 class BlockingSqs(FakeSqs):
@@ -58,7 +30,7 @@ class BlockingSqs(FakeSqs):
         self.returned = threading.Event()  # the chosen call has returned
 
     def change_message_visibility_batch(self, **kwargs: Any) -> dict[str, Any]:
-        if len(self.calls) != self.block:
+        if len(self.visibility_calls) != self.block:
             return super().change_message_visibility_batch(**kwargs)
         self.blocked.set()
         assert self.release.wait(timeout=3 * PATIENCE), "test never released the blocked call"
@@ -103,7 +75,7 @@ def test_given_pending_records_when_beating_then_each_is_extended_by_the_visibil
 
     _heartbeat(sqs, _records(3)).beat()
 
-    assert sqs.calls == [
+    assert sqs.visibility_calls == [
         (
             QUEUE_A,
             [
@@ -121,14 +93,14 @@ def test_given_many_records_on_two_queues_when_beating_then_calls_hold_at_most_t
 
     _heartbeat(sqs, records).beat()
 
-    assert [(url, len(entries)) for url, entries in sqs.calls] == [
+    assert [(url, len(entries)) for url, entries in sqs.visibility_calls] == [
         (QUEUE_A, 10),
         (QUEUE_A, 10),
         (QUEUE_A, 3),
         (QUEUE_B, 3),
     ]
     assert sorted(sqs.handles()) == sorted(r.receipt_handle for r in records)
-    for _, entries in sqs.calls:
+    for _, entries in sqs.visibility_calls:
         assert [e["Id"] for e in entries] == [str(i) for i in range(len(entries))]
 
 
@@ -138,7 +110,7 @@ def test_given_records_on_interleaved_queues_when_beating_then_each_call_targets
 
     _heartbeat(sqs, records).beat()
 
-    by_url = {url: [e["ReceiptHandle"] for e in entries] for url, entries in sqs.calls}
+    by_url = {url: [e["ReceiptHandle"] for e in entries] for url, entries in sqs.visibility_calls}
     assert by_url == {QUEUE_A: ["rh-m1", "rh-m3", "rh-m5"], QUEUE_B: ["rh-m0", "rh-m2", "rh-m4"]}
 
 
@@ -171,7 +143,7 @@ def test_given_only_succeeded_records_remain_when_beating_then_nothing_is_extend
     heartbeat.settle("m1")
     heartbeat.beat()
 
-    assert sqs.calls == []
+    assert sqs.visibility_calls == []
 
 
 def test_given_no_records_when_beating_then_nothing_is_extended() -> None:
@@ -179,7 +151,7 @@ def test_given_no_records_when_beating_then_nothing_is_extended() -> None:
 
     _heartbeat(sqs, []).beat()
 
-    assert sqs.calls == []
+    assert sqs.visibility_calls == []
 
 
 def test_given_successful_extensions_when_beating_then_they_are_counted_and_reported() -> None:
@@ -244,7 +216,7 @@ def test_given_the_twelve_hour_budget_is_nearly_spent_when_beating_then_only_the
     clock.now += MAX_VISIBILITY_SECONDS - 20 - 100  # 100 s left of 12 h, counting the batching window
     heartbeat.beat()
 
-    assert sqs.calls[0][1][0]["VisibilityTimeout"] == 100 - SAFETY_SECONDS
+    assert sqs.visibility_calls[0][1][0]["VisibilityTimeout"] == 100 - SAFETY_SECONDS
 
 
 def test_given_a_long_batch_when_beating_repeatedly_then_no_request_exceeds_the_remaining_budget() -> None:
@@ -257,8 +229,8 @@ def test_given_a_long_batch_when_beating_repeatedly_then_no_request_exceeds_the_
     for elapsed in range(0, MAX_VISIBILITY_SECONDS + 3600, 1800):
         clock.now = elapsed
         heartbeat.beat()
-        if sqs.calls:
-            requests[elapsed] = sqs.calls.pop()[1][0]["VisibilityTimeout"]
+        if sqs.visibility_calls:
+            requests[elapsed] = sqs.visibility_calls.pop()[1][0]["VisibilityTimeout"]
 
     assert len(requests) == MAX_VISIBILITY_SECONDS // 1800
     for elapsed, requested in requests.items():
@@ -274,7 +246,7 @@ def test_given_the_twelve_hour_budget_is_spent_when_beating_then_nothing_is_requ
     clock.now = MAX_VISIBILITY_SECONDS - SAFETY_SECONDS
     heartbeat.beat()
 
-    assert sqs.calls == []
+    assert sqs.visibility_calls == []
 
 
 def test_given_a_running_heartbeat_when_the_interval_passes_then_the_thread_extends_and_stops_on_exit() -> (
@@ -289,7 +261,7 @@ def test_given_a_running_heartbeat_when_the_interval_passes_then_the_thread_exte
     assert thread is not None
     assert not thread.is_alive()
     assert heartbeat.extensions >= 2
-    assert sqs.calls[0][1][0]["VisibilityTimeout"] == 1
+    assert sqs.visibility_calls[0][1][0]["VisibilityTimeout"] == 1
 
 
 def test_given_no_records_when_entered_then_no_thread_is_started() -> None:
@@ -298,7 +270,7 @@ def test_given_no_records_when_entered_then_no_thread_is_started() -> None:
     with Heartbeat(sqs, [], visibility_timeout=1, fraction=0.2) as heartbeat:  # type: ignore[arg-type]
         assert heartbeat._thread is None
 
-    assert sqs.calls == []
+    assert sqs.visibility_calls == []
 
 
 # --- a beat's calls are made without the lock --------------------------------------------------
@@ -340,7 +312,7 @@ def test_given_a_call_in_flight_when_a_later_record_is_settled_then_it_returns_a
     assert beat_done.wait(timeout=PATIENCE)
     # Then the rest of the beat skips it (and packs the others into full calls)
     assert "rh-m17" not in sqs.handles()
-    assert [len(entries) for _, entries in sqs.calls] == [10, 10, 4]
+    assert [len(entries) for _, entries in sqs.visibility_calls] == [10, 10, 4]
     assert heartbeat.extensions == 24
 
 
@@ -397,7 +369,9 @@ def test_given_a_beat_in_progress_when_the_last_pending_record_finishes_then_the
     sqs.release.set()
 
     assert beat_done.wait(timeout=PATIENCE)
-    assert len(sqs.calls) == 1  # only succeeded records are left: they do not need a call of their own
+    assert (
+        len(sqs.visibility_calls) == 1
+    )  # only succeeded records are left: they do not need a call of their own
 
 
 def test_given_a_settle_waiting_on_a_call_when_sqs_refuses_the_record_then_it_is_reported() -> None:

@@ -31,6 +31,7 @@ from sluice.redrive.steps import (
     refusal_reason,
     refusal_step,
 )
+from tests.doubles import RecordingMetrics, envelope_of
 
 NOW = datetime(2026, 11, 28, 8, 0, tzinfo=UTC)
 ACCOUNT = "123456789012"
@@ -54,15 +55,6 @@ class FakeBreaker:
         self.observed.append((seen, bouncing))
         self.fresh.append(fresh)
         self.latest_due.append(latest_due)
-
-
-class RecordingMetrics:
-    def __init__(self) -> None:
-        self.values: dict[str, float] = {}
-
-    def add_metric(self, name: str, unit: str, value: float) -> None:
-        assert unit == "Count"
-        self.values[name] = self.values.get(name, 0) + value
 
 
 def settings(**overrides: str) -> RedriveSettings:
@@ -142,7 +134,7 @@ def run(
         url_of=url_of,
         now=NOW,
         logger=Logger(service=f"sluice-test-{uuid.uuid4().hex}", stream=log or io.StringIO()),
-        metrics_sink=metrics or RecordingMetrics(),
+        metrics_sink=metrics or RecordingMetrics(unit="Count"),
         uniform=uniform,
     )
 
@@ -151,17 +143,13 @@ def log_lines(log: io.StringIO) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.getvalue().splitlines() if line.startswith("{")]
 
 
-def envelope_of(plan: dict[str, Any]) -> Envelope:
-    return Envelope.model_validate_json(plan["messageAttributes"][ATTRIBUTE]["StringValue"])
-
-
 # --- redrive --------------------------------------------------------------------------------------
 
 
 def test_given_a_first_time_dead_letter_when_planned_then_it_is_sent_at_once_with_its_backoff_as_delay():
     # Given a message dead-lettered on its first hop: no envelope, SQS names its source queue
     breaker = FakeBreaker()
-    metrics = RecordingMetrics()
+    metrics = RecordingMetrics(unit="Count")
     # When the Plan step runs (largest draw: base 60 · 2^1 = 120 s)
     plan = run(item(message()), breaker=breaker, metrics=metrics)
     # Then it is redriven to the source's URL, sent at once with the whole backoff as DelaySeconds:
@@ -258,7 +246,7 @@ def test_given_a_message_redriven_within_the_cooldown_when_planned_then_it_count
         origin_id="orig-1", attempts=2, redriven_at=NOW - timedelta(minutes=2), source=WORK_ARN
     )
     breaker = FakeBreaker()
-    metrics = RecordingMetrics()
+    metrics = RecordingMetrics(unit="Count")
     # When the Plan step runs
     plan = run(item(message(envelope)), breaker=breaker, metrics=metrics)
     # Then it is still redriven (attempt 3), but reported as bouncing to the breaker and in metrics
@@ -398,7 +386,7 @@ def test_given_a_source_outside_the_allowlist_when_planned_then_it_is_isolated_a
 
 def test_given_an_unreadable_envelope_when_planned_then_it_is_counted_and_redriven_as_a_first_hop():
     # Given a message whose sluice attribute is not an envelope
-    metrics = RecordingMetrics()
+    metrics = RecordingMetrics(unit="Count")
     log = io.StringIO()
     # When the Plan step runs
     plan = run(item(message(raw_envelope="{not json")), metrics=metrics, log=log)

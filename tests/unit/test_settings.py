@@ -73,7 +73,7 @@ def test_given_settings_when_read_then_they_are_immutable() -> None:
     settings = _settings()
 
     with pytest.raises(ValueError, match="frozen"):
-        settings.concurrency = 4  # type: ignore[misc]
+        settings.concurrency = 4
 
 
 def test_given_no_idempotency_table_when_read_then_the_error_names_the_variable() -> None:

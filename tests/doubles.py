@@ -1,0 +1,139 @@
+"""Test doubles and readers shared by the whole suite: one recording stand-in per collaborator, one
+reader per thing tests look at.
+
+Each double records what it was asked and answers like AWS would; a test uses only the calls it needs.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from sluice.envelope import ATTRIBUTE, Envelope, ErrorInfo
+
+__all__ = ["Failures", "FakeSqs", "RecordingMetrics", "envelope_of", "last_error_of"]
+
+Failures = dict[str, tuple[str, bool]]
+"""Per SendMessageBatch call: message body → (error code, sender fault) for the entries SQS refuses."""
+
+
+class RecordingMetrics:
+    """A metric sink (``add_metric``) that sums what it is given, safely from several threads.
+
+    ``values`` is a Counter: a metric never emitted reads 0. ``unit``, when given, is the only unit
+    accepted (an assertion, so a metric emitted with another unit fails the test).
+    """
+
+    def __init__(self, unit: str | None = None) -> None:
+        self.values: Counter[str] = Counter()  # sums of ints stay ints, as the tests compare
+        self._unit = unit
+        self._lock = threading.Lock()
+
+    def add_metric(self, name: str, unit: str, value: float) -> None:
+        assert self._unit is None or unit == self._unit, f"{name} emitted in {unit}, expected {self._unit}"
+        with self._lock:
+            self.values[name] += value  # type: ignore[assignment]  # Counter holds floats too
+
+
+class FakeSqs:
+    """The SQS client calls sluice makes, recorded and answered in SQS's shapes.
+
+    - ``send_message``: recorded in ``sent``; answers ids ``m-1``, ``m-2``, …
+    - ``send_message_batch``: recorded (deep copies) in ``batch_calls``; follows ``script``, one step
+      per call: a :data:`Failures` (those entries fail) or an exception (raised).
+    - ``change_message_visibility_batch``: recorded as (queue URL, entries) in ``visibility_calls``;
+      entries whose receipt handle is in ``refuse`` fail; ``error`` is raised instead when set;
+      ``called`` is set on every call.
+    """
+
+    def __init__(
+        self,
+        *script: Failures | BaseException,
+        refuse: set[str] | None = None,
+        error: Exception | None = None,
+    ) -> None:
+        self.script = list(script)
+        self.sent: list[dict[str, Any]] = []
+        self.batch_calls: list[dict[str, Any]] = []
+        self.visibility_calls: list[tuple[str, list[dict[str, Any]]]] = []
+        self.refuse = refuse or set()
+        self.error = error
+        self.called = threading.Event()
+
+    # --- SendMessage ---------------------------------------------------------------------------
+
+    def send_message(self, **kwargs: Any) -> dict[str, str]:
+        self.sent.append(kwargs)
+        return {"MessageId": f"m-{len(self.sent)}"}
+
+    # --- SendMessageBatch ----------------------------------------------------------------------
+
+    def send_message_batch(self, **kwargs: Any) -> dict[str, Any]:
+        self.batch_calls.append(copy.deepcopy(kwargs))
+        step = self.script.pop(0) if self.script else {}
+        if isinstance(step, BaseException):
+            raise step
+        successful, failed = [], []
+        for entry in kwargs["Entries"]:
+            if entry["MessageBody"] in step:
+                code, sender_fault = step[entry["MessageBody"]]
+                failed.append(
+                    {
+                        "Id": entry["Id"],
+                        "Code": code,
+                        "Message": f"{code} for {entry['Id']}",
+                        "SenderFault": sender_fault,
+                    }
+                )
+            else:
+                successful.append(
+                    {"Id": entry["Id"], "MessageId": f"id-{entry['Id']}", "MD5OfMessageBody": "x"}
+                )
+        return {"Successful": successful, "Failed": failed}
+
+    def bodies(self) -> list[list[str]]:
+        """The message bodies of each SendMessageBatch call."""
+        return [[entry["MessageBody"] for entry in call["Entries"]] for call in self.batch_calls]
+
+    # --- ChangeMessageVisibilityBatch ----------------------------------------------------------
+
+    def change_message_visibility_batch(self, **kwargs: Any) -> dict[str, Any]:
+        entries = [dict(entry) for entry in kwargs["Entries"]]
+        self.visibility_calls.append((kwargs["QueueUrl"], entries))
+        self.called.set()
+        if self.error is not None:
+            raise self.error
+        return {
+            "Successful": [{"Id": e["Id"]} for e in entries if e["ReceiptHandle"] not in self.refuse],
+            "Failed": [
+                {"Id": e["Id"], "Code": "ReceiptHandleIsInvalid", "SenderFault": True, "Message": "gone"}
+                for e in entries
+                if e["ReceiptHandle"] in self.refuse
+            ],
+        }
+
+    def handles(self, call: int | None = None) -> list[str]:
+        """The receipt handles of one visibility call (all calls when None)."""
+        calls = self.visibility_calls if call is None else [self.visibility_calls[call]]
+        return [entry["ReceiptHandle"] for _, entries in calls for entry in entries]
+
+
+# --- readers -----------------------------------------------------------------------------------
+
+
+def envelope_of(message: Mapping[str, Any]) -> Envelope:
+    """The sluice envelope of an SQS API message or batch entry (``MessageAttributes``) or of a
+    redrive plan (``messageAttributes``); fails the test when there is none."""
+    attributes = message.get("MessageAttributes") or message.get("messageAttributes") or {}
+    assert ATTRIBUTE in attributes, f"no sluice envelope among {sorted(attributes)}"
+    return Envelope.model_validate_json(attributes[ATTRIBUTE]["StringValue"])
+
+
+def last_error_of(message: Mapping[str, Any]) -> ErrorInfo:
+    """The last error the message's envelope records; fails the test when it records none."""
+    error = envelope_of(message).last_error
+    assert error is not None, "the envelope records no error"
+    return error
