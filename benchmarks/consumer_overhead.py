@@ -20,13 +20,10 @@ executed in Python); the ratio and the request counts are the figures to read.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import os
 import statistics
 import sys
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,6 +46,7 @@ from aws_lambda_powertools.utilities.idempotency import (
 # The editable install maps these packages with an import hook that mypy cannot follow; without
 # mypy_path = layers/common:local in the mypy config they are unresolved (then typed as Any).
 from bench_env import OFFLINE_ENV, REGION
+from invoke_child import make_event as new_orders_event
 from moto import mock_aws
 
 from sluice.consumer.batch import Consumer, SluiceRecord
@@ -129,45 +127,9 @@ def make_resources() -> Moto:
 
 
 def make_event(queue_arn: str, size: int = BATCH_SIZE) -> Event:
-    """A Lambda SQS event of ``size`` new records, shaped as the event source mapping sends them."""
-    now_ms = str(int(time.time() * 1000))
-    records = []
-    for _ in range(size):
-        message_id = str(uuid.uuid4())
-        body = json.dumps(
-            {
-                "order_id": f"o-{message_id[:8]}",
-                "customer_id": "c-1",
-                "amount_cents": 1200,
-                "currency": "EUR",
-            }
-        )
-        records.append(
-            {
-                "messageId": message_id,
-                "receiptHandle": "AQEB" + uuid.uuid4().hex + uuid.uuid4().hex,
-                "body": body,
-                "attributes": {
-                    "ApproximateReceiveCount": "1",
-                    "SentTimestamp": now_ms,
-                    "SenderId": "AIDAIENQZJOLO23YVJ4VO",
-                    "ApproximateFirstReceiveTimestamp": now_ms,
-                },
-                "messageAttributes": {
-                    "tenant": {
-                        "stringValue": "acme",
-                        "stringListValues": [],
-                        "binaryListValues": [],
-                        "dataType": "String",
-                    }
-                },
-                "md5OfBody": hashlib.md5(body.encode(), usedforsecurity=False).hexdigest(),
-                "eventSource": "aws:sqs",
-                "eventSourceARN": queue_arn,
-                "awsRegion": REGION,
-            }
-        )
-    return {"Records": records}
+    """A Lambda SQS event of ``size`` new records (the whole-cold-invocation child's, so both
+    benchmarks feed the consumer the same shape)."""
+    return new_orders_event(queue_arn, size)
 
 
 def build_anchor(session: boto3.Session) -> Handle:
