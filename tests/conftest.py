@@ -16,6 +16,30 @@ ROOT = Path(__file__).resolve().parents[1]
 REGION = "us-east-1"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _sqs_as_strict_as_aws() -> Iterator[None]:
+    """moto accepts what SQS refuses (sizes in characters, any characters, any attributes): every test
+    runs with the local runtime's SQS rules, so a message sluice sends that AWS would refuse fails here."""
+    from sluice_local import moto_adapter  # noqa: PLC0415
+
+    _SQS_RULES.append(moto_adapter.install_sqs_rules())
+    yield
+    _SQS_RULES.pop()()
+
+
+_SQS_RULES: list[Any] = []
+
+
+@pytest.fixture
+def lenient_moto() -> Iterator[None]:
+    """moto as it is, without the SQS rules (for tests that probe moto's own leniency)."""
+    from sluice_local import moto_adapter  # noqa: PLC0415
+
+    _SQS_RULES.pop()()
+    yield
+    _SQS_RULES.append(moto_adapter.install_sqs_rules())
+
+
 @pytest.fixture(autouse=True)
 def _aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Never reach real AWS from tests."""

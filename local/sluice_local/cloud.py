@@ -27,7 +27,7 @@ from sluice_local import moto_adapter
 from sluice_local.emulation import Alarms, Resolver, Schedules, Ticker
 from sluice_local.functions import FunctionHost, FunctionSpec
 from sluice_local.pollers import MappingSpec, SqsPoller
-from sluice_local.template import ARTIFACT_BUCKET, Translated, samconfig_parameters, translate
+from sluice_local.template import ARTIFACT_BUCKET, ParameterError, Translated, samconfig_parameters, translate
 
 log = logging.getLogger("sluice_local")
 ROOT = Path(__file__).resolve().parents[2]
@@ -163,6 +163,8 @@ class LocalCloud:
         self._unpatch.append(moto_adapter.configure())
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no access log per request
         self._unpatch.append(moto_adapter.install_invoke(self._invoke))
+        self._unpatch.append(moto_adapter.install_sqs_rules())  # moto accepts what SQS refuses
+        self._unpatch.append(moto_adapter.install_execution_names())
         self._server = moto_adapter.start_server(self.port)
         # moto's backends are process-wide: a stack started earlier in this process must not leak in.
         moto_adapter.reset()
@@ -185,7 +187,10 @@ class LocalCloud:
         raise KeyError(f"function {name} is not part of stack {self.stack_name}")
 
     def _deploy(self) -> None:
-        translated, artifacts = translate(self.template_path, self.parameters, self.region)
+        try:
+            translated, artifacts = translate(self.template_path, self.parameters, self.region)
+        except ParameterError as exc:  # CloudFormation refuses the stack before creating anything
+            raise DeployError(f"ValidationError: {exc}") from exc
         self.translated = translated
         s3 = self.client("s3")
         s3.create_bucket(Bucket=ARTIFACT_BUCKET)

@@ -3,7 +3,8 @@
 - **Settings**: Step Functions executes state machines; Lambda runs without Docker.
 - **Patches** (:data:`PATCHED`, each undone by the function that installs it): Lambda invocations
   land in the runtime's in-process functions; EventBridge rules deliver to Lambda and Step Functions
-  targets; ``aws-sdk:sfn`` tasks get Step Functions' PascalCase naming.
+  targets; ``aws-sdk:sfn`` tasks get Step Functions' PascalCase naming; SQS refuses what AWS refuses
+  (sizes in bytes with attributes, characters, attribute rules); an unnamed execution gets a name.
 - **Backend access**: switch off moto's own SQS→Lambda invoke-on-send, hand state machines created
   through CloudFormation to the executing backend, read queue metrics for alarms, list EventBridge
   rules for schedules, reset every backend.
@@ -16,6 +17,9 @@ findings at start.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import contextlib
 import importlib
 import inspect
 import json
@@ -81,12 +85,40 @@ AWS_SDK_RESPONSE = Attribute(
     "_normalise_response",
     ("self", "response", "boto_service_name", "service_action_name"),
 )
+SQS_SEND_MESSAGE = Attribute(
+    "moto.sqs.models",
+    "SQSBackend",
+    "send_message",
+    (
+        "self",
+        "queue_name",
+        "message_body",
+        "message_attributes",
+        "delay_seconds",
+        "deduplication_id",
+        "group_id",
+        "system_attributes",
+        "validate_group_id",
+    ),
+)
+SQS_SEND_MESSAGE_BATCH = Attribute(
+    "moto.sqs.models", "SQSBackend", "send_message_batch", ("self", "queue_name", "entries")
+)
+SFN_START_EXECUTION = Attribute(
+    "moto.stepfunctions.parser.models",
+    "StepFunctionsParserBackend",
+    "start_execution",
+    ("self", "state_machine_arn", "name", "execution_input", "trace_header"),
+)
 PATCHED = (
     LAMBDA_FUNCTION_INVOKE,
     LAMBDA_BACKEND_INVOKE,
     RULE_SEND_TO_TARGETS,
     AWS_SDK_PARAMETERS,
     AWS_SDK_RESPONSE,
+    SQS_SEND_MESSAGE,
+    SQS_SEND_MESSAGE_BATCH,
+    SFN_START_EXECUTION,
 )
 """What the runtime replaces while a stack runs (and restores on stop)."""
 
@@ -107,6 +139,7 @@ USED = (
         ("definition",),
     ),
     Attribute("moto.moto_api._internal.models", "MotoAPIBackend", "reset", ("self",)),
+    Attribute("moto.sqs.models", "SQSBackend", "get_queue", ("self", "queue_name")),
 )
 """Internals the runtime calls without replacing them."""
 
@@ -344,6 +377,119 @@ def install_aws_sdk_casing(region: str = "us-east-1") -> Undo:
             _replace(task_class, "_normalise_response", response),
         ]
     )
+
+
+def install_sqs_rules() -> Undo:
+    """SQS refuses what AWS refuses (moto is lenient): the body's characters, the size in bytes
+    including attributes against the queue's ``MaximumMessageSize``, at most 10 attributes, and each
+    attribute's name, ``DataType`` and value (:func:`sluice.sqs.check_message`, written from the SQS
+    documentation). SendMessage raises the error SQS raises; SendMessageBatch fails a whole call whose
+    entries together exceed the limit (``BatchRequestTooLong``) and reports every other refused entry in
+    ``Failed`` with ``SenderFault``, sending the rest, as SQS does."""
+    from moto.sqs.exceptions import BatchRequestTooLong, SQSException  # noqa: PLC0415
+
+    from sluice.sqs import check_message, message_bytes  # noqa: PLC0415
+
+    backend_class = SQS_SEND_MESSAGE.owner_class()
+    original_send = backend_class.send_message
+    original_batch = backend_class.send_message_batch
+
+    def limit(backend: Any, queue_name: str) -> int:
+        return int(backend.get_queue(queue_name).maximum_message_size)
+
+    def send_message(  # noqa: PLR0917 - moto's signature
+        self: Any,
+        queue_name: str,
+        message_body: str,
+        message_attributes: dict[str, Any] | None = None,
+        delay_seconds: int | None = None,
+        deduplication_id: str | None = None,
+        group_id: str | None = None,
+        system_attributes: dict[str, Any] | None = None,
+        validate_group_id: bool = True,
+    ) -> Any:
+        refusal = check_message(
+            message_body, wire_attributes(message_attributes), max_bytes=limit(self, queue_name)
+        )
+        if refusal is not None:
+            raise SQSException(refusal.code, refusal.message)
+        return original_send(
+            self,
+            queue_name,
+            message_body,
+            message_attributes,
+            delay_seconds,
+            deduplication_id,
+            group_id,
+            system_attributes,
+            validate_group_id,
+        )
+
+    def send_message_batch(self: Any, queue_name: str, entries: dict[str, dict[str, Any]]) -> Any:
+        total = sum(
+            message_bytes(str(e.get("MessageBody", "")), wire_attributes(e.get("MessageAttributes")))
+            for e in entries.values()
+        )
+        if total > limit(self, queue_name):
+            raise BatchRequestTooLong(total)
+        failed: list[dict[str, Any]] = []
+        accepted: dict[str, dict[str, Any]] = {}
+        for key, entry in entries.items():
+            refusal = check_message(
+                entry.get("MessageBody"),
+                wire_attributes(entry.get("MessageAttributes")),
+                max_bytes=limit(self, queue_name),
+            )
+            if refusal is None:
+                accepted[key] = entry
+            else:
+                failed.append(
+                    {"Id": entry["Id"], "SenderFault": True, "Code": refusal.code, "Message": refusal.message}
+                )
+        if not accepted:
+            return [], failed
+        sent, also_failed = original_batch(self, queue_name, accepted)
+        return sent, failed + list(also_failed)
+
+    return _undo_all(
+        [
+            _replace(backend_class, "send_message", send_message),
+            _replace(backend_class, "send_message_batch", send_message_batch),
+        ]
+    )
+
+
+def wire_attributes(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Message attributes as moto's SQS backend holds them (JSON protocol: binary values in base64)
+    → the SendMessage shape with binary values as bytes (what SQS measures and checks)."""
+    out: dict[str, Any] = {}
+    for name, value in (attributes or {}).items():
+        out[name] = value
+        if isinstance(value, dict) and isinstance(value.get("BinaryValue"), str):
+            # left as text when it is not base64: the check refuses a Binary value that is not bytes
+            with contextlib.suppress(binascii.Error):
+                out[name] = {**value, "BinaryValue": base64.b64decode(value["BinaryValue"], validate=True)}
+    return out
+
+
+def install_execution_names() -> Undo:
+    """StartExecution without a name gets a generated one, as in Step Functions (moto names every
+    such execution ``None``, so the second unnamed start fails with ExecutionAlreadyExists)."""
+    import uuid  # noqa: PLC0415
+
+    backend_class = SFN_START_EXECUTION.owner_class()
+    original = backend_class.start_execution
+
+    def start_execution(
+        self: Any,
+        state_machine_arn: str,
+        name: Any = None,
+        execution_input: Any = None,
+        trace_header: Any = None,
+    ) -> Any:
+        return original(self, state_machine_arn, name or str(uuid.uuid4()), execution_input, trace_header)
+
+    return _replace(backend_class, "start_execution", start_execution)
 
 
 # --- backends ----------------------------------------------------------------------------------

@@ -55,6 +55,68 @@ class Translated:
     """Logical id → schedule expression in seconds (local only; moto is given a valid rate)."""
 
 
+class ParameterError(ValueError):
+    """A parameter value breaks its template constraint: CloudFormation's ValidationError."""
+
+
+def parameter_problems(declared: dict[str, Any], given: dict[str, str]) -> list[str]:
+    """Every parameter constraint the values break, worded as CloudFormation's ValidationError.
+
+    CloudFormation checks ``AllowedValues``, ``AllowedPattern`` (the whole value), ``MinLength`` /
+    ``MaxLength``, ``MinValue`` / ``MaxValue`` and that a ``Number`` is a number, against the given value
+    or else the ``Default``; a parameter with neither is missing. moto checks none of it.
+    """
+    problems: list[str] = []
+    missing = [name for name, spec in declared.items() if name not in given and "Default" not in spec]
+    if missing:
+        problems.append(f"Parameters: [{', '.join(missing)}] must have values")
+    for name, spec in declared.items():
+        if name in given or "Default" in spec:
+            value = str(given[name]) if name in given else _cfn_text(spec["Default"])
+            problem = _parameter_problem(name, spec, value)
+            if problem:
+                problems.append(problem)
+    return problems
+
+
+def _cfn_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list):
+        return ",".join(map(_cfn_text, value))
+    return str(value)
+
+
+def _parameter_problem(name: str, spec: dict[str, Any], value: str) -> str | None:  # noqa: PLR0911 - one per constraint
+    described = spec.get("ConstraintDescription")
+
+    def failed(default: str) -> str:
+        return f"Parameter '{name}' failed to satisfy constraint: {described or default}"
+
+    kind = spec.get("Type", "String")
+    items = [part.strip() for part in value.split(",")] if kind == "CommaDelimitedList" else [value]
+    allowed = spec.get("AllowedValues")
+    if allowed is not None and any(item not in {_cfn_text(a) for a in allowed} for item in items):
+        return f"Parameter '{name}' must be one of AllowedValues"
+    pattern = spec.get("AllowedPattern")
+    if pattern is not None and any(re.fullmatch(pattern, item) is None for item in items):
+        return failed(f"Parameter {name} must match pattern {pattern}")
+    if "MinLength" in spec and len(value) < int(spec["MinLength"]):
+        return failed(f"Parameter '{name}' must contain at least {spec['MinLength']} characters")
+    if "MaxLength" in spec and len(value) > int(spec["MaxLength"]):
+        return failed(f"Parameter '{name}' must not contain more than {spec['MaxLength']} characters")
+    if kind == "Number":
+        try:
+            number = float(value)
+        except ValueError:
+            return f"Parameter '{name}' must be a number"
+        if "MinValue" in spec and number < float(spec["MinValue"]):
+            return failed(f"Parameter '{name}' must be a number not less than {spec['MinValue']}")
+        if "MaxValue" in spec and number > float(spec["MaxValue"]):
+            return failed(f"Parameter '{name}' must be a number not greater than {spec['MaxValue']}")
+    return None
+
+
 def samconfig_parameters(project: Path, env: str = "default") -> dict[str, str]:
     """``parameter_overrides`` of samconfig.toml's environment (deploy section) as a dict."""
     return parameter_overrides(project / "samconfig.toml", env)
@@ -77,6 +139,9 @@ def translate(
     base = template_path.resolve().parent
     sam = yaml_parse(template_path.read_text())
     sam = copy.deepcopy(sam)
+    problems = parameter_problems(sam.get("Parameters", {}), parameters)
+    if problems:
+        raise ParameterError("; ".join(problems))
     artifacts: dict[str, bytes] = {}
     code_dirs: dict[str, Path] = {}
     globals_fn = sam.get("Globals", {}).get("Function", {})

@@ -11,6 +11,7 @@ import json
 import re
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -61,6 +62,9 @@ def test_every_replacement_keeps_the_parameters_of_the_method_it_replaces(attrib
         moto_adapter.RULE_SEND_TO_TARGETS: lambda: moto_adapter.install_event_delivery(print, print),
         moto_adapter.AWS_SDK_PARAMETERS: lambda: moto_adapter.install_aws_sdk_casing(REGION),
         moto_adapter.AWS_SDK_RESPONSE: lambda: moto_adapter.install_aws_sdk_casing(REGION),
+        moto_adapter.SQS_SEND_MESSAGE: moto_adapter.install_sqs_rules,
+        moto_adapter.SQS_SEND_MESSAGE_BATCH: moto_adapter.install_sqs_rules,
+        moto_adapter.SFN_START_EXECUTION: moto_adapter.install_execution_names,
     }[attribute]()
     try:
         assert moto_adapter.attribute_problem(attribute) is None
@@ -78,6 +82,8 @@ def test_installing_then_undoing_every_patch_leaves_moto_exactly_as_it_was():
         moto_adapter.install_invoke(lambda *_: b""),
         moto_adapter.install_event_delivery(print, print),
         moto_adapter.install_aws_sdk_casing(REGION),
+        moto_adapter.install_sqs_rules(),
+        moto_adapter.install_execution_names(),
     ]
     assert all(state()[name] is not value for name, value in before.items())
     for undo in reversed(undos):
@@ -134,3 +140,32 @@ def test_state_machines_are_handed_to_the_executing_backend_and_invalid_ones_ref
         sfn.create_state_machine(name="bad", definition='{"StartAt": "Nowhere", "States": {}}', roleArn=role)
         with pytest.raises(ValueError, match="state machine bad: invalid definition"):
             moto_adapter.hand_over_state_machines(ACCOUNT, REGION)
+
+
+@pytest.mark.usefixtures("lenient_moto")
+def test_moto_still_accepts_what_sqs_refuses():
+    # install_sqs_rules is needed while moto counts characters, not bytes, and ignores attributes.
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name=REGION)
+        url = sqs.create_queue(QueueName="lenient-probe")["QueueUrl"]
+        eleven: dict[str, Any] = {f"a{i}": {"DataType": "String", "StringValue": "v"} for i in range(11)}
+        sqs.send_message(QueueUrl=url, MessageBody="é" * (600 * 1024), MessageAttributes=eleven)
+        sqs.send_message(QueueUrl=url, MessageBody="nul \x00")
+    # If this starts raising, moto enforces SQS's rules itself: check they match, then drop the patch.
+
+
+def test_moto_still_names_an_unnamed_execution_none():
+    definition = {"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}
+    with mock_aws():
+        moto_adapter_settings = moto_adapter.configure()
+        try:
+            sfn = boto3.client("stepfunctions", region_name=REGION)
+            arn = sfn.create_state_machine(
+                name="unnamed-probe",
+                definition=json.dumps(definition),
+                roleArn=f"arn:aws:iam::{ACCOUNT}:role/x",
+            )["stateMachineArn"]
+            name = sfn.start_execution(stateMachineArn=arn)["executionArn"].rsplit(":", 1)[-1]
+        finally:
+            moto_adapter_settings()
+    assert name == "None", f"moto now names unnamed executions {name!r}: drop install_execution_names"

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
+from dataclasses import dataclass
+from decimal import Decimal
 from typing import TYPE_CHECKING
+
+from sluice.limits import MAX_ATTRIBUTES, MAX_MESSAGE_BYTES
 
 if TYPE_CHECKING:
     from sluice.envelope import SendAttributes
@@ -64,9 +69,157 @@ def attribute_bytes(attributes: SendAttributes) -> int:
     """Size SQS counts for message attributes: name + type + value."""
     total = 0
     for name, value in attributes.items():
-        total += len(name.encode()) + len(str(value.get("DataType", "")).encode())
+        total += len(str(name).encode("utf-8", "surrogatepass"))
+        total += len(str(value.get("DataType", "")).encode("utf-8", "surrogatepass"))
         if value.get("BinaryValue") is not None:
             total += len(value["BinaryValue"])
         else:
-            total += len(str(value.get("StringValue", "")).encode())
+            total += len(str(value.get("StringValue", "")).encode("utf-8", "surrogatepass"))
     return total
+
+
+# --- what SQS accepts ----------------------------------------------------------------------------
+# Written from the SendMessage API reference and the SQS developer guide (message attributes,
+# quotas). moto accepts much of what SQS refuses, so sluice checks before it sends, and the local
+# runtime refuses at its SQS boundary with these same rules.
+
+_REFUSED_CHARACTER = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_ATTRIBUTE_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,256}")
+_DATA_TYPE = re.compile(r"(String|Number|Binary)(\.[A-Za-z0-9_.\-]+)?")
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+MAX_DATA_TYPE_LENGTH = 256
+MAX_NUMBER_DIGITS = 38
+RESERVED_NAME_PREFIXES = ("aws.", "amazon.")
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why SQS would refuse a message, as SQS says it: its error ``code`` and ``message``."""
+
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+def refused_character(text: str) -> str | None:
+    """The first character SQS refuses in a body or string value, as ``#x..``; None when all are allowed."""
+    match = _REFUSED_CHARACTER.search(text)
+    return None if match is None else f"#x{ord(match.group()):X}"
+
+
+def message_bytes(body: str, attributes: SendAttributes | None = None) -> int:
+    """Size SQS counts against its limit: the body in UTF-8 plus every attribute's name, type and value."""
+    return len(body.encode("utf-8", "surrogatepass")) + attribute_bytes(attributes or {})
+
+
+def check_message(
+    body: object, attributes: SendAttributes | None = None, *, max_bytes: int = MAX_MESSAGE_BYTES
+) -> Refusal | None:
+    """What SQS would refuse about one message (SendMessage or one SendMessageBatch entry), or None.
+
+    Checks the body (present, text, allowed characters), each attribute (name, ``DataType``, value),
+    the attribute count and the size in bytes including attributes against ``max_bytes`` (the
+    queue's ``MaximumMessageSize``, 1 MiB by default).
+    """
+    if not isinstance(body, str) or not body:
+        return Refusal("MissingParameter", "The request must contain the parameter MessageBody.")
+    bad = refused_character(body)
+    if bad is not None:
+        return Refusal(
+            "InvalidMessageContents",
+            f"Invalid binary character '{bad}' was found in the message body, the set of allowed "
+            "characters is #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF",
+        )
+    attributes = attributes or {}
+    if len(attributes) > MAX_ATTRIBUTES:
+        return Refusal(
+            "InvalidParameterValue",
+            f"Number of message attributes [{len(attributes)}] exceeds the allowed maximum "
+            f"[{MAX_ATTRIBUTES}].",
+        )
+    for name, value in attributes.items():
+        refusal = check_attribute(name, value)
+        if refusal is not None:
+            return refusal
+    size = message_bytes(body, attributes)
+    if size > max_bytes:
+        return Refusal(
+            "InvalidParameterValue",
+            f"One or more parameters are invalid. Reason: Message must be shorter than {max_bytes} bytes.",
+        )
+    return None
+
+
+def check_attribute(name: object, value: object) -> Refusal | None:  # noqa: PLR0911 - one rule per branch
+    """What SQS would refuse about one message attribute (SendMessage shape), or None."""
+    if not isinstance(name, str) or not _ATTRIBUTE_NAME.fullmatch(name):
+        return Refusal(
+            "InvalidParameterValue",
+            f"Message (user) attribute name {name!r} is invalid: up to 256 of A-Z a-z 0-9 _ - .",
+        )
+    if name.startswith(".") or name.endswith(".") or ".." in name:
+        return Refusal(
+            "InvalidParameterValue",
+            f"Message (user) attribute name '{name}' must not start or end with a period or contain '..'.",
+        )
+    if name.lower().startswith(RESERVED_NAME_PREFIXES):
+        return Refusal(
+            "InvalidParameterValue",
+            f"Message (user) attribute name '{name}' is reserved for use by SQS (AWS. and Amazon. prefixes).",
+        )
+    if not isinstance(value, dict):
+        return Refusal("InvalidParameterValue", f"The message attribute '{name}' is not a structure.")
+    data_type = value.get("DataType")
+    if not isinstance(data_type, str) or not data_type:
+        return Refusal(
+            "InvalidParameterValue",
+            f"The message attribute '{name}' must contain non-empty message attribute type.",
+        )
+    if len(data_type) > MAX_DATA_TYPE_LENGTH or not _DATA_TYPE.fullmatch(data_type):
+        return Refusal(
+            "InvalidParameterValue",
+            f"The message attribute '{name}' has an invalid message attribute type, the set of supported "
+            "type prefixes is Binary, Number, and String.",
+        )
+    if data_type.startswith("Binary"):
+        binary = value.get("BinaryValue")
+        if value.get("StringValue") is not None or not isinstance(binary, bytes | bytearray) or not binary:
+            return Refusal(
+                "InvalidParameterValue",
+                f"The message attribute '{name}' with type 'Binary' must use field 'Binary' "
+                "with a non-empty value.",
+            )
+        return None
+    string = value.get("StringValue")
+    if value.get("BinaryValue") is not None or not isinstance(string, str) or not string:
+        return Refusal(
+            "InvalidParameterValue",
+            f"The message attribute '{name}' with type '{data_type.split('.')[0]}' must use field 'String' "
+            "with a non-empty value.",
+        )
+    bad = refused_character(string)
+    if bad is not None:
+        return Refusal(
+            "InvalidParameterValue",
+            f"Message (user) attribute '{name}' value contains invalid binary character '{bad}'.",
+        )
+    if data_type.startswith("Number") and not _is_sqs_number(string):
+        return Refusal(
+            "InvalidParameterValue", f"Can't cast the value of message (user) attribute '{name}' to a number."
+        )
+    return None
+
+
+def _is_sqs_number(text: str) -> bool:
+    """A decimal of at most 38 significant digits between 10^-128 and 10^+126 in magnitude."""
+    if not _NUMBER.fullmatch(text):
+        return False
+    number = Decimal(text)
+    if number.is_zero():
+        return True
+    significant = "".join(map(str, number.as_tuple().digits)).strip("0")  # exact: no context rounding
+    digits = len(significant)
+    exponent = number.copy_abs().adjusted()
+    return digits <= MAX_NUMBER_DIGITS and -128 <= exponent <= 126
