@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from sluice import claimcheck
 from sluice.envelope import ATTRIBUTE, Envelope
 from sluice.errors import ConfigurationError
+from sluice.limits import MAX_MESSAGE_BYTES
 from sluice_local.sqs_events import drain, receive_event
 from tests.conftest import make_resources
 from tests.doubles import envelope_of, last_error_of
@@ -441,3 +442,67 @@ def test_given_the_dead_letter_send_fails_when_the_last_receive_fails_then_the_r
     assert failed_ids(response) == {mid}  # the redrive policy still moves it, never lost
     assert metrics.values["RecordsDeadLettered"] == 0
     assert metrics.values["RecordsFailed"] == 1
+
+
+# --- messages at SQS's size limit ----------------------------------------------------------------
+
+
+def at_the_limit(order_id: str, behave: str) -> str:
+    """An order whose body is exactly 1 MiB: SQS takes it, but not with an envelope beside it."""
+    body = json.dumps(order(order_id, behave=behave, pad=""))
+    return json.dumps(order(order_id, behave=behave, pad="p" * (MAX_MESSAGE_BYTES - len(body))))
+
+
+def offloaded(aws, message: dict) -> str:
+    [_, pointer] = json.loads(message["Body"])
+    assert pointer["s3BucketName"] == aws.bucket
+    assert pointer["s3Key"].startswith(aws.prefix)  # where the consumer reads claim checks
+    return aws.s3.get_object(Bucket=pointer["s3BucketName"], Key=pointer["s3Key"])["Body"].read().decode()
+
+
+def test_given_a_message_at_the_size_limit_when_it_fails_permanently_then_it_is_isolated_offloaded(
+    aws, processor, build_consumer, metrics, context
+):
+    consumer = build_consumer(processor)
+    body = at_the_limit("o-huge", "permanent")
+    assert len(body.encode()) == MAX_MESSAGE_BYTES
+    mid = aws.sqs.send_message(QueueUrl=aws.work_url, MessageBody=body)["MessageId"]
+    response = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    assert failed_ids(response) == set()
+    [poisoned] = drain(aws.sqs, aws.poison_url)
+    assert offloaded(aws, poisoned) == body  # nothing lost: the whole body is in the claim check
+    assert poisoned["MessageAttributes"]["ExtendedPayloadSize"]["StringValue"] == str(MAX_MESSAGE_BYTES)
+    env = envelope_of(poisoned)
+    assert (env.origin_id, env.attempts) == (mid, 1)
+    assert last_error_of(poisoned).type == "PermanentError"
+    assert metrics.values["RecordsIsolated"] == 1
+
+
+def test_given_a_message_at_the_size_limit_when_its_last_receive_fails_then_it_is_dead_lettered_offloaded(
+    aws, processor, build_consumer, context
+):
+    consumer = build_consumer(processor, max_receive_count=1, dead_letter_queue_url=aws.dlq_url)
+    body = at_the_limit("o-huge-dl", "transient")
+    aws.sqs.send_message(QueueUrl=aws.work_url, MessageBody=body)
+    response = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    assert failed_ids(response) == set()
+    [dead] = drain(aws.sqs, aws.dlq_url)
+    assert offloaded(aws, dead) == body
+    assert last_error_of(dead).type == "TransientError"
+
+
+def test_given_an_offloaded_message_when_it_comes_back_then_the_consumer_reads_its_body(
+    aws, processor, build_consumer, context
+):
+    consumer = build_consumer(processor, max_receive_count=1, dead_letter_queue_url=aws.dlq_url)
+    body = at_the_limit("o-back", "transient")
+    aws.sqs.send_message(QueueUrl=aws.work_url, MessageBody=body)
+    consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    [dead] = drain(aws.sqs, aws.dlq_url)
+    # re-driven as it lies in the DLQ: pointer body, size attribute and envelope
+    aws.sqs.send_message(
+        QueueUrl=aws.work_url, MessageBody=dead["Body"], MessageAttributes=dead["MessageAttributes"]
+    )
+    consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    assert [r.body for r in processor.records] == [body, body]  # the processor saw the whole body again
+    assert processor.records[1].envelope.origin_id == processor.records[0].envelope.origin_id

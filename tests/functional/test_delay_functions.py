@@ -159,19 +159,29 @@ def test_a_second_start_for_the_same_bucket_is_a_no_op(delays):
     ],
 )
 def test_invalid_requests_go_to_the_poison_queue_with_a_clear_reason(delays, seconds, target, reason):
-    delays.request("bad", seconds, target=target)
-    response = delays.delayer().handle(delays.batch(1), LambdaContext())
+    mid = delays.request("bad", seconds, target=target)
+    event = delays.batch(1)
+    response = delays.delayer().handle(event, LambdaContext())
     assert response == {"batchItemFailures": []}
     [poisoned] = drain(delays.sqs, delays.poison)
     assert reason in last_error_of(poisoned).message
     assert delays.parked_keys() == []
+    # the first hop's identity survives isolation: its message id and the queue it came from
+    env = envelope_of(poisoned)
+    assert env.origin_id == mid
+    assert env.source == event["Records"][0]["eventSourceARN"]
 
 
 def test_a_message_without_an_envelope_is_isolated(delays):
-    delays.sqs.send_message(QueueUrl=delays.delay_url, MessageBody="raw")
-    delays.delayer().handle(delays.batch(1), LambdaContext())
+    mid = delays.sqs.send_message(QueueUrl=delays.delay_url, MessageBody="raw")["MessageId"]
+    event = delays.batch(1)
+    delays.delayer().handle(event, LambdaContext())
     [poisoned] = drain(delays.sqs, delays.poison)
     assert "no sluice envelope" in last_error_of(poisoned).message
+    assert (envelope_of(poisoned).origin_id, envelope_of(poisoned).source) == (
+        mid,
+        event["Records"][0]["eventSourceARN"],
+    )
 
 
 def test_records_are_retried_when_their_bucket_cannot_be_parked(delays):

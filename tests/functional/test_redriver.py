@@ -737,3 +737,37 @@ def test_given_binary_attributes_when_redriven_then_they_arrive_byte_for_byte(st
     [message] = drain(stack.raw, stack.work_url)  # floor 0, lowest draw: no delay
     assert message["MessageAttributes"]["signature"]["BinaryValue"] == b"\x00\x01\xfe\xff"
     assert envelope_of(message).attempts == 1
+
+
+def test_given_an_entry_sqs_would_refuse_beside_healthy_ones_when_run_then_it_alone_is_isolated(stack):
+    # Given 3 healthy dead-lettered messages and one whose envelope preserves a user attribute SQS
+    # refuses on re-send (no DataType): before, every SendMessageBatch it joined failed as a whole
+    stack.dead_letter(3)
+    forged = {
+        "v": 1,
+        "origin_id": "o-broken",
+        "source": stack.work_arn,
+        "displaced": {"broken": {"StringValue": "v"}},
+    }
+    stack.raw.send_message(
+        QueueUrl=stack.dlq_url,
+        MessageBody='{"order_id": "broken"}',
+        MessageAttributes={
+            "tenant": {"DataType": "String", "StringValue": "acme"},
+            ATTRIBUTE: {"DataType": "String", "StringValue": json.dumps(forged)},
+        },
+    )
+    # When the redriver runs
+    report = stack.redriver().run()
+    # Then the healthy ones go back to their source, and the bad one alone is isolated, attribute kept
+    assert (report.redriven, report.isolated, report.failed) == (3, 1, 0)
+    assert stack.depth(stack.dlq_url) == 0
+    [poisoned] = drain(stack.raw, stack.poison_url)
+    assert poisoned["MessageAttributes"]["tenant"]["StringValue"] == "acme"
+    env = envelope_of(poisoned)
+    assert env.refused_attributes is not None
+    assert env.refused_attributes["broken"]["value"] == {"StringValue": "v"}
+    assert "type" in env.refused_attributes["broken"]["reason"]
+    assert env.last_error is not None
+    assert env.last_error.type == "RedriveRefused"
+    assert env.origin_id == "o-broken"

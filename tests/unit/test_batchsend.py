@@ -5,8 +5,16 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import boto3
 import pytest
-from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
+from botocore.exceptions import (
+    ClientError,
+    ConnectionClosedError,
+    EndpointConnectionError,
+    ParamValidationError,
+    ReadTimeoutError,
+)
+from moto import mock_aws
 
 from sluice.batchsend import Outgoing, Refused, chunks, send_batch
 from sluice.envelope import SendAttributes
@@ -33,7 +41,7 @@ def _client_error(code: str) -> ClientError:
     return ClientError({"Error": {"Code": code, "Message": f"{code} happened"}}, "SendMessageBatch")
 
 
-def _send(sqs: FakeSqs, messages: list[Outgoing], **kwargs: Any) -> tuple[list[Refused], Sleeps]:
+def _send(sqs: object, messages: list[Outgoing], **kwargs: Any) -> tuple[list[Refused], Sleeps]:
     sleeps = Sleeps()
     refused = send_batch(sqs, QUEUE_URL, messages, sleep=sleeps, **kwargs)  # type: ignore[arg-type]
     return refused, sleeps
@@ -335,9 +343,7 @@ def test_given_a_connection_error_when_sent_then_it_is_retried_and_named_by_its_
     assert [(r.code, r.sender_fault) for r in refused] == [("EndpointConnectionError", False)] * 2
 
 
-@pytest.mark.parametrize(
-    "code", ["AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist", "InvalidParameterValue"]
-)
+@pytest.mark.parametrize("code", ["AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"])
 def test_given_the_whole_call_fails_for_good_when_sent_then_it_is_not_retried_nor_blamed_on_entries(
     code: str,
 ) -> None:
@@ -437,3 +443,130 @@ def test_given_no_attempts_when_sent_then_messages_are_not_silently_dropped(atte
     except ValueError:
         return  # rejecting the argument would be a fine answer too
     assert sqs.batch_calls or [r.message for r in refused] == messages
+
+
+# --- one bad entry never takes its batch-mates down ---------------------------------------------
+
+
+class RefusesWholeCalls:
+    """An SQS client whose whole SendMessageBatch call fails while any entry's body is ``bad``."""
+
+    def __init__(self, error: Exception, bad: str = "bad") -> None:
+        self.error, self.bad = error, bad
+        self.calls: list[list[str]] = []
+        self.delivered: list[str] = []
+
+    def send_message_batch(self, **kwargs: Any) -> dict[str, Any]:
+        bodies = [e["MessageBody"] for e in kwargs["Entries"]]
+        self.calls.append(bodies)
+        if self.bad in bodies:
+            raise self.error
+        self.delivered += bodies
+        return {"Successful": [{"Id": e["Id"]} for e in kwargs["Entries"]], "Failed": []}
+
+
+@pytest.mark.parametrize(
+    ("bad", "code"),
+    [
+        (Outgoing("nul", "a\x00b"), "InvalidMessageContents"),
+        (Outgoing("no-type", "{}", {"k": {"StringValue": "v"}}), "InvalidParameterValue"),
+        (
+            Outgoing(
+                "eleven", "{}", {f"a{i}": {"DataType": "String", "StringValue": "v"} for i in range(11)}
+            ),
+            "InvalidParameterValue",
+        ),
+        (
+            Outgoing("empty-value", "{}", {"k": {"DataType": "String", "StringValue": ""}}),
+            "InvalidParameterValue",
+        ),
+        (Outgoing("too-big", "é" * (600 * 1024)), "InvalidParameterValue"),
+    ],
+    ids=lambda v: v.key if isinstance(v, Outgoing) else v,
+)
+def test_given_an_entry_sqs_would_refuse_when_sent_then_it_alone_is_refused_before_the_call(
+    bad: Outgoing, code: str
+) -> None:
+    sqs = FakeSqs()
+    healthy = _messages(3)
+    refused, sleeps = _send(sqs, [healthy[0], bad, *healthy[1:]])
+    assert [(r.message.key, r.code, r.sender_fault, r.retryable) for r in refused] == [
+        (bad.key, code, True, False)
+    ]
+    assert [e["MessageBody"] for call in sqs.batch_calls for e in call["Entries"]] == [
+        m.body for m in healthy
+    ]
+    assert sleeps.seconds == []
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        _client_error("InvalidParameterValue"),
+        ParamValidationError(
+            report='Missing required parameter in Entries[4].MessageAttributes.k: "DataType"'
+        ),
+        _client_error("AWS.SimpleQueueService.BatchRequestTooLong"),
+    ],
+    ids=["InvalidParameterValue", "ParamValidationError", "BatchRequestTooLong"],
+)
+def test_given_a_whole_call_error_one_entry_causes_when_sent_then_the_batch_is_narrowed_to_that_entry(
+    error: Exception,
+) -> None:
+    sqs = RefusesWholeCalls(error)
+    messages = _messages(10)
+    messages[6] = Outgoing("culprit", "bad")
+    refused, _ = _send(sqs, messages)
+    assert [(r.message.key, r.sender_fault) for r in refused] == [("culprit", True)]
+    assert sorted(sqs.delivered) == sorted(m.body for m in messages if m.key != "culprit")
+    assert len(sqs.calls) <= 1 + 2 * 4  # halves: at most two calls per level of a 10-entry batch
+
+
+def test_given_a_whole_call_error_no_entry_causes_when_sent_then_nothing_is_narrowed_or_blamed() -> None:
+    sqs = RefusesWholeCalls(
+        _client_error("AWS.SimpleQueueService.NonExistentQueue"), bad="b000".ljust(10, ".")
+    )
+    refused, _ = _send(sqs, _messages(4))
+    assert len(sqs.calls) == 1
+    assert {(r.sender_fault, r.retryable) for r in refused} == {(False, False)}
+    assert len(refused) == 4
+
+
+def test_given_a_validation_error_whatever_the_call_carries_when_sent_then_no_entry_is_blamed() -> None:
+    # e.g. a malformed queue URL: every half fails alone too, so it is the call's fault
+    sqs = FakeSqs(*[_client_error("InvalidParameterValue")] * 20)
+    messages = _messages(4)
+    refused, sleeps = _send(sqs, messages)
+    assert [(r.message, r.sender_fault, r.retryable) for r in refused] == [
+        (m, False, False) for m in messages
+    ]
+    assert sleeps.seconds == []
+
+
+def test_given_two_culprits_when_sent_then_both_and_only_they_are_blamed() -> None:
+    class TwoBad(RefusesWholeCalls):
+        def send_message_batch(self, **kwargs: Any) -> dict[str, Any]:
+            if any(e["MessageBody"] == "bad2" for e in kwargs["Entries"]):
+                self.calls.append([e["MessageBody"] for e in kwargs["Entries"]])
+                raise self.error
+            return super().send_message_batch(**kwargs)
+
+    sqs = TwoBad(_client_error("InvalidParameterValue"))
+    messages = _messages(10)
+    messages[2], messages[7] = Outgoing("c1", "bad"), Outgoing("c2", "bad2")
+    refused, _ = _send(sqs, messages)
+    assert sorted(r.message.key for r in refused if r.sender_fault) == ["c1", "c2"]
+    assert len(refused) == 2
+    assert len(sqs.delivered) == 8
+
+
+def test_given_sqs_rules_when_a_bad_entry_is_batched_with_healthy_ones_then_the_healthy_ones_arrive() -> None:
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        url = sqs.create_queue(QueueName="batch-mates")["QueueUrl"]
+        bad = Outgoing("bad", "{}", {"k": {"StringValue": "no DataType"}})
+        refused = send_batch(sqs, url, [Outgoing("a", "{}"), bad, Outgoing("b", "{}")], sleep=Sleeps())
+        received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert [r.message.key for r in refused] == ["bad"]
+    assert "type" in refused[0].reason
+    assert len(received) == 2

@@ -3,6 +3,12 @@
 Used by every sluice function that forwards messages (direct delayed sends, rehydration, redrive).
 Each entry keeps its body, user attributes and envelope; entries that SQS keeps refusing after the
 retries are returned to the caller, never dropped silently.
+
+One bad entry never takes its batch-mates down: every entry is checked against SQS's rules
+(:func:`sluice.sqs.check_message`) before the call, and one SQS would refuse is returned at once as a
+sender fault with SQS's reason. Should a whole call still fail with a validation error (a rule the
+check does not know, or the SDK's own parameter validation), the batch is split in halves until the
+entry that causes it stands alone: only it is refused, the rest are sent.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sluice.limits import MAX_BATCH_BYTES, MAX_BATCH_ENTRIES, MAX_DELAY_SECONDS
-from sluice.sqs import attribute_bytes
+from sluice.sqs import check_message, message_bytes
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -29,6 +35,16 @@ CALL_ERRORS_NOT_RETRIED = {
     "InvalidAttributeName",
     "InvalidMessageContents",
 }
+CALL_ERRORS_OF_AN_ENTRY = {
+    "ParamValidationError",  # botocore refused the request before sending it (e.g. no DataType)
+    "InvalidParameterValue",
+    "InvalidMessageContents",
+    "InvalidAttributeName",
+    "MessageAttributesInvalid",
+    "BatchRequestTooLong",
+    "AWS.SimpleQueueService.BatchRequestTooLong",
+}
+"""Whole-call errors one entry can cause: the batch is narrowed to find it."""
 
 
 @dataclass(frozen=True)
@@ -41,7 +57,7 @@ class Outgoing:
     delay_seconds: int = 0
 
     def size(self) -> int:
-        return len(self.body.encode("utf-8")) + attribute_bytes(self.attributes)
+        return message_bytes(self.body, self.attributes)
 
 
 @dataclass
@@ -53,6 +69,8 @@ class Refused:
     """SQS refused this entry itself as malformed: it will never be accepted."""
     retryable: bool = True
     """False for a whole-call error no retry fixes now (e.g. the queue does not exist)."""
+    whole_call: bool = False
+    """The whole call failed (no entry was judged on its own)."""
 
 
 def chunks(messages: Sequence[Outgoing], *, max_bytes: int = MAX_BATCH_BYTES) -> list[list[Outgoing]]:
@@ -85,10 +103,19 @@ def send_batch(
     if attempts < 1:
         raise ValueError(f"attempts must be at least 1, got {attempts}")
     refused: list[Refused] = []
-    for batch in chunks(messages):
+    valid: list[Outgoing] = []
+    for message in messages:
+        refusal = check_message(message.body, message.attributes)
+        if refusal is None:
+            valid.append(message)
+        else:  # SQS would refuse it: never let it into a call with healthy batch-mates
+            refused.append(
+                Refused(message, refusal.code, refusal.message, sender_fault=True, retryable=False)
+            )
+    for batch in chunks(valid):
         pending = list(batch)
         for attempt in range(1, attempts + 1):
-            failed = _send_once(sqs, queue_url, pending)
+            failed = _send_narrowed(sqs, queue_url, pending)
             retry = [f for f in failed if f.retryable and not f.sender_fault]
             refused.extend(f for f in failed if not f.retryable or f.sender_fault)
             pending = [f.message for f in retry]
@@ -99,6 +126,33 @@ def send_batch(
                 break
             sleep(random.uniform(0.0, min(5.0, base_delay * 2 ** (attempt - 1))))  # full jitter
     return refused
+
+
+def _send_narrowed(sqs: SQSClient, queue_url: str, batch: list[Outgoing]) -> list[Refused]:
+    """One call; a whole-call error an entry can cause is narrowed by halves to the entry causing it.
+
+    An entry is blamed (a sender fault) only when it fails while batch-mates of the same call are
+    accepted: a call that fails whatever it carries (e.g. a bad queue URL) blames nobody.
+    """
+    failed = _send_once(sqs, queue_url, batch)
+    if len(batch) == 1 or not _call_failed_for_an_entry(failed, batch):
+        return failed
+    half = len(batch) // 2
+    narrowed = _send_narrowed(sqs, queue_url, batch[:half]) + _send_narrowed(sqs, queue_url, batch[half:])
+    if len(narrowed) == len(batch) and all(f.whole_call for f in narrowed):
+        return failed  # every part failed alone too: the call's fault, not an entry's
+    return [
+        Refused(f.message, f.code, f.reason, sender_fault=True, retryable=False) if f.whole_call else f
+        for f in narrowed
+    ]
+
+
+def _call_failed_for_an_entry(failed: list[Refused], batch: list[Outgoing]) -> bool:
+    return (
+        len(failed) == len(batch)
+        and all(f.whole_call for f in failed)
+        and failed[0].code in CALL_ERRORS_OF_AN_ENTRY
+    )
 
 
 def _send_once(sqs: SQSClient, queue_url: str, batch: list[Outgoing]) -> list[Refused]:
@@ -118,7 +172,10 @@ def _send_once(sqs: SQSClient, queue_url: str, batch: list[Outgoing]) -> list[Re
         failure: dict[str, Any] = getattr(exc, "response", None) or {}  # timeouts carry response=None
         code = failure.get("Error", {}).get("Code", exc.__class__.__name__)
         retryable = code not in CALL_ERRORS_NOT_RETRIED
-        return [Refused(m, str(code), str(exc), sender_fault=False, retryable=retryable) for m in batch]
+        return [
+            Refused(m, str(code), str(exc), sender_fault=False, retryable=retryable, whole_call=True)
+            for m in batch
+        ]
     return [
         Refused(
             batch[int(f["Id"])],

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,7 @@ from botocore.exceptions import ClientError
 
 from sluice.errors import PermanentError, TransientError
 from sluice.limits import MAX_ATTRIBUTES, MAX_MESSAGE_BYTES
-from sluice.sqs import attribute_bytes
+from sluice.sqs import message_bytes
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -109,6 +110,22 @@ def fetch(s3: S3Client, pointer: Pointer) -> str:
         raise PermanentError("claim check payload is not UTF-8 text") from None
 
 
+def offloader(s3: S3Client, *, bucket: str, prefix: str) -> Callable[[str], tuple[str, SendAttributes]]:
+    """A function that stores a body under ``prefix`` in ``bucket`` and returns the pointer body (AWS
+    Extended Client format) and the ``ExtendedPayloadSize`` attribute it travels with."""
+
+    def offload(body: str) -> tuple[str, SendAttributes]:
+        payload = body.encode("utf-8")
+        key = f"{prefix}{uuid.uuid4()}"
+        s3.put_object(Bucket=bucket, Key=key, Body=payload, ContentType="application/octet-stream")
+        pointer = json.dumps(
+            [EXTENDED_POINTER_CLASS, {"s3BucketName": bucket, "s3Key": key}], separators=(",", ":")
+        )
+        return pointer, {EXTENDED_SIZE_ATTRIBUTE: {"DataType": "Number", "StringValue": str(len(payload))}}
+
+    return offload
+
+
 def send(
     sqs: SQSClient,
     s3: S3Client,
@@ -127,16 +144,11 @@ def send(
     extended clients can read sluice's messages and vice versa.
     """
     attrs: SendAttributes = dict(attributes or {})
-    payload = body.encode("utf-8")
-    if len(payload) + attribute_bytes(attrs) > min(threshold, MAX_MESSAGE_BYTES):
+    if message_bytes(body, attrs) > min(threshold, MAX_MESSAGE_BYTES):
         if len(attrs) >= MAX_ATTRIBUTES:
             raise ValueError("a claim-check message needs one free attribute slot for ExtendedPayloadSize")
-        key = f"{prefix}{uuid.uuid4()}"
-        s3.put_object(Bucket=bucket, Key=key, Body=payload, ContentType="application/octet-stream")
-        body = json.dumps(
-            [EXTENDED_POINTER_CLASS, {"s3BucketName": bucket, "s3Key": key}], separators=(",", ":")
-        )
-        attrs[EXTENDED_SIZE_ATTRIBUTE] = {"DataType": "Number", "StringValue": str(len(payload))}
+        body, pointer_attributes = offloader(s3, bucket=bucket, prefix=prefix)(body)
+        attrs.update(pointer_attributes)
     kwargs: dict[str, Any] = {"QueueUrl": queue_url, "MessageBody": body}
     if attrs:
         kwargs["MessageAttributes"] = attrs

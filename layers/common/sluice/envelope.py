@@ -79,6 +79,9 @@ class Envelope(BaseModel):
     (re-driven at + its backoff, UTC): a message back in the DLQ soon after is bouncing."""
     displaced: dict[str, dict[str, Any]] | None = None
     """User attributes that did not fit beside the envelope (SQS allows 10); restored on read."""
+    refused_attributes: dict[str, Any] | None = None
+    """User attributes SQS refused on re-send, kept with SQS's reason when the message was isolated
+    (``{"name": {"reason": ..., "value": {...}}}``, binary values as ``{"base64": ...}``)."""
 
     def to_json(self) -> str:
         return self.model_dump_json(exclude_none=True, exclude_defaults=False)

@@ -36,8 +36,9 @@ from sluice.backoff import full_jitter
 from sluice.consumer.heartbeat import Heartbeat, InFlight
 from sluice.consumer.idempotency import Idempotency, InProgressElsewhere
 from sluice.consumer.settings import ConsumerSettings
-from sluice.envelope import Envelope, ErrorInfo, SendAttributes, from_event_attributes, merge, split
+from sluice.envelope import Envelope, ErrorInfo, SendAttributes, from_event_attributes, split
 from sluice.errors import PermanentError, RetryAfter
+from sluice.fit import UnfittableError, fit
 from sluice.limits import MAX_VISIBILITY_SECONDS
 from sluice.poison import isolate
 from sluice.sqs import queue_url_from_arn
@@ -350,6 +351,7 @@ class Consumer:
                 body=record.body or "",
                 attributes=attributes,
                 envelope=failed,
+                offload=self._offload,
             )
         except Exception:
             # Not isolated, so not done: the caller retries the record rather than lose it.
@@ -393,10 +395,11 @@ class Consumer:
         error = ErrorInfo.from_exception(exc, receives=receives)
         recorded = envelope.recording(error)
         try:
+            fitted = fit(record.body or "", attributes, recorded, offload=self._offload)
             self._sqs.send_message(
                 QueueUrl=s.dead_letter_queue_url,
-                MessageBody=record.body or "",
-                MessageAttributes=merge(attributes, recorded),  # type: ignore[arg-type]
+                MessageBody=fitted.body,
+                MessageAttributes=fitted.attributes,  # type: ignore[arg-type]
             )
         except Exception:  # noqa: BLE001 - the redrive policy still moves it, without the error
             self._log.warning(
@@ -453,6 +456,19 @@ class Consumer:
         if url is None:
             url = self._urls[arn] = queue_url_from_arn(arn, endpoint=self._sqs.meta.endpoint_url)
         return url
+
+    def _offload(self, body: str) -> tuple[str, SendAttributes]:
+        """Store a body that no longer fits beside its envelope in the stack's claim-check bucket (the
+        first of ``SLUICE_CLAIM_CHECK_BUCKETS``), under the claim-check prefix the consumer reads."""
+        buckets = self._settings.claim_check_buckets
+        if not buckets:
+            raise UnfittableError(
+                "the message is too large with its envelope and no claim-check bucket is set"
+            )
+        offload = claimcheck.offloader(
+            self._s3_client(), bucket=buckets[0], prefix=self._settings.claim_check_prefix
+        )
+        return offload(body)
 
     def _s3_client(self) -> S3Client:
         if self._s3 is None:

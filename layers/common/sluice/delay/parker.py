@@ -128,12 +128,7 @@ class BatchDelay:
             )
         target = check_target(envelope.target, self._s.delay_targets)
         due = due_time(envelope, now=now, grace_seconds=self._s.past_grace_seconds)
-        if envelope.origin_id is None:
-            envelope = envelope.model_copy(update={"origin_id": record["messageId"]})
-        if envelope.source is None:
-            envelope = envelope.model_copy(update={"source": record.get("eventSourceARN")})
-        if envelope.trace is None and (record.get("attributes") or {}).get("AWSTraceHeader"):
-            envelope = envelope.model_copy(update={"trace": record["attributes"]["AWSTraceHeader"]})
+        envelope = identified(envelope, record)
         message = Parked(
             record["messageId"], target, due, record.get("body") or "", merge(attributes, envelope)
         )
@@ -253,7 +248,7 @@ class BatchDelay:
 
     def _isolate(self, record: Mapping[str, Any], exc: PermanentError) -> bool:
         attributes, envelope, _ = split(from_event_attributes(record.get("messageAttributes")))
-        base = envelope or Envelope(origin_id=record["messageId"], source=record.get("eventSourceARN"))
+        base = identified(envelope, record)
         receives = int((record.get("attributes") or {}).get("ApproximateReceiveCount", 1) or 1)
         try:
             isolate(
@@ -271,3 +266,18 @@ class BatchDelay:
             extra={"message_id": record["messageId"], "reason": str(exc)},
         )
         return True
+
+
+def identified(envelope: Envelope | None, record: Mapping[str, Any]) -> Envelope:
+    """The envelope with the first hop's identity filled in where it is missing: this record's
+    message id as ``origin_id``, its queue as ``source``, its X-Ray header as ``trace``."""
+    envelope = envelope or Envelope()
+    update: dict[str, Any] = {}
+    if envelope.origin_id is None:
+        update["origin_id"] = record["messageId"]
+    if envelope.source is None:
+        update["source"] = record.get("eventSourceARN")
+    trace = (record.get("attributes") or {}).get("AWSTraceHeader")
+    if envelope.trace is None and trace:
+        update["trace"] = trace
+    return envelope.model_copy(update=update) if update else envelope

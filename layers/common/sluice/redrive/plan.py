@@ -33,6 +33,7 @@ from sluice.envelope import (
     split,
 )
 from sluice.errors import PermanentError
+from sluice.fit import UnfittableError, fit
 from sluice.limits import MAX_DELAY_SECONDS, MAX_LONG_DELAY_SECONDS, MAX_VISIBILITY_SECONDS
 from sluice.redrive.breaker import as_utc
 from sluice.sqs import allowlisted
@@ -199,7 +200,7 @@ class Decision:
         base = envelope or Envelope(origin_id=self.message_id)
         error = ErrorInfo.of(REFUSED, f"{self.destination} refused the message: {why}", at=now)
         env = base.recording(error, deliver_at=None, target=None, redriven_at=None)
-        attributes = merge(user, env)
+        attributes = sendable(self.body, user, env, poison=True)
         return Decision(
             message_id=self.message_id,
             receipt_handle=self.receipt_handle,
@@ -266,7 +267,7 @@ class _Judged:
     def decision(
         self, action: Action, attempt: int, delay: int, *, destination: str, env: Envelope, reason: str
     ) -> Decision:
-        attributes = merge(self.user, env)
+        attributes = sendable(self.message.body, self.user, env, poison=action == "poison")
         return Decision(
             message_id=self.message.message_id,
             receipt_handle=self.message.receipt_handle,
@@ -387,6 +388,16 @@ def decide(
         env=env.model_copy(update={"deliver_at": due, "target": target}),
         reason=f"attempt {p.attempt}: due in {p.delay_seconds}s through the delay pipeline",
     )
+
+
+def sendable(body: str, user: SendAttributes, env: Envelope, *, poison: bool) -> SendAttributes:
+    """User attributes and envelope as SQS will take them (:func:`sluice.fit.fit`; for the poison
+    queue, attributes SQS refuses move into the envelope). Should nothing make the message fit, they
+    are merged as they are: the send is refused, reported, and the message stays in the DLQ."""
+    try:
+        return fit(body, user, env, quarantine=poison).attributes
+    except UnfittableError:
+        return merge(user, env)
 
 
 def _as_written(attributes: SendAttributes) -> Envelope:
