@@ -213,6 +213,23 @@ def test_extended_client_pointer_is_resolved(aws, processor, build_consumer, met
     assert metrics.values["ClaimChecksResolved"] == 1
 
 
+def test_given_a_pointer_to_an_object_over_the_cap_then_it_is_isolated_unread_and_batch_mates_go_through(
+    aws, processor, build_consumer, metrics, context
+):
+    consumer = build_consumer(processor, claim_check_max_bytes=64 * 1024)
+    big = json.dumps(order("o-huge-object", note="x" * 100_000))
+    claimcheck.send(aws.sqs, aws.s3, queue_url=aws.work_url, body=big, bucket=aws.bucket, threshold=1024)
+    aws.send(order("o-mate"))
+    response = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 2), context)
+    assert failed_ids(response) == set()
+    assert [r.data["order_id"] for r in processor.records] == ["o-mate"]
+    [poisoned] = drain(aws.sqs, aws.poison_url)
+    assert "over the 65,536-byte cap (ClaimCheckMaxBytes); not read" in last_error_of(poisoned).message
+    assert "PayloadS3Pointer" in poisoned["Body"]  # isolated as it came: the pointer, for a replay
+    assert metrics.values["RecordsIsolated"] == 1
+    assert metrics.values["ClaimChecksResolved"] == 0
+
+
 @pytest.mark.parametrize("fmt", ["simple", "legacy"])
 def test_simple_and_legacy_pointers_are_resolved(aws, processor, build_consumer, context, fmt):
     consumer = build_consumer(processor)

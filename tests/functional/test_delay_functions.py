@@ -320,6 +320,37 @@ def test_the_sweep_rehydrates_only_buckets_whose_time_has_passed(delays):
     assert not remaining[0].startswith(past)
 
 
+SCHEDULED = {
+    "version": "0",
+    "id": "5f1e5e32-1234-4d2c-9a39-7d0b0c1a2b3c",
+    "detail-type": "Scheduled Event",
+    "source": "aws.events",
+    "account": "123456789012",
+    "time": "2026-11-24T10:00:00Z",
+    "region": "us-east-1",
+    "resources": ["arn:aws:events:us-east-1:123456789012:rule/sweep"],
+    "detail": {},
+}
+
+
+def test_given_a_plain_scheduled_event_when_the_rehydrator_runs_then_it_sweeps(delays):
+    park(delays, ("late", 3600))
+    delays.clock.now = NOW + timedelta(seconds=3600 + 60 + 301)
+    result = delays.rehydrator().handle(SCHEDULED, LambdaContext())
+    assert result["sent"] == 1
+    assert delays.metrics.values["DelayedObjectsSwept"] == 1
+
+
+@pytest.mark.parametrize("event", [{}, {"bucket": 3}, {"prefix": 7}, {"Records": []}])
+def test_given_an_event_it_cannot_interpret_when_the_rehydrator_runs_then_the_error_names_the_expected_shape(
+    delays, event
+):
+    from sluice.errors import InvalidEventError  # noqa: PLC0415
+
+    with pytest.raises(InvalidEventError, match=r"the rehydrator expects .*'prefix'"):
+        delays.rehydrator().handle(event, LambdaContext())
+
+
 def test_a_prefix_outside_the_delay_prefix_is_refused(delays):
     from sluice.errors import PermanentError  # noqa: PLC0415
 

@@ -290,3 +290,50 @@ def test_given_a_delay_when_sent_then_it_is_passed_to_sqs() -> None:
     sqs, _, _ = _send("small", delay_seconds=30)
 
     assert sqs.sent[0]["DelaySeconds"] == 30
+
+
+class Stream(io.BytesIO):
+    """A response body that records how much was read from it."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self.asked: list[int | None] = []
+
+    def read(self, size: int | None = -1) -> bytes:
+        self.asked.append(size)
+        return super().read(size)
+
+
+class SizedS3(FakeS3):
+    def __init__(self, body: bytes, content_length: int | None) -> None:
+        super().__init__(body=body)
+        self.stream = Stream(body)
+        self.content_length = content_length
+
+    def get_object(self, **kwargs: Any) -> dict[str, Any]:
+        response: dict[str, Any] = {"Body": self.stream}
+        if self.content_length is not None:
+            response["ContentLength"] = self.content_length
+        return response
+
+
+def test_given_an_object_over_the_cap_when_fetched_then_it_is_refused_without_reading_its_body() -> None:
+    s3 = SizedS3(b"x" * 10, content_length=100 * 1024 * 1024)
+    with pytest.raises(
+        PermanentError, match=r"104,857,600 bytes, over the 1,024-byte cap \(ClaimCheckMaxBytes\)"
+    ):
+        fetch(s3, Pointer(BUCKET, PREFIX + "a", "simple"), max_bytes=1024)  # type: ignore[arg-type]
+    assert s3.stream.asked == []
+    assert s3.stream.closed
+
+
+def test_given_a_response_that_understates_its_size_when_fetched_then_the_read_stops_past_the_cap() -> None:
+    s3 = SizedS3(b"x" * 5000, content_length=None)
+    with pytest.raises(PermanentError, match="more than 1,024 bytes"):
+        fetch(s3, Pointer(BUCKET, PREFIX + "a", "simple"), max_bytes=1024)  # type: ignore[arg-type]
+    assert s3.stream.asked == [1025]
+
+
+def test_given_an_object_exactly_at_the_cap_when_fetched_then_it_is_read() -> None:
+    s3 = SizedS3(b"1" * 1024, content_length=1024)
+    assert fetch(s3, Pointer(BUCKET, PREFIX + "a", "simple"), max_bytes=1024) == "1" * 1024  # type: ignore[arg-type]

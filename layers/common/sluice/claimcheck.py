@@ -39,6 +39,9 @@ LEGACY_POINTER_CLASS = "com.amazon.sqs.javamessaging.MessageS3Pointer"
 EXTENDED_SIZE_ATTRIBUTE = "ExtendedPayloadSize"
 SIMPLE_TYPE = "CLAIM_CHECK"
 DEFAULT_THRESHOLD = 256 * 1024
+DEFAULT_MAX_BYTES = 32 * 1024 * 1024
+"""Largest claim-check object the consumer reads (``ClaimCheckMaxBytes``). Reading one costs about
+8 times its size at once (bytes, text, parsed JSON): 32 MiB keeps that within the 256 MB consumer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,11 +93,25 @@ def authorize(pointer: Pointer, *, buckets: tuple[str, ...], prefix: str) -> Non
         raise PermanentError(f"claim check key {pointer.key!r} is outside the prefix {prefix!r}")
 
 
-def fetch(s3: S3Client, pointer: Pointer) -> str:
-    """Download the payload. ``NoSuchKey`` is transient (read-after-write race, replication lag)."""
+def fetch(s3: S3Client, pointer: Pointer, *, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+    """Download the payload. ``NoSuchKey`` is transient (read-after-write race, replication lag).
+
+    An object larger than ``max_bytes`` is a :class:`~sluice.errors.PermanentError` and is not read:
+    its size comes from the GetObject response before the body is read, and the read itself stops
+    one byte past the cap whatever the response claimed.
+    """
     try:
         obj = s3.get_object(Bucket=pointer.bucket, Key=pointer.key)
-        data = obj["Body"].read()
+        body = obj["Body"]
+        try:
+            size = obj.get("ContentLength")
+            if size is not None and int(size) > max_bytes:
+                raise _too_large(pointer, f"{int(size):,} bytes", max_bytes)
+            data = body.read(max_bytes + 1)
+            if len(data) > max_bytes:
+                raise _too_large(pointer, f"more than {max_bytes:,} bytes", max_bytes)
+        finally:
+            body.close()
     except ClientError as exc:
         code = exc.response.get("Error", {}).get("Code", "")
         if code in {"NoSuchKey", "404"}:
@@ -108,6 +125,13 @@ def fetch(s3: S3Client, pointer: Pointer) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise PermanentError("claim check payload is not UTF-8 text") from None
+
+
+def _too_large(pointer: Pointer, size: str, max_bytes: int) -> PermanentError:
+    return PermanentError(
+        f"claim check object s3://{pointer.bucket}/{pointer.key} is {size}, over the "
+        f"{max_bytes:,}-byte cap (ClaimCheckMaxBytes); not read"
+    )
 
 
 def offloader(s3: S3Client, *, bucket: str, prefix: str) -> Callable[[str], tuple[str, SendAttributes]]:

@@ -299,7 +299,9 @@ class Consumer:
             claimcheck.authorize(
                 pointer, buckets=self._settings.claim_check_buckets, prefix=self._settings.claim_check_prefix
             )
-            body = claimcheck.fetch(self._s3_client(), pointer)
+            body = claimcheck.fetch(
+                self._s3_client(), pointer, max_bytes=self._settings.claim_check_max_bytes
+            )
             stats.add(metrics.CLAIM_CHECKS_RESOLVED)
         try:
             payload = json.loads(body)

@@ -6,6 +6,7 @@ from typing import Self
 
 from pydantic import Field, field_validator, model_validator
 
+from sluice.claimcheck import DEFAULT_MAX_BYTES as DEFAULT_CLAIM_CHECK_MAX_BYTES
 from sluice.limits import MAX_VISIBILITY_SECONDS
 from sluice.settings import EnvSettings, Seconds, split_csv
 
@@ -19,6 +20,8 @@ class ConsumerSettings(EnvSettings):
     poison_queue_url: str = Field(pattern=r"^https?://")
     claim_check_buckets: tuple[str, ...] = ()
     claim_check_prefix: str = "claim-check/"
+    claim_check_max_bytes: int = Field(default=DEFAULT_CLAIM_CHECK_MAX_BYTES, ge=1024, le=1024**3)
+    """Claim-check objects larger than this are isolated unread (see docs/claim-check.md)."""
     max_receive_count: int = Field(default=5, ge=1, le=1000)
     dead_letter_queue_url: str = Field(default="", pattern=r"^(https?://.+)?$")
     """Where a record failing on its last receive is sent with its error ('' = leave it to SQS)."""

@@ -26,7 +26,7 @@ from sluice.batchsend import send_batch
 from sluice.delay.schedule import Parked, bucket_prefix, decode_object, encode_object
 from sluice.delay.settings import DelaySettings
 from sluice.envelope import Envelope, split, utcnow
-from sluice.errors import PermanentError, TransientError
+from sluice.errors import InvalidEventError, PermanentError, TransientError
 from sluice.poison import isolate
 
 if TYPE_CHECKING:
@@ -63,10 +63,16 @@ class Rehydrator:
         remaining: Callable[[], int] = getattr(context, "get_remaining_time_in_millis", lambda: 900_000)
         stats: dict[str, float] = defaultdict(float)
         try:
-            if event.get("sweep"):
+            if event.get("sweep") or is_scheduled_event(event):  # a plain schedule means a sweep
                 more = self._sweep(remaining, stats)
             else:
-                prefix = str(event["prefix"])
+                prefix = event.get("prefix")
+                if not isinstance(prefix, str):
+                    raise InvalidEventError(
+                        "the rehydrator expects {'bucket': <int>, 'prefix': 'delayed/<bucket>/'} from the "
+                        "delay state machine, {'sweep': true}, or a scheduled event; got keys "
+                        f"{sorted(map(str, event))[:10]}"
+                    )
                 if not prefix.startswith(self._s.delay_prefix) or QUARANTINE in prefix:
                     raise PermanentError(f"prefix {prefix!r} is not a bucket under {self._s.delay_prefix!r}")
                 more = self._rehydrate(prefix, remaining, stats)
@@ -217,3 +223,8 @@ class Rehydrator:
         if kept:
             raise TransientError(f"sweep left {len(kept)} bucket(s) for the next run; first: {kept[0]}")
         return False
+
+
+def is_scheduled_event(event: Mapping[str, Any]) -> bool:
+    """An EventBridge (or EventBridge Scheduler) scheduled event, as a rule without Input sends it."""
+    return event.get("detail-type") == "Scheduled Event" or event.get("source") == "aws.scheduler"
