@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sluice.envelope import ATTRIBUTE, Envelope, SendAttributes, merge, split
+from sluice.envelope import ATTRIBUTE, Envelope, SendAttributes, merge
 from sluice.errors import SluiceError
 from sluice.limits import MAX_MESSAGE_BYTES
 from sluice.sqs import check_attribute, check_message, message_bytes
@@ -86,12 +86,6 @@ def fit(
     if refusal is not None:
         raise UnfittableError(f"SQS would refuse the message even after fitting it: {refusal}")
     return Fitted(body, attributes, tuple(changes))
-
-
-def fit_attributes(body: str, attributes: SendAttributes, **kwargs: Any) -> Fitted:
-    """:func:`fit` for attributes that already hold the envelope (the SendMessage shape)."""
-    user, envelope, _ = split(attributes)
-    return fit(body, user, envelope or Envelope(), **kwargs)
 
 
 def cap_unknown_fields(envelope: Envelope) -> tuple[Envelope, list[str]]:

@@ -408,7 +408,12 @@ class Consumer:
                 "could not dead-letter the record with its error; SQS will move it", exc_info=True
             )
             return False
-        details = {"error_type": error.type, "error": error.message, "receive_count": receives}
+        details = {
+            "error_type": error.type,
+            "error": error.message,
+            "receive_count": receives,
+            "fitted": list(fitted.changes),  # what was done to keep it within SQS's limits
+        }
         stats.add(metrics.RECORDS_DEAD_LETTERED)
         self._log.error(LOG_RECORD_DEAD_LETTERED, extra=details)
         return True
