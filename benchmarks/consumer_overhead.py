@@ -107,6 +107,7 @@ class NullMetrics:
 class Moto:
     work_arn: str
     poison_url: str
+    envelope_key: str
 
 
 def make_resources() -> Moto:
@@ -123,7 +124,10 @@ def make_resources() -> Moto:
         BillingMode="PAY_PER_REQUEST",
     )
     boto3.client("s3", region_name=REGION).create_bucket(Bucket=BUCKET)
-    return Moto(work_arn=work_arn, poison_url=poison_url)
+    key = boto3.client("secretsmanager", region_name=REGION).create_secret(
+        Name="sluice-envelope-key", SecretString="bench-envelope-key-" + "0" * 32
+    )["ARN"]
+    return Moto(work_arn=work_arn, poison_url=poison_url, envelope_key=key)
 
 
 def make_event(queue_arn: str, size: int = BATCH_SIZE) -> Event:
@@ -170,6 +174,7 @@ def build_sluice(session: boto3.Session, moto: Moto) -> Handle:
         "SLUICE_CLAIM_CHECK_BUCKETS": BUCKET,
         "SLUICE_IDEMPOTENCY_KEY_JMESPATH": "",
         "AWS_LAMBDA_FUNCTION_NAME": "sluice-bench-consumer",
+        "SLUICE_ENVELOPE_KEY_SECRET": moto.envelope_key,  # read at cold start, as in the stack
     }
     consumer = Consumer.from_env(
         noop,

@@ -64,9 +64,13 @@ from sluice.delay.parker import BatchDelay
 from sluice.delay.rehydrator import Rehydrator
 from sluice.delay.schedule import send_delayed
 from sluice.delay.settings import DelaySettings
+from sluice.envelope import Seal
 from sluice.sqs import attribute_bytes
 from sluice_local.lambda_loader import LambdaContext
 from sluice_local.sqs_events import to_lambda_record
+
+BENCH_SEAL = Seal((b"bench-envelope-key-" + b"0" * 32,))
+"""The stack's envelope key, as the functions would load it."""
 
 ROOT = Path(__file__).resolve().parents[1]
 ASL = ROOT / "statemachines" / "delay.asl.json"
@@ -414,6 +418,7 @@ class World:
                 "SLUICE_DELAY_BUCKET_SECONDS": str(BUCKET_SECONDS),
                 "SLUICE_PAST_GRACE_SECONDS": str(GRACE_SECONDS),
                 "SLUICE_POISON_QUEUE_URL": self.poison_url,
+                "SLUICE_ENVELOPE_KEY_SECRET": "bench-envelope-key",  # the functions get BENCH_SEAL
             }
         )
         self.clock = Clock(START)
@@ -428,7 +433,7 @@ class World:
         self.delayer = BatchDelay(
             settings=settings, sqs=sqs["batch-delay"], s3=sessions["batch-delay"].client("s3"),
             sfn=sessions["batch-delay"].client("stepfunctions"), logger=logger, metrics_sink=NullMetrics(),
-            clock=self.clock,
+            seal=BENCH_SEAL, clock=self.clock,
         )  # fmt: skip
         self.rehydrators = {
             name: Rehydrator(
@@ -437,6 +442,7 @@ class World:
                 s3=sessions[name].client("s3"),
                 logger=logger,
                 metrics_sink=NullMetrics(),
+                seal=BENCH_SEAL,
                 clock=self.clock,
             )
             for name in ("rehydrator", "sweep")

@@ -44,10 +44,13 @@ import boto3  # noqa: E402
 from aws_lambda_powertools import Logger  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
-from sluice.envelope import Envelope, merge  # noqa: E402
+from sluice.envelope import Envelope, Seal, merge  # noqa: E402
 from sluice.redrive.breaker import Breaker  # noqa: E402
 from sluice.redrive.runner import Redriver  # noqa: E402
 from sluice.redrive.settings import RedriveSettings  # noqa: E402
+
+BENCH_SEAL = Seal((b"bench-envelope-key-" + b"0" * 32,))
+"""The stack's envelope key, as the functions would load it."""
 
 DEFAULT_PRICES = ROOT.parent / "shared" / "reference" / "aws-prices.md"
 TARGET = 0.3
@@ -94,7 +97,11 @@ def fill(sqs: Any, dlq_url: str, work_arn: str, n: int) -> None:
                 {"order_id": f"o-{i}", "customer_id": "c", "amount_cents": 100, "currency": "EUR"}
             )
             entries.append(
-                {"Id": str(i - start), "MessageBody": body, "MessageAttributes": merge(user, envelope)}
+                {
+                    "Id": str(i - start),
+                    "MessageBody": body,
+                    "MessageAttributes": merge(user, envelope, body=body, seal=BENCH_SEAL),
+                }
             )
         sqs.send_message_batch(QueueUrl=dlq_url, Entries=entries)
 
@@ -173,6 +180,7 @@ def main() -> int:
                     redrive_cap_seconds=900,
                     redrive_max_per_second=3000,
                     receive_wait_seconds=1,
+                    envelope_key_secret="bench-envelope-key",  # noqa: S106 - a secret's name; the redriver gets BENCH_SEAL
                 )
                 redriver = Redriver(
                     settings=settings,
@@ -180,6 +188,7 @@ def main() -> int:
                     breaker=Breaker.from_settings(settings, session.client("dynamodb")),
                     logger=Logger(service="bench", level="WARNING"),
                     metrics_sink=NullMetrics(),
+                    seal=BENCH_SEAL,
                 )
                 report = redriver.run()
                 invocations = 1

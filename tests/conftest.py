@@ -12,8 +12,28 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from sluice.envelope import Seal
+
 ROOT = Path(__file__).resolve().parents[1]
 REGION = "us-east-1"
+
+ENVELOPE_KEY = "sluice-test-envelope-key-0123456789abcdef"
+"""The envelope key the tests' stacks hold (a deployed stack generates its own)."""
+ENVELOPE_KEY_NAME = "sluice-envelope-key"
+TEST_SEAL = Seal((ENVELOPE_KEY.encode(),))
+"""What sluice's functions seal with in these tests: for writing what sluice itself writes."""
+ENVELOPE_KEY_ARN = f"arn:aws:secretsmanager:{REGION}:123456789012:secret:{ENVELOPE_KEY_NAME}"
+"""A secret ARN for settings that are validated but not loaded."""
+
+
+def envelope_key_secret(region: str = REGION) -> str:
+    """The ARN of the envelope key in the test's moto account (created on first use), as template.yaml
+    hands it to every function in ``SLUICE_ENVELOPE_KEY_SECRET``."""
+    client = boto3.client("secretsmanager", region_name=region)
+    try:
+        return str(client.describe_secret(SecretId=ENVELOPE_KEY_NAME)["ARN"])
+    except client.exceptions.ResourceNotFoundException:
+        return str(client.create_secret(Name=ENVELOPE_KEY_NAME, SecretString=ENVELOPE_KEY)["ARN"])
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -84,6 +104,7 @@ class Resources:
             "SLUICE_VISIBILITY_TIMEOUT_SECONDS": "180",
             "SLUICE_IDEMPOTENCY_KEY_JMESPATH": "order_id",
             "AWS_LAMBDA_FUNCTION_NAME": "sluice-test-consumer",
+            "SLUICE_ENVELOPE_KEY_SECRET": envelope_key_secret(),
         }
         env.update({f"SLUICE_{k.upper()}": str(v) for k, v in overrides.items()})
         return env

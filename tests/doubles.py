@@ -129,7 +129,7 @@ def envelope_of(message: Mapping[str, Any]) -> Envelope:
     redrive plan (``messageAttributes``); fails the test when there is none."""
     attributes = message.get("MessageAttributes") or message.get("messageAttributes") or {}
     assert ATTRIBUTE in attributes, f"no sluice envelope among {sorted(attributes)}"
-    return Envelope.model_validate_json(attributes[ATTRIBUTE]["StringValue"])
+    return Envelope.model_validate_json(attributes[ATTRIBUTE]["StringValue"]).model_copy(update={"sig": None})
 
 
 def last_error_of(message: Mapping[str, Any]) -> ErrorInfo:
@@ -137,3 +137,34 @@ def last_error_of(message: Mapping[str, Any]) -> ErrorInfo:
     error = envelope_of(message).last_error
     assert error is not None, "the envelope records no error"
     return error
+
+
+def sealed(envelope: Envelope, body: str) -> str:
+    """The envelope attribute's value as sluice's functions write it (sealed with the tests' key for
+    ``body``): what a test puts on a queue to stand for a message sluice already handled."""
+    from tests.conftest import TEST_SEAL  # noqa: PLC0415 - conftest imports boto3 and moto
+
+    return TEST_SEAL.sign(envelope, body).to_json()
+
+
+def seal_envelopes(event: Any) -> Any:
+    """``event`` with every sluice envelope in it sealed for the body beside it, as sluice wrote it.
+
+    The files in events/ carry readable, unsealed envelopes (a deployed stack seals with its own key);
+    a test that runs one through its handler seals them with the tests' key first.
+    """
+    if isinstance(event, list):
+        return [seal_envelopes(item) for item in event]
+    if not isinstance(event, dict):
+        return event
+    out = {key: seal_envelopes(value) for key, value in event.items()}
+    body = out.get("body", out.get("Body"))
+    attributes = out.get("messageAttributes") or out.get("MessageAttributes")
+    if isinstance(body, str) and isinstance(attributes, dict) and isinstance(attributes.get(ATTRIBUTE), dict):
+        value = dict(attributes[ATTRIBUTE])
+        field = "stringValue" if "stringValue" in value else "StringValue"
+        if isinstance(value.get(field), str):
+            value[field] = sealed(Envelope.model_validate_json(value[field]), body)
+            attributes = {**attributes, ATTRIBUTE: value}
+            out["messageAttributes" if "messageAttributes" in out else "MessageAttributes"] = attributes
+    return out

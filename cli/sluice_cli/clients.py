@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from mypy_boto3_cloudformation import CloudFormationClient
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_lambda import LambdaClient
+    from mypy_boto3_secretsmanager import SecretsManagerClient
     from mypy_boto3_sqs import SQSClient
 
 DEFAULT_REGION = "us-east-1"
@@ -55,6 +56,10 @@ class Clients:
     @cached_property
     def lambda_(self) -> LambdaClient:
         return cast("LambdaClient", self._make("lambda"))
+
+    @cached_property
+    def secretsmanager(self) -> SecretsManagerClient:
+        return cast("SecretsManagerClient", self._make("secretsmanager"))
 
     @cached_property
     def cloudformation(self) -> CloudFormationClient:

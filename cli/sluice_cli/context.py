@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from botocore.exceptions import BotoCoreError, ClientError
+
+from sluice.envelope import Seal
+from sluice.errors import ConfigurationError
 from sluice.redrive.breaker import Breaker
 from sluice.redrive.settings import RedriveSettings
+from sluice.sealing import load_seal
+from sluice_cli import PARTIAL_FAILURE, CliError
 from sluice_cli.clients import Clients
 from sluice_cli.messages import QueueScan
 from sluice_cli.output import Output
@@ -22,6 +28,7 @@ class Context:
     given_resources: Resources | None = None
     _resources: Resources | None = field(default=None, init=False, repr=False)
     _settings: LoadedSettings | None = field(default=None, init=False, repr=False)
+    _seal: Seal | str | None = field(default=None, init=False, repr=False)
 
     @property
     def scan_wait_seconds(self) -> int:
@@ -44,13 +51,35 @@ class Context:
                 self.out.warn(self._settings.note)
         return self._settings
 
-    def scan(self, url: str, *, visibility_seconds: int, limit: int | None = None) -> QueueScan:
+    def seal(self, *, required: bool) -> Seal | None:
+        """The stack's envelope key (read once). Without it envelopes are shown unverified, with a
+        warning; a command that writes envelopes (``required``) cannot run."""
+        if self._seal is None:
+            secret = self.settings().settings.envelope_key_secret
+            try:
+                self._seal = load_seal(secret, client=self.clients.secretsmanager)
+            except (ConfigurationError, ClientError, BotoCoreError, LookupError) as exc:
+                self._seal = f"cannot read the envelope key ({exc})"
+                if not required:
+                    self.out.warn(f"{self._seal}: envelopes are shown unverified")
+        if isinstance(self._seal, str):
+            if required:
+                raise CliError(f"{self._seal}: a replayed message would lose its history", PARTIAL_FAILURE)
+            return None
+        return self._seal
+
+    def scan(
+        self, url: str, *, visibility_seconds: int, limit: int | None = None, writes: bool = False
+    ) -> QueueScan:
+        """A scan of ``url`` whose envelopes are checked with the stack's key (required when
+        ``writes``: the messages are sent on)."""
         return QueueScan(
             self.clients.sqs,
             url,
             visibility_seconds=visibility_seconds,
             wait_seconds=self.scan_wait_seconds,
             limit=limit,
+            seal=self.seal(required=writes),
         )
 
     def released(self, scan: QueueScan) -> None:

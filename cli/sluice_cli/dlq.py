@@ -212,6 +212,7 @@ def sluice_redrive(ctx: Context, args: argparse.Namespace) -> int:
         breaker=ctx.breaker(settings),
         logger=cast("Logger", StderrLog(ctx.out, verbose=args.verbose)),
         metrics_sink=sink,
+        seal=ctx.seal(required=True),
     )
     report = redriver.run(
         _remaining_millis(args.timeout), max_messages=args.max_messages, max_per_second=args.max_per_second

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sluice.envelope import Envelope, SendAttributes, split
+from sluice.envelope import Envelope, Seal, SendAttributes, split
 from sluice.redrive.plan import DlqMessage
 
 if TYPE_CHECKING:
@@ -40,9 +40,10 @@ class Received:
     system: Mapping[str, str]
 
     @classmethod
-    def from_api(cls, message: MessageTypeDef) -> Received:
+    def from_api(cls, message: MessageTypeDef, seal: Seal | None) -> Received:
+        """``seal`` None shows the envelope unverified (the operator cannot read the key)."""
         raw = DlqMessage.from_api(message)  # attributes normalised to the SendMessage shape
-        user, envelope, problem = split(raw.attributes)
+        user, envelope, problem = split(raw.attributes, body=raw.body, seal=seal)
         return cls(raw.message_id, raw.receipt_handle, raw.body, user, envelope, problem, raw.system)
 
     @property
@@ -132,8 +133,10 @@ class QueueScan:
         visibility_seconds: int = 30,
         wait_seconds: int = 1,
         limit: int | None = None,
+        seal: Seal | None = None,
     ) -> None:
         self._sqs = sqs
+        self._seal = seal
         self._url = queue_url
         self._visibility = visibility_seconds
         self._wait = wait_seconds
@@ -207,7 +210,7 @@ class QueueScan:
         )
         new: list[Received] = []
         for message in response.get("Messages", []):
-            received = Received.from_api(message)
+            received = Received.from_api(message, self._seal)
             self._held[received.message_id] = received.receipt_handle
             if received.message_id not in self._seen:
                 self._seen.add(received.message_id)

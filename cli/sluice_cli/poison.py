@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sluice.batchsend import Outgoing, send_batch
-from sluice.envelope import merge
+from sluice.envelope import Seal, merge
 from sluice.errors import PermanentError
 from sluice.limits import MAX_BATCH_ENTRIES
 from sluice.redrive.plan import default_source, source_queue
@@ -47,8 +47,9 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     replay.set_defaults(func=replay_command)
 
 
-def _scan(ctx: Context, visibility: int, limit: int | None = None) -> QueueScan:
-    return ctx.scan(ctx.resources.require("poison_queue_url"), visibility_seconds=visibility, limit=limit)
+def _scan(ctx: Context, visibility: int, limit: int | None = None, *, writes: bool = False) -> QueueScan:
+    url = ctx.resources.require("poison_queue_url")
+    return ctx.scan(url, visibility_seconds=visibility, limit=limit, writes=writes)
 
 
 # --- list / show -------------------------------------------------------------------------------
@@ -148,7 +149,8 @@ def replay_command(ctx: Context, args: argparse.Namespace) -> int:
     result = ReplayResult()
     wanted = list(dict.fromkeys(args.ids))
     found: set[str] = set()
-    with _scan(ctx, REPLAY_VISIBILITY_SECONDS) as scan:
+    seal = ctx.seal(required=True)
+    with _scan(ctx, REPLAY_VISIBILITY_SECONDS, writes=True) as scan:
         for batch in scan.batches():
             chosen = [m for m in batch if args.all or _claim(m, wanted, found)]
             _replay(
@@ -158,6 +160,7 @@ def replay_command(ctx: Context, args: argparse.Namespace) -> int:
                 settings=loaded.settings,
                 reset=args.reset_attempts,
                 result=result,
+                seal=seal,
             )
             if not args.all and len(found) == len(wanted):
                 break
@@ -204,12 +207,13 @@ def _replay(
     settings: RedriveSettings,
     reset: bool,
     result: ReplayResult,
+    seal: Seal | None,
 ) -> None:
     """Send each message back to its allowlisted source; delete it here only once the send succeeded."""
     groups: dict[str, list[_Planned]] = defaultdict(list)
     for message in messages:
         try:
-            planned = _plan(sqs, message, settings, reset)
+            planned = _plan(sqs, message, settings, reset, seal)
         except PermanentError as exc:
             result.refused.append({"messageId": message.message_id, "reason": str(exc)})
             continue
@@ -223,7 +227,9 @@ def _replay(
         _delete(sqs, scan, [p for p in group if p.message.message_id not in refused], result)
 
 
-def _plan(sqs: SQSClient, message: Received, settings: RedriveSettings, reset: bool) -> _Planned:
+def _plan(
+    sqs: SQSClient, message: Received, settings: RedriveSettings, reset: bool, seal: Seal | None
+) -> _Planned:
     """Where the message goes (its recorded source, if allowlisted) and exactly what is sent."""
     env = message.envelope
     if env is None:
@@ -235,7 +241,9 @@ def _plan(sqs: SQSClient, message: Received, settings: RedriveSettings, reset: b
     )
     if reset:
         env = env.model_copy(update={"attempts": 0, "redriven_at": None})
-    outgoing = Outgoing(message.message_id, message.body, merge(message.user_attributes, env))
+    outgoing = Outgoing(
+        message.message_id, message.body, merge(message.user_attributes, env, body=message.body, seal=seal)
+    )
     return _Planned(message, destination, outgoing, env.attempts)
 
 

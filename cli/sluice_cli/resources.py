@@ -31,6 +31,7 @@ OUTPUTS = {
     "breaker_table": "BreakerTableName",
     "redrive_mode": "RedriveMode",
     "redrive_settings_function": "RedriveSettingsFunctionName",
+    "envelope_key_secret": "EnvelopeKeySecretArn",
 }
 """Resources field → stack output key."""
 
@@ -49,6 +50,7 @@ class Resources:
     breaker_table: str | None = None
     redrive_mode: str | None = None
     redrive_settings_function: str | None = None
+    envelope_key_secret: str | None = None
 
     @classmethod
     def from_outputs(cls, stack_name: str, outputs: Mapping[str, str]) -> Resources:
@@ -138,6 +140,7 @@ def _fallback(resources: Resources, why: str) -> LoadedSettings:
         "SLUICE_DEAD_LETTER_QUEUE_URL": resources.require("dead_letter_queue_url"),
         "SLUICE_POISON_QUEUE_URL": resources.require("poison_queue_url"),
         "SLUICE_SOURCE_QUEUE_ARN": resources.require("work_queue_arn"),
+        "SLUICE_ENVELOPE_KEY_SECRET": resources.require("envelope_key_secret"),
     }
     settings = RedriveSettings.from_env(env)
     note = f"{why}; using the stack outputs and default redrive settings (allowlist: the work queue only)"

@@ -8,19 +8,22 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sluice.delay import BatchDelay, DelaySettings
+from sluice.sealing import load_seal
 
 logger = Logger()
 metrics = Metrics()
 tracer = Tracer()
 
-# Cold start: a bad SLUICE_* setting fails here, naming the variable.
+# Cold start: a bad SLUICE_* setting (or an unreadable envelope key) fails here, naming the variable.
+settings = DelaySettings.from_env(os.environ)
 delayer = BatchDelay(
-    settings=DelaySettings.from_env(os.environ),
+    settings=settings,
     sqs=boto3.client("sqs"),
     s3=boto3.client("s3"),
     sfn=boto3.client("stepfunctions"),
     logger=logger,
     metrics_sink=metrics,
+    seal=load_seal(settings.envelope_key_secret, client=boto3.client("secretsmanager")),
 )
 
 

@@ -13,14 +13,16 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sluice import metrics as names
 from sluice.redrive import IsolatorSettings, isolate_request
+from sluice.sealing import load_seal
 
 logger = Logger()
 metrics = Metrics()
 tracer = Tracer()
 
-# Cold start: a bad SLUICE_* setting fails here, naming the variable.
+# Cold start: a bad SLUICE_* setting (or an unreadable envelope key) fails here, naming the variable.
 settings = IsolatorSettings.from_env(os.environ)
 sqs = boto3.client("sqs")
+seal = load_seal(settings.envelope_key_secret, client=boto3.client("secretsmanager"))
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -28,7 +30,9 @@ sqs = boto3.client("sqs")
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     logger.append_keys(message_id=event.get("messageId"), attempt=event.get("attempt"))
-    poison_id, envelope = isolate_request(sqs, poison_queue_url=settings.poison_queue_url, request=event)
+    poison_id, envelope = isolate_request(
+        sqs, poison_queue_url=settings.poison_queue_url, request=event, seal=seal
+    )
     metrics.add_metric(name=names.POISON_PILLS_ISOLATED, unit="Count", value=1)
     logger.error(
         "message isolated to the poison queue",

@@ -16,16 +16,18 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sluice.envelope import utcnow
 from sluice.redrive import Breaker, RedriveSettings, plan_step, refusal_step
+from sluice.sealing import load_seal
 from sluice.sqs import queue_url_from_arn
 
 logger = Logger()
 metrics = Metrics()
 tracer = Tracer()
 
-# Cold start: a bad SLUICE_* setting fails here, naming the variable.
+# Cold start: a bad SLUICE_* setting (or an unreadable envelope key) fails here, naming the variable.
 settings = RedriveSettings.from_env(os.environ)
 sqs = boto3.client("sqs")  # for its endpoint only: queue URLs are built for the endpoint in use
 breaker = Breaker.from_settings(settings, boto3.client("dynamodb"))
+seal = load_seal(settings.envelope_key_secret, client=boto3.client("secretsmanager"))
 
 
 def url_of(arn: str) -> str:
@@ -37,7 +39,7 @@ def url_of(arn: str) -> str:
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if "refused" in event:
-        return refusal_step(event["refused"], settings=settings, now=utcnow(), logger=logger)
+        return refusal_step(event["refused"], settings=settings, now=utcnow(), logger=logger, seal=seal)
     return plan_step(
         event,
         settings=settings,
@@ -46,4 +48,5 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         now=utcnow(),
         logger=logger,
         metrics_sink=metrics,
+        seal=seal,
     )

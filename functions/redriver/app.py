@@ -12,12 +12,13 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sluice.redrive import Breaker, Redriver, RedriveSettings
+from sluice.sealing import load_seal
 
 logger = Logger()
 metrics = Metrics()
 tracer = Tracer()
 
-# Cold start: a bad SLUICE_* setting fails here, naming the variable.
+# Cold start: a bad SLUICE_* setting (or an unreadable envelope key) fails here, naming the variable.
 settings = RedriveSettings.from_env(os.environ)
 redriver = Redriver(
     settings=settings,
@@ -25,6 +26,7 @@ redriver = Redriver(
     breaker=Breaker.from_settings(settings, boto3.client("dynamodb")),
     logger=logger,
     metrics_sink=metrics,
+    seal=load_seal(settings.envelope_key_secret, client=boto3.client("secretsmanager")),
 )
 
 

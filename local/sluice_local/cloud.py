@@ -23,6 +23,8 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+from sluice.envelope import Seal
+from sluice.sealing import load_seal
 from sluice_local import moto_adapter
 from sluice_local.emulation import Alarms, Resolver, Schedules, Ticker
 from sluice_local.functions import FunctionHost, FunctionSpec
@@ -132,6 +134,10 @@ class LocalCloud:
                 os.environ[key] = value
         self._saved_env.clear()
 
+    def seal(self) -> Seal:
+        """The stack's envelope key, as its functions load it (for tests that write what sluice writes)."""
+        return load_seal(self.outputs["EnvelopeKeySecretArn"], client=self.client("secretsmanager"))
+
     def client(self, service: str) -> Any:
         """One client per service (boto3 clients are thread-safe), not one per call."""
         with self._clients_lock:
@@ -165,6 +171,7 @@ class LocalCloud:
         self._unpatch.append(moto_adapter.install_invoke(self._invoke))
         self._unpatch.append(moto_adapter.install_sqs_rules())  # moto accepts what SQS refuses
         self._unpatch.append(moto_adapter.install_execution_names())
+        self._unpatch.append(moto_adapter.install_cloudformation_secrets())
         self._server = moto_adapter.start_server(self.port)
         # moto's backends are process-wide: a stack started earlier in this process must not leak in.
         moto_adapter.reset()

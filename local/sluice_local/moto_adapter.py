@@ -4,7 +4,8 @@
 - **Patches** (:data:`PATCHED`, each undone by the function that installs it): Lambda invocations
   land in the runtime's in-process functions; EventBridge rules deliver to Lambda and Step Functions
   targets; ``aws-sdk:sfn`` tasks get Step Functions' PascalCase naming; SQS refuses what AWS refuses
-  (sizes in bytes with attributes, characters, attribute rules); an unnamed execution gets a name.
+  (sizes in bytes with attributes, characters, attribute rules); an unnamed execution gets a name;
+  CloudFormation creates ``AWS::SecretsManager::Secret`` (with ``GenerateSecretString``).
 - **Backend access**: switch off moto's own SQS→Lambda invoke-on-send, hand state machines created
   through CloudFormation to the executing backend, read queue metrics for alarms, list EventBridge
   rules for schedules, reset every backend.
@@ -47,15 +48,17 @@ class Attribute:
     """An attribute of a moto class the runtime relies on, with the parameters it expects."""
 
     module: str
-    owner: str
+    owner: str | None
+    """The class holding it; None for a module-level function."""
     name: str
     parameters: tuple[str, ...]
 
     def __str__(self) -> str:
-        return f"{self.module}.{self.owner}.{self.name}"
+        return ".".join(part for part in (self.module, self.owner, self.name) if part)
 
     def owner_class(self) -> Any:
-        return getattr(importlib.import_module(self.module), self.owner)
+        module = importlib.import_module(self.module)
+        return module if self.owner is None else getattr(module, self.owner)
 
 
 LAMBDA_FUNCTION_INVOKE = Attribute(
@@ -110,7 +113,11 @@ SFN_START_EXECUTION = Attribute(
     "start_execution",
     ("self", "state_machine_arn", "name", "execution_input", "trace_header"),
 )
+CFN_RESOURCE_CLASS = Attribute(
+    "moto.cloudformation.parsing", None, "resource_class_from_type", ("resource_type",)
+)
 PATCHED = (
+    CFN_RESOURCE_CLASS,
     LAMBDA_FUNCTION_INVOKE,
     LAMBDA_BACKEND_INVOKE,
     RULE_SEND_TO_TARGETS,
@@ -182,7 +189,7 @@ def attribute_problem(attribute: Attribute) -> str | None:
     try:
         owner = attribute.owner_class()
     except (ImportError, AttributeError) as exc:
-        return f"{attribute}: {attribute.module}.{attribute.owner} is gone ({exc})"
+        return f"{attribute}: its owner {attribute.module}.{attribute.owner} is gone ({exc})"
     value = getattr(owner, attribute.name, None)
     if not callable(value):
         return f"{attribute}: no such method any more"
@@ -490,6 +497,99 @@ def install_execution_names() -> Undo:
         return original(self, state_machine_arn, name or str(uuid.uuid4()), execution_input, trace_header)
 
     return _replace(backend_class, "start_execution", start_execution)
+
+
+class _CfnSecret:
+    """``AWS::SecretsManager::Secret`` for moto's CloudFormation (duck-typed: a CloudFormationModel
+    subclass would stay in moto's cached model list after the patch is undone)."""
+
+    def __init__(self, arn: str, name: str) -> None:
+        self.arn, self.name = arn, name
+
+    @property
+    def physical_resource_id(self) -> str:
+        return self.arn
+
+    @staticmethod
+    def cloudformation_name_type() -> str:
+        return "Name"
+
+    @staticmethod
+    def cloudformation_type() -> str:
+        return "AWS::SecretsManager::Secret"
+
+    @classmethod
+    def has_cfn_attr(cls, attr: str) -> bool:
+        return attr == "Id"
+
+    def get_cfn_attribute(self, attribute_name: str) -> str:
+        return self.arn
+
+    def is_created(self) -> bool:
+        return True
+
+    @classmethod
+    def create_from_cloudformation_json(
+        cls, resource_name: str, cloudformation_json: Any, account_id: str, region_name: str, **_: Any
+    ) -> _CfnSecret:
+        from moto.secretsmanager.models import secretsmanager_backends  # noqa: PLC0415
+
+        props = cloudformation_json.get("Properties") or {}
+        value = props.get("SecretString")
+        if value is None and isinstance(props.get("GenerateSecretString"), Mapping):
+            value = _generated_secret(props["GenerateSecretString"])
+        created = json.loads(
+            secretsmanager_backends[account_id][region_name].create_secret(
+                name=str(props.get("Name") or resource_name),
+                secret_string=value,
+                secret_binary=None,
+                description=props.get("Description"),
+                tags=props.get("Tags"),
+                kms_key_id=props.get("KmsKeyId"),
+                client_request_token=None,
+                replica_regions=[],
+                force_overwrite=False,
+            )
+        )
+        return cls(created["ARN"], created["Name"])
+
+    @classmethod
+    def update_from_cloudformation_json(cls, original_resource: Any, *_: Any, **__: Any) -> Any:
+        return original_resource  # a generated key is kept across stack updates, as in AWS
+
+    @classmethod
+    def delete_from_cloudformation_json(
+        cls, resource_name: str, cloudformation_json: Any, account_id: str, region_name: str
+    ) -> None:
+        from moto.secretsmanager.models import secretsmanager_backends  # noqa: PLC0415
+
+        with contextlib.suppress(Exception):  # already gone
+            secretsmanager_backends[account_id][region_name].delete_secret(resource_name, None, True)
+
+
+def _generated_secret(spec: Mapping[str, Any]) -> str:
+    """A value as ``GenerateSecretString`` makes it (``PasswordLength``, ``ExcludePunctuation``,
+    ``ExcludeCharacters``)."""
+    import secrets as random_source  # noqa: PLC0415
+    import string  # noqa: PLC0415
+
+    alphabet = string.ascii_letters + string.digits
+    if str(spec.get("ExcludePunctuation", "false")).lower() != "true":
+        alphabet += string.punctuation
+    alphabet = "".join(c for c in alphabet if c not in str(spec.get("ExcludeCharacters", "")))
+    return "".join(random_source.choice(alphabet) for _ in range(int(spec.get("PasswordLength", 32))))
+
+
+def install_cloudformation_secrets() -> Undo:
+    """CloudFormation creates ``AWS::SecretsManager::Secret`` as AWS does (moto 5.2.5 skips the type
+    with a warning): ``SecretString`` as given, or ``GenerateSecretString``; ``Ref`` is the secret's ARN."""
+    parsing = CFN_RESOURCE_CLASS.owner_class()
+    original = parsing.resource_class_from_type
+
+    def resource_class_from_type(resource_type: str) -> Any:
+        return _CfnSecret if resource_type == _CfnSecret.cloudformation_type() else original(resource_type)
+
+    return _replace(parsing, "resource_class_from_type", resource_class_from_type)
 
 
 # --- backends ----------------------------------------------------------------------------------

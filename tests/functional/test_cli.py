@@ -24,6 +24,7 @@ from sluice_cli.__main__ import main, make_context, parse
 from sluice_cli.messages import QueueScan
 from sluice_cli.output import Output
 from sluice_cli.resources import Resources
+from tests.conftest import TEST_SEAL, envelope_key_secret
 
 REGION = "us-east-1"
 FUNCTION = "sluice-test-redriver"
@@ -95,7 +96,7 @@ class Stack:
                 source=source,
                 redriven_at=FAILED_AT + timedelta(minutes=5),
             )
-            attributes = merge(attributes, envelope)
+            attributes = merge(attributes, envelope, body=body, seal=TEST_SEAL)  # as sluice wrote it
         return str(
             self.sqs.send_message(QueueUrl=url, MessageBody=body, MessageAttributes=attributes)["MessageId"]
         )
@@ -169,6 +170,7 @@ def stack(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Stack]:
         env = {
             "SLUICE_DEAD_LETTER_QUEUE_URL": dlq_url,
             "SLUICE_POISON_QUEUE_URL": poison_url,
+            "SLUICE_ENVELOPE_KEY_SECRET": envelope_key_secret(),
             "SLUICE_SOURCE_QUEUE_ARN": work_arn,
             "SLUICE_REDRIVE_SOURCES": work_arn,
             "SLUICE_REDRIVE_BASE_SECONDS": "1",
@@ -188,12 +190,15 @@ def stack(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Stack]:
             breaker_table="sluice-breaker",
             redrive_mode="lambda",
             redrive_settings_function=FUNCTION,
+            envelope_key_secret=env["SLUICE_ENVELOPE_KEY_SECRET"],
         )
         yield Stack(sqs, dynamodb, lambda_, resources, other_url, other_arn, env)
 
 
 def _envelope(message: dict[str, Any]) -> tuple[dict[str, Any], Envelope]:
-    user, envelope, problem = split(message.get("MessageAttributes", {}))
+    user, envelope, problem = split(
+        message.get("MessageAttributes", {}), body=message["Body"], seal=TEST_SEAL
+    )
     assert problem is None
     assert envelope is not None
     return user, envelope
@@ -464,6 +469,55 @@ def test_given_an_id_when_replayed_then_it_goes_to_its_source_unchanged_and_leav
     assert [m["MessageId"] for m in remaining] == [untouched]
 
 
+def _lose_the_key(stack: Stack) -> None:
+    boto3.client("secretsmanager", region_name=REGION).delete_secret(
+        SecretId=stack.env["SLUICE_ENVELOPE_KEY_SECRET"], ForceDeleteWithoutRecovery=True
+    )
+
+
+def test_given_no_access_to_the_envelope_key_when_replayed_then_it_refuses_and_nothing_moves(stack):
+    # Given a poison pill and an operator who cannot read the stack's envelope key
+    target = stack.put(stack.poison_url, '{"order_id": "o-1"}', source=stack.work_arn, origin="origin-1")
+    _lose_the_key(stack)
+
+    # When they replay it
+    result = stack.run("--json", "poison", "replay", target)
+
+    # Then the CLI refuses (the replayed message would lose its history) and the message stays
+    assert result.code == 1
+    assert "cannot read the envelope key" in result.stderr
+    assert "would lose its history" in result.stderr
+    assert [m["MessageId"] for m in stack.receive_all(stack.poison_url)] == [target]
+    assert stack.receive_all(stack.work_url) == []
+
+
+def test_given_no_access_to_the_envelope_key_when_shown_then_envelopes_are_shown_unverified(stack):
+    target = stack.put(stack.poison_url, '{"order_id": "o-1"}', source=stack.work_arn, origin="origin-1")
+    _lose_the_key(stack)
+
+    result = stack.run("--json", "poison", "show", target)
+
+    assert result.code == 0, result.stderr
+    assert "envelopes are shown unverified" in result.stderr
+    assert result.json["envelope"]["origin_id"] == "origin-1"
+
+
+def test_given_a_hand_written_envelope_in_the_poison_queue_when_shown_then_its_bookkeeping_is_flagged(stack):
+    # Given a message whose envelope was written without the stack's key
+    forged = Envelope(origin_id="someone", attempts=9, source=stack.work_arn)
+    stack.sqs.send_message(
+        QueueUrl=stack.poison_url,
+        MessageBody="x",
+        MessageAttributes={"sluice": {"DataType": "String", "StringValue": forged.to_json()}},
+    )
+
+    result = stack.run("--json", "poison", "list")
+
+    assert result.code == 0, result.stderr
+    [row] = result.json["messages"]
+    assert "forged or altered" in row["envelopeProblem"]
+
+
 def test_given_reset_attempts_when_replayed_then_attempts_are_zero_and_redriven_at_is_cleared(stack):
     target = stack.put(stack.poison_url, "again", source=stack.work_arn, attempts=4, origin="origin-4")
 
@@ -679,7 +733,9 @@ def cfn_stack(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[
     monkeypatch.chdir(tmp_path)
     with mock_aws():
         cloudformation = boto3.client("cloudformation", region_name=REGION)
-        cloudformation.create_stack(StackName="cli-stack", TemplateBody=json.dumps(MINIMAL_TEMPLATE))
+        template = json.loads(json.dumps(MINIMAL_TEMPLATE))
+        template["Outputs"]["EnvelopeKeySecretArn"] = {"Value": envelope_key_secret()}
+        cloudformation.create_stack(StackName="cli-stack", TemplateBody=json.dumps(template))
         outputs = cloudformation.describe_stacks(StackName="cli-stack")["Stacks"][0]["Outputs"]
         yield {o["OutputKey"]: o["OutputValue"] for o in outputs}
 
@@ -714,7 +770,9 @@ def test_given_a_stack_whose_settings_function_is_missing_when_replaying_then_ou
     cfn_stack,
 ):
     sqs = boto3.client("sqs", region_name=REGION)
-    attributes = merge({}, Envelope(origin_id="o-1", attempts=1, source=cfn_stack["WorkQueueArn"]))
+    attributes = merge(
+        {}, Envelope(origin_id="o-1", attempts=1, source=cfn_stack["WorkQueueArn"]), body="b", seal=TEST_SEAL
+    )
     sqs.send_message(QueueUrl=cfn_stack["PoisonPillQueueUrl"], MessageBody="b", MessageAttributes=attributes)  # type: ignore[arg-type]
 
     result = _run("--stack-name", "cli-stack", "--json", "poison", "replay", "o-1")

@@ -14,7 +14,7 @@ from sluice.errors import ConfigurationError
 from sluice.limits import MAX_MESSAGE_BYTES
 from sluice_local.sqs_events import drain, receive_event
 from tests.conftest import make_resources
-from tests.doubles import envelope_of, last_error_of
+from tests.doubles import envelope_of, last_error_of, sealed
 
 from .conftest import ScriptedProcessor
 
@@ -48,6 +48,28 @@ def test_duplicate_is_skipped_and_processor_called_once(aws, processor, build_co
     assert failed_ids(first) == failed_ids(second) == set()
     assert metrics.values["RecordsProcessed"] == 1
     assert metrics.values["DuplicatesSkipped"] == 1
+
+
+def test_given_a_forged_origin_id_when_consumed_then_it_is_not_skipped_as_a_duplicate(
+    aws, processor, build_consumer, metrics, context
+):
+    # Given an order processed under its own identity (no key expression: the identity is the key)
+    consumer = build_consumer(processor, idempotency_key_jmespath="")
+    first_id = aws.send(order("o-1"))
+    consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    # When a producer sends another order claiming that identity in a hand-written envelope
+    forged = json.dumps({"v": 1, "origin_id": first_id, "attempts": 4})
+    second_id = aws.send(
+        order("o-2"), MessageAttributes={ATTRIBUTE: {"DataType": "String", "StringValue": forged}}
+    )
+    result = consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    # Then it is processed under its own identity (before the seal it was skipped: silently lost)
+    assert failed_ids(result) == set()
+    assert processor.calls["o-2"] == 1
+    assert processor.records[-1].envelope.origin_id == second_id
+    assert processor.records[-1].envelope.attempts == 0
+    assert metrics.values["DuplicatesSkipped"] == 0
+    assert metrics.values["EnvelopesCorrupt"] == 1
 
 
 def test_duplicate_inside_one_batch_is_skipped_even_with_concurrency(
@@ -295,9 +317,8 @@ def test_envelope_identity_is_kept_across_hops(aws, processor, build_consumer, c
     # Given a message re-sent by sluice: its envelope names the first hop's id
     consumer = build_consumer(processor, idempotency_key_jmespath="")
     env = Envelope(origin_id="first-hop-id", attempts=2)
-    aws.send(
-        order("o-h"), MessageAttributes={ATTRIBUTE: {"DataType": "String", "StringValue": env.to_json()}}
-    )
+    body = json.dumps(order("o-h"))
+    aws.send(body, MessageAttributes={ATTRIBUTE: {"DataType": "String", "StringValue": sealed(env, body)}})
     consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
     [record] = processor.records
     assert record.envelope.origin_id == "first-hop-id"
@@ -313,7 +334,7 @@ def test_ten_user_attributes_survive_isolation(aws, processor, build_consumer, c
     assert len(poisoned["MessageAttributes"]) == 10  # SQS's limit, envelope included
     from sluice.envelope import split  # noqa: PLC0415
 
-    user, _, problem = split(poisoned["MessageAttributes"])
+    user, _, problem = split(poisoned["MessageAttributes"], body="", seal=None)
     assert problem is None
     assert user == attrs
 

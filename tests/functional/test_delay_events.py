@@ -13,7 +13,7 @@ from moto import mock_aws
 from sluice.delay.schedule import Parked, encode_object
 from sluice.envelope import ATTRIBUTE, Envelope
 from sluice_local.lambda_loader import LambdaContext, load_handler
-from tests.conftest import create_waiting_state_machine
+from tests.conftest import create_waiting_state_machine, envelope_key_secret
 
 from .test_events import emf_metrics
 
@@ -54,6 +54,7 @@ def delay_stack(monkeypatch):
             "SLUICE_DELAY_STATE_MACHINE_ARN": machine,
             "SLUICE_DELAY_TARGETS": WORK,
             "SLUICE_POISON_QUEUE_URL": poison,
+            "SLUICE_ENVELOPE_KEY_SECRET": envelope_key_secret(),
         }.items():
             monkeypatch.setenv(name, value)
         yield sqs, s3, poison

@@ -19,7 +19,7 @@ from sluice.envelope import ATTRIBUTE, Envelope
 from sluice.errors import TransientError
 from sluice_local.lambda_loader import LambdaContext
 from sluice_local.sqs_events import drain, receive_event
-from tests.conftest import create_waiting_state_machine
+from tests.conftest import create_waiting_state_machine, envelope_key_secret
 from tests.doubles import RecordingMetrics, envelope_of, last_error_of
 
 from .conftest import ApiCalls
@@ -57,6 +57,7 @@ def delays():
                 "SLUICE_DIRECT_SEND_THRESHOLD_SECONDS": "900",
                 "SLUICE_DELAY_BUCKET_SECONDS": "60",
                 "SLUICE_POISON_QUEUE_URL": poison,
+                "SLUICE_ENVELOPE_KEY_SECRET": envelope_key_secret(),
             }
         )
         yield Delays(session, calls, sqs, s3, sfn, delay_url, target, other, poison, machine, settings)
@@ -74,13 +75,13 @@ class Delays:
         return BatchDelay(
             settings=self.settings, sqs=self.sqs, s3=self.s3, sfn=self.sfn,
             logger=Logger(service="sluice-test"), metrics_sink=self.metrics, clock=self.clock,
-        )  # fmt: skip
+         seal=None)  # fmt: skip
 
     def rehydrator(self) -> Rehydrator:
         return Rehydrator(
             settings=self.settings, sqs=self.sqs, s3=self.s3,
             logger=Logger(service="sluice-test"), metrics_sink=self.metrics, clock=self.clock,
-        )  # fmt: skip
+         seal=None)  # fmt: skip
 
     def request(self, body: str, seconds: float, target: str | None = None, **attributes: Any) -> str:
         return send_delayed(

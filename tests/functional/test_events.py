@@ -16,7 +16,8 @@ import pytest
 from moto import mock_aws
 
 from sluice_local.lambda_loader import LambdaContext, load_handler
-from tests.conftest import create_idempotency_table
+from tests.conftest import create_idempotency_table, envelope_key_secret
+from tests.doubles import seal_envelopes
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "events"
@@ -105,6 +106,7 @@ def consumer_stack(monkeypatch):
             "AWS_LAMBDA_FUNCTION_NAME": "sluice-dev-ConsumerFunction",
             "SLUICE_IDEMPOTENCY_TABLE": "sluice-dev-idempotency",
             "SLUICE_POISON_QUEUE_URL": poison,
+            "SLUICE_ENVELOPE_KEY_SECRET": envelope_key_secret(),
             "SLUICE_CLAIM_CHECK_BUCKETS": BUCKET,
             "SLUICE_CLAIM_CHECK_PREFIX": "claim-check/",
             "SLUICE_IDEMPOTENCY_KEY_JMESPATH": "order_id",
@@ -120,7 +122,7 @@ def test_event_runs_through_its_handler(consumer_stack, capsys, event_file):
     sqs, poison = consumer_stack
     function = event_file.split("/")[0]
     handler = load_handler(ROOT / "functions" / function, "app.lambda_handler")
-    event = json.loads((EVENTS / event_file).read_text())
+    event = seal_envelopes(json.loads((EVENTS / event_file).read_text()))  # as sluice wrote them
     capsys.readouterr()
 
     response = handler(event, LambdaContext(function_name="sluice-dev-ConsumerFunction"))

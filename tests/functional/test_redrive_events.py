@@ -23,6 +23,8 @@ from sluice.envelope import ATTRIBUTE, Envelope, ErrorInfo, split
 from sluice.errors import ConfigurationError, PermanentError
 from sluice_local.lambda_loader import LambdaContext, load_handler
 from sluice_local.sqs_events import drain
+from tests.conftest import TEST_SEAL, envelope_key_secret
+from tests.doubles import seal_envelopes, sealed
 
 from .test_events import emf_metrics
 
@@ -119,6 +121,7 @@ def redrive_stack(monkeypatch) -> Iterator[RedriveStack]:
         for name, value in {
             "SLUICE_DEAD_LETTER_QUEUE_URL": dlq,
             "SLUICE_POISON_QUEUE_URL": poison,
+            "SLUICE_ENVELOPE_KEY_SECRET": envelope_key_secret(),
             "SLUICE_SOURCE_QUEUE_ARN": stack.work_arn,
             "SLUICE_REDRIVE_SOURCES": stack.work_arn,
             "SLUICE_DELAY_QUEUE_URL": delay,
@@ -162,7 +165,12 @@ def seed_dead_letter_queue(stack: RedriveStack) -> None:
     stack.sqs.send_message(
         QueueUrl=stack.dlq_url,
         MessageBody=json.dumps({"order_id": "ord-worn"}),
-        MessageAttributes={ATTRIBUTE: {"DataType": "String", "StringValue": worn.to_json()}},
+        MessageAttributes={
+            ATTRIBUTE: {
+                "DataType": "String",
+                "StringValue": sealed(worn, json.dumps({"order_id": "ord-worn"})),
+            }
+        },
     )
     assert stack.counts(stack.dlq_url) == REDRIVEN + POISON
 
@@ -170,7 +178,11 @@ def seed_dead_letter_queue(stack: RedriveStack) -> None:
 def poisoned_envelopes(stack: RedriveStack) -> list[tuple[dict[str, Any], Envelope]]:
     out = []
     for message in drain(stack.sqs, stack.poison_url):
-        user, envelope, problem = split({k: dict(v) for k, v in message["MessageAttributes"].items()})
+        user, envelope, problem = split(
+            {k: dict(v) for k, v in message["MessageAttributes"].items()},
+            body=message["Body"],
+            seal=TEST_SEAL,
+        )
         assert problem is None
         assert envelope is not None
         out.append(({"body": message["Body"], **user}, envelope))
@@ -211,7 +223,7 @@ def breaker_outcome(stack: RedriveStack, answer: dict[str, Any], event_file: str
 
 
 def isolator_outcome(stack: RedriveStack, answer: dict[str, Any], event_file: str) -> None:
-    event = json.loads((EVENTS / event_file).read_text())
+    event = seal_envelopes(json.loads((EVENTS / event_file).read_text()))  # as sluice wrote them
     [(message, envelope)] = poisoned_envelopes(stack)
     assert answer["poisonMessageId"]
     assert answer["attempts"] == envelope.attempts
@@ -219,7 +231,7 @@ def isolator_outcome(stack: RedriveStack, answer: dict[str, Any], event_file: st
     assert envelope.last_error is not None
     if event_file.endswith("plan-poison.json"):  # the plan's forensic envelope, unchanged
         planned = Envelope.model_validate_json(event["messageAttributes"][ATTRIBUTE]["StringValue"])
-        assert envelope == planned
+        assert envelope == planned.model_copy(update={"sig": None})  # the seal is a wire format
         assert envelope.attempts == 6
         assert envelope.last_error.type == "TransientError"
         assert message["tenant"] == {"DataType": "String", "StringValue": "acme"}
@@ -254,7 +266,7 @@ def test_redrive_event_runs_through_its_handler(redrive_stack, capsys, event_fil
     elif function == "circuit_breaker":
         redrive_stack.breaker("open", opened_by="auto", since=datetime.now(UTC) - timedelta(seconds=400))
     handler = load_handler(ROOT / "functions" / function, "app.lambda_handler")
-    event = json.loads((EVENTS / event_file).read_text())
+    event = seal_envelopes(json.loads((EVENTS / event_file).read_text()))  # as sluice wrote them
     capsys.readouterr()
 
     answer = handler(event, LambdaContext(function_name=f"sluice-dev-{function}", timeout_seconds=300))
@@ -336,7 +348,7 @@ def test_given_a_plan_from_decide_when_isolated_then_the_error_it_carries_is_kep
         {
             "messageId": "m-1",
             "body": "{}",
-            "messageAttributes": {ATTRIBUTE: {"DataType": "String", "StringValue": envelope.to_json()}},
+            "messageAttributes": {ATTRIBUTE: {"DataType": "String", "StringValue": sealed(envelope, "{}")}},
             "reason": "ignored: the envelope already says why",
         },
         LambdaContext(),

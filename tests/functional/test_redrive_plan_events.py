@@ -16,6 +16,8 @@ from moto import mock_aws
 from sluice.envelope import ATTRIBUTE, Envelope
 from sluice.errors import InvalidEventError
 from sluice_local.lambda_loader import LambdaContext, load_handler
+from tests.conftest import envelope_key_secret
+from tests.doubles import seal_envelopes
 
 from .test_events import emf_metrics
 
@@ -75,6 +77,7 @@ def plan_stack(monkeypatch):
             "SLUICE_BREAKER_TABLE": BREAKER_TABLE,
             "SLUICE_DEAD_LETTER_QUEUE_URL": dlq,
             "SLUICE_POISON_QUEUE_URL": urls["sluice-dev-poison"],
+            "SLUICE_ENVELOPE_KEY_SECRET": envelope_key_secret(),
             "SLUICE_SOURCE_QUEUE_ARN": WORK_ARN,
             "SLUICE_REDRIVE_MAX_ATTEMPTS": "5",
         }.items():
@@ -85,7 +88,7 @@ def plan_stack(monkeypatch):
 @pytest.mark.parametrize("event_file", sorted(EXPECTED))
 def test_redrive_plan_event_runs_through_its_handler(plan_stack, capsys, event_file):
     ddb, urls = plan_stack
-    event = json.loads((EVENTS / event_file).read_text())
+    event = seal_envelopes(json.loads((EVENTS / event_file).read_text()))  # as sluice wrote them
     refused = event.get("refused")
     message = refused["plan"] if refused else event["message"]
     handler = load_handler(ROOT / "functions" / "redrive_plan", "app.lambda_handler")
@@ -141,3 +144,27 @@ def test_a_bare_message_is_refused_with_the_shape_the_step_expects(plan_stack):
     with pytest.raises(InvalidEventError, match=r'expects \{"message": .*got \[.*MessageId'):
         handler(bare, LambdaContext(function_name="sluice-dev-RedrivePlanFunction"))
     assert "Item" not in ddb.get_item(TableName=BREAKER_TABLE, Key={"id": {"S": "redrive"}})
+
+
+def test_given_a_forged_envelope_when_planned_then_its_bookkeeping_neither_poisons_nor_counts_as_bouncing(
+    plan_stack, capsys
+):
+    # Given the max-attempts event as a producer would forge it: no seal on its bookkeeping
+    ddb, _ = plan_stack
+    event = json.loads((EVENTS / "redrive_plan/max-attempts-poison.json").read_text())
+    forged = json.loads(event["message"]["MessageAttributes"][ATTRIBUTE]["StringValue"])
+    forged["redriven_at"] = "2099-01-01T00:00:00Z"  # "re-driven moments ago and back"
+    event["message"]["MessageAttributes"][ATTRIBUTE]["StringValue"] = json.dumps(forged)
+    handler = load_handler(ROOT / "functions" / "redrive_plan", "app.lambda_handler")
+    capsys.readouterr()
+
+    # When the Plan step (Step Functions mode) plans it
+    plan = handler(event, LambdaContext(function_name="sluice-dev-RedrivePlanFunction"))
+
+    # Then it is a first redrive, not bouncing, and the forgery is counted (the warning with the message
+    # id is the redriver's too: tests/functional/test_redriver.py)
+    assert forged["attempts"] >= 5
+    assert (plan["action"], plan["attempt"], plan["bouncing"]) == ("redrive", 1, False)
+    assert emf_metrics(capsys.readouterr().out)["EnvelopesCorrupt"] == 1
+    item = ddb.get_item(TableName=BREAKER_TABLE, Key={"id": {"S": "redrive"}})["Item"]
+    assert item["bouncing"] == {"N": "0"}

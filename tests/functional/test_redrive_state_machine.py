@@ -66,8 +66,8 @@ from sluice.redrive.settings import RedriveSettings
 from sluice.redrive.steps import FETCH_VISIBILITY_SECONDS, SEND_REFUSALS, plan_step, refusal_step
 from sluice.sqs import queue_url_from_arn
 from sluice_local.moto_adapter import install_aws_sdk_casing
-from tests.conftest import create_task_role
-from tests.doubles import RecordingMetrics, envelope_of
+from tests.conftest import create_task_role, envelope_key_secret
+from tests.doubles import RecordingMetrics, envelope_of, sealed
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFINITION = ROOT / "statemachines" / "redrive.asl.json"
@@ -241,7 +241,11 @@ class Functions:
     def _plan(self, event: dict[str, Any]) -> dict[str, Any]:
         if "refused" in event:  # the Refuse step (functions/redrive_plan/app.py dispatches alike)
             return refusal_step(
-                event["refused"], settings=self.settings, now=utcnow(), logger=Logger(service="sluice-test")
+                event["refused"],
+                settings=self.settings,
+                now=utcnow(),
+                logger=Logger(service="sluice-test"),
+                seal=None,
             )
         started = time.monotonic()
         with self._lock:
@@ -264,6 +268,7 @@ class Functions:
                 logger=Logger(service="sluice-test"),
                 metrics_sink=self.metrics,
                 uniform=self.uniform,
+                seal=None,
             )
         finally:
             with self._lock:
@@ -272,7 +277,7 @@ class Functions:
 
     def _isolate(self, plan: dict[str, Any]) -> dict[str, Any]:
         poison_id, envelope = isolate_request(
-            self.sqs, poison_queue_url=self.settings.poison_queue_url, request=plan
+            self.sqs, poison_queue_url=self.settings.poison_queue_url, request=plan, seal=None
         )
         return {"poisonMessageId": poison_id, "attempts": envelope.attempts}
 
@@ -354,7 +359,8 @@ class RedriveMachine:
         envelope's source or the configured default stands in for it)."""
         message_attributes = {k: {"DataType": "String", "StringValue": v} for k, v in attributes.items()}
         if envelope is not None:
-            message_attributes[ATTRIBUTE] = {"DataType": "String", "StringValue": envelope.to_json()}
+            text = body if isinstance(body, str) else json.dumps(body)
+            message_attributes[ATTRIBUTE] = {"DataType": "String", "StringValue": sealed(envelope, text)}
         return self.sqs.send_message(
             QueueUrl=self.dlq_url,
             MessageBody=body if isinstance(body, str) else json.dumps(body),
@@ -436,6 +442,7 @@ def machine(aws_sdk_casing, sqs_task_errors, monkeypatch: pytest.MonkeyPatch) ->
                 "SLUICE_BREAKER_COOLDOWN_SECONDS": "300",
                 "SLUICE_DEAD_LETTER_QUEUE_URL": dlq_url,
                 "SLUICE_POISON_QUEUE_URL": poison_url,
+                "SLUICE_ENVELOPE_KEY_SECRET": envelope_key_secret(),
                 "SLUICE_SOURCE_QUEUE_ARN": work_arn,
                 "SLUICE_REDRIVE_SOURCES": f"arn:aws:sqs:{REGION}:{ACCOUNT}:gone",
                 "SLUICE_REDRIVE_MAX_ATTEMPTS": str(MAX_ATTEMPTS),

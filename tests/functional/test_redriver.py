@@ -32,7 +32,8 @@ from sluice.redrive.breaker import Breaker
 from sluice.redrive.runner import Redriver
 from sluice.redrive.settings import RedriveSettings
 from sluice_local.sqs_events import drain
-from tests.doubles import RecordingMetrics, envelope_of
+from tests.conftest import TEST_SEAL, envelope_key_secret
+from tests.doubles import RecordingMetrics, envelope_of, sealed
 
 from .conftest import ApiCalls
 
@@ -159,6 +160,7 @@ class Stack:
         env = {
             "SLUICE_DEAD_LETTER_QUEUE_URL": self.dlq_url,
             "SLUICE_POISON_QUEUE_URL": self.poison_url,
+            "SLUICE_ENVELOPE_KEY_SECRET": envelope_key_secret(),
             "SLUICE_SOURCE_QUEUE_ARN": self.work_arn,
             "SLUICE_REDRIVE_SOURCES": self.work_arn,
             "SLUICE_DELAY_QUEUE_URL": self.delay_url,
@@ -190,6 +192,7 @@ class Stack:
             breaker=Breaker.from_settings(settings, self.ddb),
             logger=self.logger,
             metrics_sink=self.metrics,
+            seal=TEST_SEAL,
             monotonic=self.time.monotonic,
             sleep=self.time.sleep,
             **extra,
@@ -212,15 +215,15 @@ class Stack:
         for i in range(count):
             kwargs: dict[str, Any] = {}
             attrs = dict(attributes or {})
+            body = json.dumps({"order_id": f"{prefix}-{i}"})
             if envelope is not None:
-                attrs[ATTRIBUTE] = {"DataType": "String", "StringValue": envelope.to_json()}
+                attrs[ATTRIBUTE] = {"DataType": "String", "StringValue": sealed(envelope, body)}
             if attrs:
                 kwargs["MessageAttributes"] = attrs
             if trace:
                 kwargs["MessageSystemAttributes"] = {
                     "AWSTraceHeader": {"DataType": "String", "StringValue": trace}
                 }
-            body = json.dumps({"order_id": f"{prefix}-{i}"})
             ids.append(self.raw.send_message(QueueUrl=self.work_url, MessageBody=body, **kwargs)["MessageId"])
         while self.raw.receive_message(
             QueueUrl=self.work_url, MaxNumberOfMessages=10, VisibilityTimeout=0
@@ -232,7 +235,10 @@ class Stack:
 
     def forwarded(self, body: str, envelope: Envelope, attributes: dict[str, Any] | None = None) -> str:
         """A message the consumer sent to the DLQ itself (no DeadLetterQueueSourceArn)."""
-        attrs = {**(attributes or {}), ATTRIBUTE: {"DataType": "String", "StringValue": envelope.to_json()}}
+        attrs = {
+            **(attributes or {}),
+            ATTRIBUTE: {"DataType": "String", "StringValue": sealed(envelope, body)},
+        }
         return self.raw.send_message(QueueUrl=self.dlq_url, MessageBody=body, MessageAttributes=attrs)[
             "MessageId"
         ]
@@ -643,6 +649,72 @@ def test_given_a_corrupt_envelope_when_run_then_it_is_counted_and_the_message_st
     assert stack.metrics.values["EnvelopesCorrupt"] == 1
 
 
+# --- forged envelopes (issue 10) -----------------------------------------------------------------
+
+
+def _forge(stack: Stack, count: int, forged: dict[str, Any], prefix: str = "forged") -> list[str]:
+    """What any principal allowed to send can do: write the sluice attribute itself (no seal)."""
+    return [
+        stack.raw.send_message(
+            QueueUrl=stack.dlq_url,
+            MessageBody=json.dumps({"order_id": f"{prefix}-{i}"}),
+            MessageAttributes={ATTRIBUTE: {"DataType": "String", "StringValue": json.dumps(forged)}},
+        )["MessageId"]
+        for i in range(count)
+    ]
+
+
+def test_given_12_forged_redrive_times_when_run_then_the_breaker_stays_closed_and_each_is_reported(stack):
+    # Given 12 messages whose forged envelopes say "re-driven moments ago and back again": before the
+    # seal, the breaker opened for everyone ("12 of 12 ... re-driven within the last 60s and are back")
+    forged = {"v": 1, "attempts": 1, "source": stack.work_arn, "redriven_at": "2099-01-01T00:00:00Z"}
+    ids = _forge(stack, 12, forged)
+    # When the redriver runs
+    report = stack.redriver().run()
+    # Then nothing counts as bouncing, all 12 go back as first redrives, and each forgery is reported
+    assert report.bouncing == 0
+    assert report.breaker["state"] == "closed"
+    assert (report.redriven, report.isolated, report.failed) == (12, 0, 0)
+    assert stack.metrics.values["EnvelopesCorrupt"] == 12
+    assert stack.metrics.values["BouncingRedrives"] == 0
+    warned = [line for line in _lines(stack) if "forged or altered" in str(line.get("message"))]
+    assert sorted(line["message_id"] for line in warned) == sorted(ids)
+    assert {line["attempt"] for line in logs(stack, "message re-driven")} == {1}
+
+
+def test_given_a_forged_attempt_count_when_first_dead_lettered_then_it_is_redriven_not_poisoned(stack):
+    # Given a message whose forged envelope claims 99 failed cycles (max attempts is 5)
+    [message_id] = _forge(stack, 1, {"v": 1, "attempts": 99, "origin_id": "someone-elses-order"})
+    # When the redriver runs
+    report = stack.redriver().run()
+    # Then it is this message's first redrive, under its own identity
+    assert (report.redriven, report.isolated) == (1, 0)
+    assert stack.depth(stack.poison_url) == 0
+    [sent] = stack.sent_entries(stack.work_url)
+    envelope = envelope_of(sent)
+    assert envelope.attempts == 1
+    assert envelope.origin_id == message_id
+    assert stack.metrics.values["EnvelopesCorrupt"] == 1
+
+
+def test_given_a_genuine_envelope_on_another_body_when_run_then_its_history_is_not_borrowed(stack):
+    # Given an envelope sluice sealed for one message, copied onto another (a replay of its history)
+    worn = Envelope(origin_id="o-real", attempts=5, source=stack.work_arn)
+    attributes = {ATTRIBUTE: {"DataType": "String", "StringValue": sealed(worn, '{"order_id": "real"}')}}
+    stack.raw.send_message(
+        QueueUrl=stack.dlq_url, MessageBody='{"order_id": "copy"}', MessageAttributes=attributes
+    )
+    # When the redriver runs
+    report = stack.redriver().run()
+    # Then the copy starts its own history: redriven, not poisoned as the original would be
+    assert (report.redriven, report.isolated) == (1, 0)
+    assert stack.metrics.values["EnvelopesCorrupt"] == 1
+
+
+def _lines(stack: Stack) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stack.log.getvalue().splitlines() if line.startswith("{")]
+
+
 # --- velocity, deadline, limit -----------------------------------------------------------------
 
 
@@ -754,7 +826,11 @@ def test_given_an_entry_sqs_would_refuse_beside_healthy_ones_when_run_then_it_al
         MessageBody='{"order_id": "broken"}',
         MessageAttributes={
             "tenant": {"DataType": "String", "StringValue": "acme"},
-            ATTRIBUTE: {"DataType": "String", "StringValue": json.dumps(forged)},
+            # written by sluice (sealed): what it preserved is what SQS refuses
+            ATTRIBUTE: {
+                "DataType": "String",
+                "StringValue": sealed(Envelope.model_validate(forged), '{"order_id": "broken"}'),
+            },
         },
     )
     # When the redriver runs

@@ -29,6 +29,7 @@ from sluice.delay.settings import DelaySettings
 from sluice.envelope import ATTRIBUTE, Envelope, SendAttributes, decode, merge
 from sluice.errors import ConfigurationError, PermanentError
 from sluice.limits import MAX_DELAY_SECONDS
+from tests.conftest import ENVELOPE_KEY_ARN
 from tests.doubles import FakeSqs
 
 NOW = datetime(2024, 6, 1, 12, 30, 15, 250_000, tzinfo=UTC)
@@ -37,7 +38,11 @@ DELAY_QUEUE = "https://sqs.us-east-1.amazonaws.com/123456789012/delay"
 TARGET = "https://sqs.us-east-1.amazonaws.com/123456789012/work"
 OTHER = "https://sqs.us-east-1.amazonaws.com/123456789012/other"
 POISON_URL = "https://sqs.us-east-1.amazonaws.com/123456789012/poison"
-REQUIRED = {"SLUICE_DELAY_BUCKET": "sluice-delays", "SLUICE_POISON_QUEUE_URL": POISON_URL}
+REQUIRED = {
+    "SLUICE_DELAY_BUCKET": "sluice-delays",
+    "SLUICE_POISON_QUEUE_URL": POISON_URL,
+    "SLUICE_ENVELOPE_KEY_SECRET": ENVELOPE_KEY_ARN,
+}
 
 
 def _settings(**overrides: str) -> DelaySettings:
@@ -408,7 +413,7 @@ def _parked(key: str = "m-1", due: datetime = NOW + timedelta(hours=2), body: st
         "tenant": {"DataType": "String", "StringValue": "acme ✓"},
     }
     envelope = Envelope(origin_id=key, deliver_at=due, target=TARGET)
-    return Parked(key, TARGET, due, body, merge(user, envelope))
+    return Parked(key, TARGET, due, body, merge(user, envelope, body="", seal=None))
 
 
 def test_given_parked_messages_when_encoded_and_decoded_then_everything_but_binary_form_round_trips() -> None:
@@ -599,6 +604,8 @@ def test_given_an_existing_envelope_when_sending_delayed_then_it_is_updated_not_
     existing = merge(
         {"tenant": {"DataType": "String", "StringValue": "acme"}},
         Envelope(origin_id="first-hop", attempts=2, deliver_at=old_due, target=OTHER, trace="Root=1-a"),
+        body="",
+        seal=None,
     )
     due = NOW + timedelta(days=2)
 
@@ -629,7 +636,7 @@ def test_given_the_envelope_of_the_message_being_handled_when_sending_delayed_th
     # A follow-up written from a handler must not inherit the handled message's identity: it would
     # share its idempotency key and be skipped as a duplicate (or poisoned as a reused key).
     sqs = FakeSqs()
-    handled = merge({}, Envelope(origin_id="first-hop", attempts=2, trace="Root=1-a"))
+    handled = merge({}, Envelope(origin_id="first-hop", attempts=2, trace="Root=1-a"), body="", seal=None)
 
     send_delayed(
         sqs,  # type: ignore[arg-type]

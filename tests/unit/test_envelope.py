@@ -214,7 +214,7 @@ def test_given_few_user_attributes_when_merged_then_they_are_untouched_beside_on
     user: SendAttributes = {**_strings(3), "bin": {"DataType": "Binary", "BinaryValue": b"\x00\x01"}}
     envelope = Envelope(origin_id="m-1")
 
-    merged = merge(user, envelope)
+    merged = merge(user, envelope, body="", seal=None)
 
     assert {k: v for k, v in merged.items() if k != ATTRIBUTE} == user
     assert merged[ATTRIBUTE] == {"DataType": "String", "StringValue": envelope.to_json()}
@@ -229,8 +229,8 @@ def test_given_user_attributes_when_merged_then_sqs_limit_holds_and_split_restor
         user[f"zz{count}"] = {"DataType": "Binary", "BinaryValue": b"\x80binary tail"}
     envelope = Envelope(origin_id="m-1", attempts=2)
 
-    merged = merge(user, envelope)
-    restored, decoded, problem = split(merged)
+    merged = merge(user, envelope, body="", seal=None)
+    restored, decoded, problem = split(merged, body="", seal=None)
 
     assert len(merged) <= MAX_ATTRIBUTES
     assert list(merged).count(ATTRIBUTE) == 1
@@ -242,7 +242,7 @@ def test_given_user_attributes_when_merged_then_sqs_limit_holds_and_split_restor
 
 
 def test_given_ten_user_attributes_when_merged_then_exactly_one_travels_displaced() -> None:
-    merged = merge(_strings(10), Envelope())
+    merged = merge(_strings(10), Envelope(), body="", seal=None)
 
     displaced = json.loads(merged[ATTRIBUTE]["StringValue"])["displaced"]
     assert list(displaced) == ["attr09"]
@@ -251,37 +251,39 @@ def test_given_ten_user_attributes_when_merged_then_exactly_one_travels_displace
 
 def test_given_a_displaced_message_when_it_hops_again_then_the_envelope_is_not_nested_or_duplicated() -> None:
     user: SendAttributes = {**_strings(12), "zbin": {"DataType": "Binary", "BinaryValue": b"\x00\x01"}}
-    merged = merge(user, Envelope(origin_id="m-1"))
+    merged = merge(user, Envelope(origin_id="m-1"), body="", seal=None)
 
     for hop in range(3):
-        restored, envelope, _ = split(merged)
+        restored, envelope, _ = split(merged, body="", seal=None)
         assert envelope is not None
-        merged = merge(restored, envelope.failed(TransientError(f"hop {hop}")))
+        merged = merge(restored, envelope.failed(TransientError(f"hop {hop}")), body="", seal=None)
 
-    final_user, final_envelope, _ = split(merged)
+    final_user, final_envelope, _ = split(merged, body="", seal=None)
     assert final_user == user
     assert ATTRIBUTE not in final_user
     assert final_envelope is not None
     assert final_envelope.attempts == 3
     assert final_envelope.displaced is not None
     assert ATTRIBUTE not in final_envelope.displaced
-    assert len(merged[ATTRIBUTE]["StringValue"]) == len(merge(user, final_envelope)[ATTRIBUTE]["StringValue"])
+    assert len(merged[ATTRIBUTE]["StringValue"]) == len(
+        merge(user, final_envelope, body="", seal=None)[ATTRIBUTE]["StringValue"]
+    )
 
 
 def test_given_a_displaced_envelope_when_few_attributes_remain_then_displaced_is_cleared() -> None:
     stale = Envelope(displaced={"gone": {"DataType": "String", "StringValue": "old"}})
 
-    merged = merge(_strings(2), stale)
+    merged = merge(_strings(2), stale, body="", seal=None)
 
     assert "displaced" not in json.loads(merged[ATTRIBUTE]["StringValue"])
-    assert split(merged)[0] == _strings(2)
+    assert split(merged, body="", seal=None)[0] == _strings(2)
 
 
 def test_given_stale_displaced_attributes_when_merged_and_split_then_exactly_the_new_ones_return() -> None:
     earlier = Envelope(displaced={"zz-removed": {"DataType": "String", "StringValue": "stale"}})
     user = _strings(10)
 
-    restored, _, _ = split(merge(user, earlier))
+    restored, _, _ = split(merge(user, earlier, body="", seal=None), body="", seal=None)
 
     assert restored == user
 
@@ -293,8 +295,8 @@ def test_given_user_attributes_holding_an_old_envelope_when_merged_then_only_the
         ATTRIBUTE: {"DataType": "String", "StringValue": Envelope(origin_id="old").to_json()},
     }
 
-    merged = merge(with_old_envelope, Envelope(origin_id="new"))
-    restored, envelope, _ = split(merged)
+    merged = merge(with_old_envelope, Envelope(origin_id="new"), body="", seal=None)
+    restored, envelope, _ = split(merged, body="", seal=None)
 
     assert envelope is not None
     assert envelope.origin_id == "new"
@@ -305,7 +307,7 @@ def test_given_user_attributes_holding_an_old_envelope_when_merged_then_only_the
 def test_given_a_corrupt_envelope_when_split_then_user_attributes_survive_with_a_problem() -> None:
     attributes = {**_strings(2), ATTRIBUTE: {"DataType": "String", "StringValue": "{corrupt"}}
 
-    user, envelope, problem = split(attributes)
+    user, envelope, problem = split(attributes, body="", seal=None)
 
     assert user == _strings(2)
     assert envelope is None

@@ -65,6 +65,7 @@ def test_every_replacement_keeps_the_parameters_of_the_method_it_replaces(attrib
         moto_adapter.SQS_SEND_MESSAGE: moto_adapter.install_sqs_rules,
         moto_adapter.SQS_SEND_MESSAGE_BATCH: moto_adapter.install_sqs_rules,
         moto_adapter.SFN_START_EXECUTION: moto_adapter.install_execution_names,
+        moto_adapter.CFN_RESOURCE_CLASS: moto_adapter.install_cloudformation_secrets,
     }[attribute]()
     try:
         assert moto_adapter.attribute_problem(attribute) is None
@@ -84,6 +85,7 @@ def test_installing_then_undoing_every_patch_leaves_moto_exactly_as_it_was():
         moto_adapter.install_aws_sdk_casing(REGION),
         moto_adapter.install_sqs_rules(),
         moto_adapter.install_execution_names(),
+        moto_adapter.install_cloudformation_secrets(),
     ]
     assert all(state()[name] is not value for name, value in before.items())
     for undo in reversed(undos):
@@ -169,3 +171,43 @@ def test_moto_still_names_an_unnamed_execution_none():
         finally:
             moto_adapter_settings()
     assert name == "None", f"moto now names unnamed executions {name!r}: drop install_execution_names"
+
+
+SECRET_TEMPLATE = {
+    "Resources": {
+        "Key": {
+            "Type": "AWS::SecretsManager::Secret",
+            "Properties": {
+                "Description": "envelope key",
+                "GenerateSecretString": {"PasswordLength": 64, "ExcludePunctuation": True},
+            },
+        }
+    },
+    "Outputs": {"KeyArn": {"Value": {"Ref": "Key"}}},
+}
+
+
+def _secret_stack() -> dict[str, str]:
+    cfn = boto3.client("cloudformation", region_name=REGION)
+    cfn.create_stack(StackName="secret-probe", TemplateBody=json.dumps(SECRET_TEMPLATE))
+    [stack] = cfn.describe_stacks(StackName="secret-probe")["Stacks"]
+    return {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+
+
+def test_given_a_generated_secret_in_a_template_when_deployed_then_it_exists_as_cloudformation_makes_it():
+    with mock_aws():
+        undo = moto_adapter.install_cloudformation_secrets()
+        try:
+            arn = _secret_stack()["KeyArn"]
+            value = boto3.client("secretsmanager", region_name=REGION).get_secret_value(SecretId=arn)
+        finally:
+            undo()
+    assert arn.startswith(f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:")
+    assert re.fullmatch(r"[A-Za-z0-9]{64}", value["SecretString"])
+
+
+def test_moto_still_skips_secrets_in_cloudformation():
+    with mock_aws():
+        outputs = _secret_stack()
+    # If this fails, moto creates the secret itself: check Ref and GenerateSecretString, drop the patch.
+    assert not str(outputs.get("KeyArn", "")).startswith("arn:aws:secretsmanager:")

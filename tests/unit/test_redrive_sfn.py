@@ -31,6 +31,7 @@ from sluice.redrive.steps import (
     refusal_reason,
     refusal_step,
 )
+from tests.conftest import ENVELOPE_KEY_ARN
 from tests.doubles import RecordingMetrics, envelope_of
 
 NOW = datetime(2026, 11, 28, 8, 0, tzinfo=UTC)
@@ -63,6 +64,7 @@ def settings(**overrides: str) -> RedriveSettings:
         "SLUICE_BREAKER_COOLDOWN_SECONDS": "300",
         "SLUICE_DEAD_LETTER_QUEUE_URL": DLQ_URL,
         "SLUICE_POISON_QUEUE_URL": POISON_URL,
+        "SLUICE_ENVELOPE_KEY_SECRET": ENVELOPE_KEY_ARN,
         "SLUICE_SOURCE_QUEUE_ARN": WORK_ARN,
         "SLUICE_REDRIVE_MAX_ATTEMPTS": "5",
         "SLUICE_REDRIVE_BASE_SECONDS": "60",
@@ -136,6 +138,7 @@ def run(
         logger=Logger(service=f"sluice-test-{uuid.uuid4().hex}", stream=log or io.StringIO()),
         metrics_sink=metrics or RecordingMetrics(unit="Count"),
         uniform=uniform,
+        seal=None,
     )
 
 
@@ -451,6 +454,7 @@ def refused(plan: dict[str, Any], error: dict[str, Any] | None = None, log: io.S
         settings=settings(),
         now=NOW,
         logger=Logger(service=f"sluice-test-{uuid.uuid4().hex}", stream=log or io.StringIO()),
+        seal=None,
     )
 
 

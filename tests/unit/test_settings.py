@@ -6,9 +6,14 @@ import pytest
 
 from sluice.consumer.settings import ConsumerSettings
 from sluice.errors import ConfigurationError
+from tests.conftest import ENVELOPE_KEY_ARN
 
 POISON_URL = "https://sqs.us-east-1.amazonaws.com/123456789012/poison"
-REQUIRED = {"SLUICE_IDEMPOTENCY_TABLE": "idempotency", "SLUICE_POISON_QUEUE_URL": POISON_URL}
+REQUIRED = {
+    "SLUICE_IDEMPOTENCY_TABLE": "idempotency",
+    "SLUICE_POISON_QUEUE_URL": POISON_URL,
+    "SLUICE_ENVELOPE_KEY_SECRET": ENVELOPE_KEY_ARN,
+}
 
 
 def _settings(**overrides: str) -> ConsumerSettings:

@@ -507,8 +507,9 @@ def check_redrive_modes(raw: Template, cfn: Template) -> list[str]:  # noqa: C90
     fields = {ENV_PREFIX + name.upper(): info for name, info in RedriveSettings.model_fields.items()}
     for name in sorted(set(env[0] or {}) - fields.keys()):
         problems.append(f"{name} is set on the redriver but is no RedriveSettings field")
+    shared = raw.get("Globals", {}).get("Function", {}).get("Environment", {}).get("Variables", {})
     for name, info in sorted(fields.items()):
-        if info.is_required() and name not in (env[0] or {}):
+        if info.is_required() and name not in (env[0] or {}) and name not in shared:
             problems.append(f"{name} is required by RedriveSettings but not set on the redriver")
     actions = _properties(raw, "WorkDeadLetterDepthAlarm").get("AlarmActions")
     if actions != {"Fn::If": ["RedriveWithLambda", [{"Ref": "AlarmTopic"}], {"Ref": "AWS::NoValue"}]}:
@@ -521,6 +522,83 @@ def check_redrive_modes(raw: Template, cfn: Template) -> list[str]:  # noqa: C90
             problems.append(
                 f"RedrivePace[{rate}] must be {want} s (10 messages per loop at {rate}/s), is {got}"
             )
+    return problems
+
+
+SEALING_ROLES = (  # every role whose function reads or writes envelopes
+    "ConsumerRole",
+    "BatchDelayRole",
+    "RehydratorRole",
+    "PoisonIsolatorRole",
+    "RedriverRole",
+    "RedrivePlanRole",
+)
+SENDERS = {  # queue → the only principals that may send to it (a Deny for everyone else)
+    "WorkDeadLetterQueue": ["ConsumerRole"],
+    "PoisonPillQueue": [
+        "ConsumerRole",
+        "BatchDelayRole",
+        "RehydratorRole",
+        "PoisonIsolatorRole",
+        "RedriverRole",
+    ],
+    "DelayQueue": ["ConsumerRole", "RedriverRole", "TrustedSenderArns"],
+}
+
+
+def _named(node: Any) -> set[str]:
+    """Every logical id or parameter a (sub)tree names through GetAtt or Ref."""
+    if isinstance(node, dict):
+        found: set[str] = set()
+        if "Fn::GetAtt" in node:
+            found.add(str(node["Fn::GetAtt"][0]))
+        if "Ref" in node and node["Ref"] != "AWS::NoValue":
+            found.add(str(node["Ref"]))
+        for value in node.values():
+            found |= _named(value)
+        return found
+    if isinstance(node, list):
+        return set().union(*(_named(item) for item in node)) if node else set()
+    return set()
+
+
+def check_envelope_key_and_queue_policies(raw: Template, cfn: Template) -> list[str]:
+    """The stack makes its envelope key, every sealing function gets it, and only the stack's roles
+    (plus the trusted senders, on the delay queue) may send to the DLQ, poison and delay queues."""
+    problems: list[str] = []
+    key = raw.get("Resources", {}).get("EnvelopeKey", {})
+    generate = key.get("Properties", {}).get("GenerateSecretString", {})
+    if key.get("Type") != "AWS::SecretsManager::Secret" or int(generate.get("PasswordLength", 0)) < 32:
+        problems.append("EnvelopeKey must be a generated secret of at least 32 characters")
+    shared = raw.get("Globals", {}).get("Function", {}).get("Environment", {}).get("Variables", {})
+    if shared.get("SLUICE_ENVELOPE_KEY_SECRET") != {"Ref": "EnvelopeKey"}:
+        problems.append("Globals must hand SLUICE_ENVELOPE_KEY_SECRET: !Ref EnvelopeKey to every function")
+    for role in SEALING_ROLES:
+        statements = (
+            _properties(raw, role).get("Policies", [{}])[0].get("PolicyDocument", {}).get("Statement", [])
+        )
+        if not any(
+            st.get("Action") == ["secretsmanager:GetSecretValue"]
+            and st.get("Resource") == {"Ref": "EnvelopeKey"}
+            for st in statements
+        ):
+            problems.append(f"{role} must be allowed secretsmanager:GetSecretValue on EnvelopeKey only")
+    policies = {
+        str(_properties(raw, lid).get("Queues", [{}])[0].get("Ref")): _properties(raw, lid)
+        for lid in _of_type(raw, "AWS::SQS::QueuePolicy")
+    }
+    for queue, senders in SENDERS.items():
+        statements = policies.get(queue, {}).get("PolicyDocument", {}).get("Statement", [])
+        wanted = {"Effect": "Deny", "Principal": "*", "Action": "sqs:SendMessage"}
+        denies = [
+            st
+            for st in statements
+            if all(st.get(k) == v for k, v in wanted.items())
+            and st.get("Resource") == {"Fn::GetAtt": [queue, "Arn"]}
+        ]
+        allowed = _named([d.get("Condition") for d in denies])
+        if len(denies) != 1 or allowed != set(senders):
+            problems.append(f"{queue} must deny SendMessage to all but {senders}, got {sorted(allowed)}")
     return problems
 
 
@@ -539,6 +617,7 @@ RULES: list[Check] = [
     check_outputs,
     check_settings_variables,
     check_redrive_modes,
+    check_envelope_key_and_queue_policies,
 ]
 
 
@@ -614,6 +693,26 @@ CONSUMER_ENV = f"Resources.{CONSUMER}.Properties.Environment.Variables"
 BUCKET = "Resources.ClaimCheckBucket.Properties"
 
 MUTATIONS: dict[str, tuple[Callable[[Template], None], Check]] = {
+    "anyone may send to the poison queue": (
+        _delete("Resources.PoisonPillQueuePolicy"),
+        check_envelope_key_and_queue_policies,
+    ),
+    "a producer may write to the DLQ": (
+        _set(
+            "Resources.WorkDeadLetterQueuePolicy.Properties.PolicyDocument.Statement.0.Condition.ArnNotEquals"
+            ".aws:PrincipalArn.0",
+            {"Fn::GetAtt": ["BatchDelayRole", "Arn"]},
+        ),
+        check_envelope_key_and_queue_policies,
+    ),
+    "the rehydrator cannot read the key": (
+        _delete("Resources.RehydratorRole.Properties.Policies.0.PolicyDocument.Statement.1"),
+        check_envelope_key_and_queue_policies,
+    ),
+    "no key for the functions": (
+        _delete("Globals.Function.Environment.Variables.SLUICE_ENVELOPE_KEY_SECRET"),
+        check_envelope_key_and_queue_policies,
+    ),
     "redriver in both modes": (_delete("Resources.RedriverFunction.Condition"), check_redrive_modes),
     "redrive settings differ": (
         _set(

@@ -5,12 +5,24 @@ only ever adds, reads or replaces the single attribute named :data:`ATTRIBUTE`. 
 documented in docs/envelope.md. The envelope is versioned (``v``). Unknown fields of version 1 are
 kept as they are, so an older sluice forwards what a newer one added; an envelope of another version
 is treated as absent (with a warning), never as a crash.
+
+Any principal allowed to send to a queue can write this attribute, so the bookkeeping only sluice
+writes (:data:`SEALED_FIELDS`: identity, source, attempts, failure and redrive times, last error) is
+sealed: ``sig`` is an HMAC-SHA256, with the stack's key (:class:`Seal`), over those fields and the
+SHA-256 of the message body they travel with. A sealed field whose seal is missing or wrong is
+treated as absent (the reason is returned for a warning and a metric), so a forged attempt count, a
+forged redrive time or a borrowed identity cannot steer sluice. Fields producers may set (``deliver_at``,
+``target``, ``trace``) are not sealed; they are validated where they are used.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
+import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -20,6 +32,10 @@ from sluice.limits import MAX_ATTRIBUTES
 
 ATTRIBUTE = "sluice"
 MAX_ERROR_MESSAGE = 512
+SEALED_FIELDS = ("origin_id", "source", "attempts", "first_failure", "last_error", "redriven_at")
+"""The fields only sluice writes: covered by ``sig``."""
+SEAL_SCHEME = "hs256"
+MIN_KEY_BYTES = 32
 
 SendAttributes = dict[str, dict[str, Any]]
 """Message attributes in the SendMessage shape: ``{"name": {"DataType": ..., "StringValue": ...}}``."""
@@ -82,6 +98,8 @@ class Envelope(BaseModel):
     refused_attributes: dict[str, Any] | None = None
     """User attributes SQS refused on re-send, kept with SQS's reason when the message was isolated
     (``{"name": {"reason": ..., "value": {...}}}``, binary values as ``{"base64": ...}``)."""
+    sig: str | None = None
+    """``hs256:<base64url HMAC>`` over :data:`SEALED_FIELDS` and the body's SHA-256 (see :class:`Seal`)."""
 
     def to_json(self) -> str:
         return self.model_dump_json(exclude_none=True, exclude_defaults=False)
@@ -142,10 +160,24 @@ def string_value(attributes: SendAttributes, name: str) -> str | None:
     return None if string is None else str(string)
 
 
-def split(attributes: SendAttributes) -> tuple[SendAttributes, Envelope | None, str | None]:
-    """Separate user attributes from the envelope; restore any displaced user attributes."""
+def split(
+    attributes: SendAttributes, *, body: str, seal: Seal | None
+) -> tuple[SendAttributes, Envelope | None, str | None]:
+    """Separate user attributes from the envelope; restore any displaced user attributes.
+
+    With a ``seal``, sealed fields that fail its check are dropped and the problem says so (an
+    envelope left with nothing is returned as None). ``seal=None`` reads without checking (tools
+    that only display; never a sluice function).
+    """
     user = {k: v for k, v in attributes.items() if k != ATTRIBUTE}
-    env, problem = decode(string_value(attributes, ATTRIBUTE))
+    raw = string_value(attributes, ATTRIBUTE)
+    env, problem = decode(raw)
+    if raw is None and ATTRIBUTE in attributes:
+        problem = "ignoring the sluice attribute: it is not a String"
+    if env is not None and seal is not None:
+        env, problem = seal.open(env, body)
+    elif env is not None:  # the seal is a wire format: an envelope in hand carries none (merge seals)
+        env = env.model_copy(update={"sig": None})
     if env is not None and env.displaced:
         for name, value in env.displaced.items():
             restored = dict(value)
@@ -159,8 +191,9 @@ def split(attributes: SendAttributes) -> tuple[SendAttributes, Envelope | None, 
     return user, env, problem
 
 
-def merge(user: SendAttributes, env: Envelope) -> SendAttributes:
-    """User attributes plus the envelope, within SQS's 10-attribute limit.
+def merge(user: SendAttributes, env: Envelope, *, body: str, seal: Seal | None) -> SendAttributes:
+    """User attributes plus the envelope (sealed for ``body`` with ``seal``), within SQS's 10-attribute
+    limit. Without a seal the envelope travels unsealed: its sealed fields are ignored on arrival.
 
     When a message already carries 10 user attributes, the ones that do not fit (the last by name)
     travel inside the envelope's ``displaced`` field and are restored by :func:`split`, so nothing
@@ -179,5 +212,57 @@ def merge(user: SendAttributes, env: Envelope) -> SendAttributes:
         env = env.model_copy(update={"displaced": displaced})
     elif env.displaced:
         env = env.model_copy(update={"displaced": None})
+    env = seal.sign(env, body) if seal is not None else env.model_copy(update={"sig": None})
     out[ATTRIBUTE] = {"DataType": "String", "StringValue": env.to_json()}
     return out
+
+
+# --- the seal ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Seal:
+    """HMAC keys of a stack: the first signs, every one verifies (the previous key, while a rotation
+    drains the messages in flight)."""
+
+    keys: tuple[bytes, ...]
+
+    def __post_init__(self) -> None:
+        if not self.keys or any(len(key) < MIN_KEY_BYTES for key in self.keys):
+            raise ValueError(f"an envelope key must be at least {MIN_KEY_BYTES} bytes")
+
+    def __repr__(self) -> str:  # never print key material
+        return f"Seal(keys={len(self.keys)})"
+
+    def sign(self, env: Envelope, body: str) -> Envelope:
+        """``env`` with ``sig`` over its sealed fields and ``body`` (no sig when nothing is sealed)."""
+        if not _sealed_part(env):
+            return env.model_copy(update={"sig": None})
+        return env.model_copy(update={"sig": _signature(self.keys[0], env, body)})
+
+    def open(self, env: Envelope, body: str) -> tuple[Envelope | None, str | None]:
+        """(envelope, problem): ``env`` when its seal holds (or nothing in it is sealed); otherwise
+        without its sealed fields, and the reason. The envelope returned carries no ``sig``."""
+        if not _sealed_part(env):
+            return env.model_copy(update={"sig": None}), None
+        if env.sig is not None and any(
+            hmac.compare_digest(env.sig, _signature(key, env, body)) for key in self.keys
+        ):
+            return env.model_copy(update={"sig": None}), None
+        why = "has no seal" if env.sig is None else "has a seal that does not match it and its body"
+        fields = ", ".join(sorted(_sealed_part(env)))
+        problem = f"ignoring sluice bookkeeping ({fields}): the envelope {why} (forged or altered)"
+        data = env.model_dump(exclude_none=True, exclude=set(SEALED_FIELDS) | {"sig"})
+        rest = Envelope.model_validate(data)
+        return (rest if rest.model_dump(exclude_defaults=True) else None), problem
+
+
+def _sealed_part(env: Envelope) -> dict[str, Any]:
+    return env.model_dump(mode="json", include=set(SEALED_FIELDS), exclude_defaults=True)
+
+
+def _signature(key: bytes, env: Envelope, body: str) -> str:
+    fields = json.dumps(_sealed_part(env), sort_keys=True, separators=(",", ":")).encode()
+    digest = hashlib.sha256(body.encode("utf-8", errors="surrogatepass")).digest()
+    mac = hmac.new(key, b"sluice-envelope-v1\n" + fields + b"\n" + digest, hashlib.sha256).digest()
+    return f"{SEAL_SCHEME}:{base64.urlsafe_b64encode(mac).decode().rstrip('=')}"

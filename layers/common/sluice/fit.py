@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sluice.envelope import ATTRIBUTE, Envelope, SendAttributes, merge
+from sluice.envelope import ATTRIBUTE, Envelope, Seal, SendAttributes, merge
 from sluice.errors import SluiceError
 from sluice.limits import MAX_MESSAGE_BYTES
 from sluice.sqs import check_attribute, check_message, message_bytes
@@ -57,11 +57,13 @@ def fit(
     user: SendAttributes,
     envelope: Envelope,
     *,
+    seal: Seal | None,
     quarantine: bool = False,
     offload: Offload | None = None,
     max_bytes: int = MAX_MESSAGE_BYTES,
 ) -> Fitted:
-    """``body`` with ``user`` attributes and ``envelope``, made acceptable to SQS (see the module)."""
+    """``body`` with ``user`` attributes and ``envelope`` (sealed with ``seal`` for the body it ends up
+    with), made acceptable to SQS (see the module)."""
     changes: list[str] = []
     envelope, capped = cap_unknown_fields(envelope)
     changes += [f"unknown envelope field {name!r} capped" for name in capped]
@@ -69,18 +71,18 @@ def fit(
     if quarantine:
         user, envelope, moved = _quarantine(user, envelope)
         changes += [f"attribute {name!r} moved into the envelope ({why})" for name, why in moved]
-    attributes = merge(user, envelope)
+    attributes = merge(user, envelope, body=body, seal=seal)
     if message_bytes(body, attributes) > max_bytes and envelope.last_error is not None:
         error = envelope.last_error
         if len(error.message) > SHORT_ERROR_MESSAGE:
             short = error.model_copy(update={"message": error.message[: SHORT_ERROR_MESSAGE - 1] + "…"})
             envelope = envelope.model_copy(update={"last_error": short})
-            attributes = merge(user, envelope)
+            attributes = merge(user, envelope, body=body, seal=seal)
             changes.append("last error text shortened")
     if message_bytes(body, attributes) > max_bytes and offload is not None:
         body, pointer_attributes = offload(body)
         user = {**user, **pointer_attributes}
-        attributes = merge(user, envelope)
+        attributes = merge(user, envelope, body=body, seal=seal)
         changes.append("body offloaded to the claim check")
     refusal = check_message(body, attributes, max_bytes=max_bytes)
     if refusal is not None:

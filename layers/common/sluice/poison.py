@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sluice.envelope import Envelope, SendAttributes
+from sluice.envelope import Envelope, Seal, SendAttributes
 from sluice.fit import Offload, fit
 
 if TYPE_CHECKING:
@@ -25,6 +25,7 @@ def isolate(
     body: str,
     attributes: SendAttributes,
     envelope: Envelope,
+    seal: Seal | None,
     offload: Offload | None = None,
 ) -> str:
     """Send to the poison queue; returns the poison message id.
@@ -34,7 +35,7 @@ def isolate(
     ``offload``). Raises :class:`~sluice.fit.UnfittableError` when nothing makes it fit, or whatever SQS
     raises: the caller keeps the message (retry, dead-letter queue), never drops it.
     """
-    fitted = fit(body, attributes, envelope, quarantine=True, offload=offload)
+    fitted = fit(body, attributes, envelope, seal=seal, quarantine=True, offload=offload)
     response = sqs.send_message(
         QueueUrl=poison_queue_url,
         MessageBody=fitted.body,

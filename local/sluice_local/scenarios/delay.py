@@ -82,7 +82,13 @@ class SweptBucket(Scenario):
         self.key = f"{bucket_prefix(settings.delay_prefix, bucket)}stranded.json"
         body = json.dumps(order(self.order_id))
         envelope = Envelope(origin_id=self.order_id, deliver_at=now, target=stack.outputs["WorkQueueUrl"])
-        parked = Parked(self.order_id, stack.outputs["WorkQueueUrl"], now, body, merge({}, envelope))
+        parked = Parked(
+            self.order_id,
+            stack.outputs["WorkQueueUrl"],
+            now,
+            body,
+            merge({}, envelope, body=body, seal=stack.seal()),
+        )
         stack.client("s3").put_object(
             Bucket=stack.outputs["DelayBucketName"], Key=self.key, Body=encode_object(bucket, [parked])
         )

@@ -25,9 +25,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sluice.envelope import ATTRIBUTE, Envelope
+from sluice.envelope import ATTRIBUTE, Envelope, Seal
 from sluice.redrive.plan import Action
 from sluice.redrive.runner import LOG_MESSAGE_ISOLATED, LOG_MESSAGE_REDRIVEN, LOG_RUN_FINISHED
+from sluice.sealing import load_seal
 
 CHARGE = "charge"
 """The example processor's charge, as its ledger names it (``processor.CHARGE``)."""
@@ -88,6 +89,10 @@ class Stack:
 
             self._clients[service] = endpoint_client(service, self.endpoint, self.region)
         return self._clients[service]
+
+    def seal(self) -> Seal:
+        """The stack's envelope key, as its functions load it: for writing what sluice itself writes."""
+        return load_seal(self.outputs["EnvelopeKeySecretArn"], client=self.client("secretsmanager"))
 
     # --- the ledger ------------------------------------------------------------------------------
 

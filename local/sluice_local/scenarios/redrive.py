@@ -432,13 +432,17 @@ class Velocity(Scenario):
 def send_to_dead_letter_queue(stack: Stack, orders: list[tuple[str, dict[str, Any]]]) -> None:
     """Put orders straight into the work DLQ, each with an envelope naming the work queue as source."""
     sqs = stack.client("sqs")
+    seal = stack.seal()  # as sluice's consumer would have written them
     for start in range(0, len(orders), 10):
         entries = [
             {
                 "Id": str(i),
                 "MessageBody": json.dumps(body),
                 "MessageAttributes": merge(
-                    {}, Envelope(origin_id=origin_id, source=stack.outputs["WorkQueueArn"])
+                    {},
+                    Envelope(origin_id=origin_id, source=stack.outputs["WorkQueueArn"]),
+                    body=json.dumps(body),
+                    seal=seal,
                 ),
             }
             for i, (origin_id, body) in enumerate(orders[start : start + 10])

@@ -36,11 +36,12 @@ from sluice.backoff import full_jitter
 from sluice.consumer.heartbeat import Heartbeat, InFlight
 from sluice.consumer.idempotency import Idempotency, InProgressElsewhere
 from sluice.consumer.settings import ConsumerSettings
-from sluice.envelope import Envelope, ErrorInfo, SendAttributes, from_event_attributes, split
+from sluice.envelope import Envelope, ErrorInfo, Seal, SendAttributes, from_event_attributes, split
 from sluice.errors import PermanentError, RetryAfter
 from sluice.fit import UnfittableError, fit
 from sluice.limits import MAX_VISIBILITY_SECONDS
 from sluice.poison import isolate
+from sluice.sealing import load_seal
 from sluice.sqs import queue_url_from_arn
 
 if TYPE_CHECKING:
@@ -122,12 +123,15 @@ class Consumer:
         s3: Callable[[], S3Client],
         logger: Logger,
         metrics_sink: MetricSink,
+        seal: Seal | None,
         model: type[BaseModel] | None = None,
         name: str = "sluice",
     ) -> None:
-        """``s3`` is a factory: the client is only built when a claim check first needs it."""
+        """``s3`` is a factory: the client is only built when a claim check first needs it. ``seal``
+        checks and signs envelopes (:func:`sluice.sealing.load_seal`)."""
         self._processor = processor
         self._settings = settings
+        self._seal = seal
         self._sqs = sqs
         self._s3_factory = s3
         self._s3: S3Client | None = None
@@ -167,6 +171,7 @@ class Consumer:
         # Without an explicit session, share boto3's default one: a second session would load the
         # endpoint and service data again (tens of milliseconds of cold start).
         client: Any = session.client if session is not None else boto3.client
+        seal = load_seal(settings.envelope_key_secret, client=client("secretsmanager"))
         return cls(
             processor,
             settings=settings,
@@ -175,6 +180,7 @@ class Consumer:
             s3=lambda: client("s3"),
             logger=logger,
             metrics_sink=metrics_sink,
+            seal=seal,
             model=model,
             name=env.get("AWS_LAMBDA_FUNCTION_NAME", "sluice-consumer"),
         )
@@ -262,7 +268,9 @@ class Consumer:
 
     def _read_envelope(self, record: SQSRecord, stats: _Stats) -> tuple[SendAttributes, Envelope]:
         raw = record.raw_event.get("messageAttributes") or {}
-        attributes, envelope, problem = split(from_event_attributes(raw))
+        attributes, envelope, problem = split(
+            from_event_attributes(raw), body=record.body or "", seal=self._seal
+        )
         if problem:
             stats.add(metrics.ENVELOPES_CORRUPT)
             self._log.warning(problem)
@@ -273,8 +281,10 @@ class Consumer:
                 source=record.event_source_arn,
                 trace=system.get(AWS_TRACE_HEADER),
             )
-        elif envelope.origin_id is None:
-            envelope = envelope.model_copy(update={"origin_id": record.message_id})
+        elif envelope.origin_id is None:  # a producer's envelope, or bookkeeping that failed its seal
+            envelope = envelope.model_copy(
+                update={"origin_id": record.message_id, "source": envelope.source or record.event_source_arn}
+            )
         return attributes, envelope
 
     def _receive_count(self, record: SQSRecord) -> int:
@@ -353,6 +363,7 @@ class Consumer:
                 body=record.body or "",
                 attributes=attributes,
                 envelope=failed,
+                seal=self._seal,
                 offload=self._offload,
             )
         except Exception:
@@ -397,7 +408,7 @@ class Consumer:
         error = ErrorInfo.from_exception(exc, receives=receives)
         recorded = envelope.recording(error)
         try:
-            fitted = fit(record.body or "", attributes, recorded, offload=self._offload)
+            fitted = fit(record.body or "", attributes, recorded, seal=self._seal, offload=self._offload)
             self._sqs.send_message(
                 QueueUrl=s.dead_letter_queue_url,
                 MessageBody=fitted.body,

@@ -8,12 +8,13 @@ from pydantic import Field, field_validator, model_validator
 
 from sluice.claimcheck import DEFAULT_MAX_BYTES as DEFAULT_CLAIM_CHECK_MAX_BYTES
 from sluice.limits import MAX_VISIBILITY_SECONDS
-from sluice.settings import EnvSettings, Seconds, split_csv
+from sluice.sealing import SealSettings
+from sluice.settings import Seconds, split_csv
 
 __all__ = ["ConsumerSettings"]
 
 
-class ConsumerSettings(EnvSettings):
+class ConsumerSettings(SealSettings):
     """Settings of the partial-batch consumer (``SLUICE_*`` variables; see docs/configuration.md)."""
 
     idempotency_table: str = Field(min_length=3)

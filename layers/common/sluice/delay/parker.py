@@ -30,7 +30,7 @@ from sluice.delay.schedule import (
     residual_seconds,
 )
 from sluice.delay.settings import DelaySettings
-from sluice.envelope import Envelope, from_event_attributes, merge, split, utcnow
+from sluice.envelope import Envelope, Seal, SendAttributes, from_event_attributes, merge, split, utcnow
 from sluice.errors import ConfigurationError, PermanentError
 from sluice.poison import isolate
 
@@ -69,6 +69,7 @@ class BatchDelay:
         sfn: SFNClient,
         logger: Logger,
         metrics_sink: MetricSink,
+        seal: Seal | None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         if not settings.delay_state_machine_arn.startswith("arn:") or ":stateMachine:" not in (
@@ -81,6 +82,7 @@ class BatchDelay:
         self._sfn = sfn
         self._log = logger
         self._metrics = metrics_sink
+        self._seal = seal
         self._clock = clock
 
     def handle(self, event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
@@ -121,7 +123,10 @@ class BatchDelay:
         return {"batchItemFailures": [{"itemIdentifier": mid} for mid in sorted(failed)]}
 
     def _plan(self, record: Mapping[str, Any], now: datetime) -> tuple[_Planned, datetime]:
-        attributes, envelope, problem = split(from_event_attributes(record.get("messageAttributes")))
+        attributes, envelope, problem = self._split(record)
+        if problem:
+            self._log.warning(problem, extra={"message_id": record["messageId"]})
+            self._metrics.add_metric(name=metrics.ENVELOPES_CORRUPT, unit="Count", value=1)
         if envelope is None:
             raise PermanentError(
                 problem or "delayed message has no sluice envelope (use sluice.delay.send_delayed)"
@@ -129,8 +134,9 @@ class BatchDelay:
         target = check_target(envelope.target, self._s.delay_targets)
         due = due_time(envelope, now=now, grace_seconds=self._s.past_grace_seconds)
         envelope = identified(envelope, record)
+        body = record.get("body") or ""
         message = Parked(
-            record["messageId"], target, due, record.get("body") or "", merge(attributes, envelope)
+            record["messageId"], target, due, body, merge(attributes, envelope, body=body, seal=self._seal)
         )
         return _Planned(record["messageId"], message), due
 
@@ -157,7 +163,7 @@ class BatchDelay:
         return sent
 
     def _isolate_planned(self, planned: _Planned, reason: str) -> bool:
-        user, envelope, _ = split(planned.parked.attributes)
+        user, envelope, _ = split(planned.parked.attributes, body=planned.parked.body, seal=self._seal)
         base = envelope or Envelope(origin_id=planned.message_id)
         try:
             isolate(
@@ -166,6 +172,7 @@ class BatchDelay:
                 body=planned.parked.body,
                 attributes=user,
                 envelope=base.failed(PermanentError(f"target {planned.parked.target} refused: {reason}")),
+                seal=self._seal,
             )
         except Exception:  # noqa: BLE001 - not isolated: retried, never lost
             self._log.exception("poison isolation failed", extra={"message_id": planned.message_id})
@@ -246,8 +253,12 @@ class BatchDelay:
             return 0  # started concurrently by another invocation
         return 1
 
+    def _split(self, record: Mapping[str, Any]) -> tuple[SendAttributes, Envelope | None, str | None]:
+        attributes = from_event_attributes(record.get("messageAttributes"))
+        return split(attributes, body=record.get("body") or "", seal=self._seal)
+
     def _isolate(self, record: Mapping[str, Any], exc: PermanentError) -> bool:
-        attributes, envelope, _ = split(from_event_attributes(record.get("messageAttributes")))
+        attributes, envelope, _ = self._split(record)
         base = identified(envelope, record)
         receives = int((record.get("attributes") or {}).get("ApproximateReceiveCount", 1) or 1)
         try:
@@ -257,6 +268,7 @@ class BatchDelay:
                 body=record.get("body") or "",
                 attributes=attributes,
                 envelope=base.failed(exc, receives=receives),
+                seal=self._seal,
             )
         except Exception:  # noqa: BLE001 - not isolated: retried, never lost
             self._log.exception("poison isolation failed", extra={"message_id": record["messageId"]})

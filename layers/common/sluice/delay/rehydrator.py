@@ -25,7 +25,7 @@ from sluice import metrics
 from sluice.batchsend import send_batch
 from sluice.delay.schedule import Parked, bucket_prefix, decode_object, encode_object
 from sluice.delay.settings import DelaySettings
-from sluice.envelope import Envelope, split, utcnow
+from sluice.envelope import Envelope, Seal, split, utcnow
 from sluice.errors import InvalidEventError, PermanentError, TransientError
 from sluice.poison import isolate
 
@@ -50,9 +50,11 @@ class Rehydrator:
         s3: S3Client,
         logger: Logger,
         metrics_sink: MetricSink,
+        seal: Seal | None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self._s = settings
+        self._seal = seal
         self._sqs = sqs
         self._s3 = s3
         self._log = logger
@@ -176,7 +178,9 @@ class Rehydrator:
         return unsent
 
     def _isolate(self, message: Parked, reason: str, key: str) -> bool:
-        user, envelope, _ = split(message.outgoing(self._clock()).attributes)
+        user, envelope, _ = split(
+            message.outgoing(self._clock()).attributes, body=message.body, seal=self._seal
+        )
         base = envelope or Envelope(origin_id=message.key, target=message.target, deliver_at=message.due)
         try:
             isolate(
@@ -187,6 +191,7 @@ class Rehydrator:
                 envelope=base.failed(
                     PermanentError(f"target {message.target} refused the message: {reason}")
                 ),
+                seal=self._seal,
             )
         except Exception:  # noqa: BLE001 - not isolated: stays parked for the retry
             self._log.exception("poison isolation failed", extra={"key": key, "parked_message": message.key})

@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from sluice.batchsend import Outgoing
-from sluice.envelope import Envelope, SendAttributes, merge, split, utcnow
+from sluice.envelope import Envelope, Seal, SendAttributes, merge, split, utcnow
 from sluice.errors import PermanentError
 from sluice.limits import MAX_DELAY_SECONDS, MAX_LONG_DELAY_SECONDS
 from sluice.sqs import allowlisted, queue_identity
@@ -49,6 +49,7 @@ def send_delayed(
     delay_seconds: float | None = None,
     attributes: SendAttributes | None = None,
     keep_identity: bool = False,
+    seal: Seal | None = None,
     now: Callable[[], datetime] = utcnow,
 ) -> str:
     """Ask for ``body`` to be delivered to queue ``target`` at ``deliver_at`` (or after ``delay_seconds``).
@@ -56,21 +57,23 @@ def send_delayed(
     The delayed message is a NEW message with its own identity, even when ``attributes`` carry the
     envelope of the message being handled (a follow-up, a "check again later"): otherwise it would share
     that message's idempotency key and be skipped as a duplicate. ``keep_identity=True`` is for
-    re-sending the SAME message later (a redrive, a replay): its envelope is kept and updated.
+    re-sending the SAME message later (a redrive, a replay): its envelope is kept and updated, and
+    its bookkeeping survives only when ``seal`` holds the stack's key (:func:`sluice.sealing.load_seal`);
+    a producer without it sends an unsealed envelope, whose bookkeeping sluice ignores.
     """
     if (deliver_at is None) == (delay_seconds is None):
         raise ValueError("give exactly one of deliver_at or delay_seconds")
     due = deliver_at if deliver_at is not None else now() + timedelta(seconds=float(delay_seconds or 0))
     if due.tzinfo is None:
         raise ValueError("deliver_at must be timezone-aware (UTC)")
-    user, envelope, _ = split(dict(attributes or {}))
+    user, envelope, _ = split(dict(attributes or {}), body=body, seal=seal)
     if not keep_identity or envelope is None:
         envelope = Envelope(trace=envelope.trace if envelope is not None else None)
     envelope = envelope.model_copy(update={"deliver_at": due, "target": target})
     response = sqs.send_message(
         QueueUrl=delay_queue_url,
         MessageBody=body,
-        MessageAttributes=merge(user, envelope),  # type: ignore[arg-type]
+        MessageAttributes=merge(user, envelope, body=body, seal=seal),  # type: ignore[arg-type]
     )
     return response["MessageId"]
 

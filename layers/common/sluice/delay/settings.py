@@ -7,12 +7,13 @@ from typing import Self
 from pydantic import Field, field_validator, model_validator
 
 from sluice.limits import MAX_DELAY_SECONDS
-from sluice.settings import EnvSettings, split_csv
+from sluice.sealing import SealSettings
+from sluice.settings import split_csv
 
 __all__ = ["DelaySettings"]
 
 
-class DelaySettings(EnvSettings):
+class DelaySettings(SealSettings):
     """Settings of the batch-delay and rehydrator functions (``SLUICE_*``; see docs/delays.md)."""
 
     delay_bucket: str = Field(min_length=3)

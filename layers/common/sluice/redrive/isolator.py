@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from sluice.envelope import Envelope, ErrorInfo, from_event_attributes, split, utcnow
+from sluice.envelope import Envelope, ErrorInfo, Seal, from_event_attributes, split, utcnow
 from sluice.errors import PermanentError
 from sluice.poison import isolate
-from sluice.settings import EnvSettings
+from sluice.sealing import SealSettings
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -22,14 +22,14 @@ if TYPE_CHECKING:
 __all__ = ["IsolatorSettings", "isolate_request"]
 
 
-class IsolatorSettings(EnvSettings):
+class IsolatorSettings(SealSettings):
     """Settings of the poison-pill isolator Lambda (``SLUICE_POISON_QUEUE_URL``)."""
 
     poison_queue_url: str = Field(pattern=r"^https?://")
 
 
 def isolate_request(
-    sqs: SQSClient, *, poison_queue_url: str, request: Mapping[str, Any]
+    sqs: SQSClient, *, poison_queue_url: str, request: Mapping[str, Any], seal: Seal | None
 ) -> tuple[str, Envelope]:
     """The isolator Lambda's work: ``request`` is a redrive plan (``Decision.to_state()``) or any
     ``{"body", "messageAttributes", "reason"?, "messageId"?}``. Returns (poison message id, envelope).
@@ -43,7 +43,7 @@ def isolate_request(
     raw = request.get("messageAttributes") or {}
     if not isinstance(raw, Mapping):
         raise PermanentError("isolation request 'messageAttributes' must be an object")
-    user, envelope, _ = split(from_event_attributes(dict(raw)))
+    user, envelope, _ = split(from_event_attributes(dict(raw)), body=body, seal=seal)
     if envelope is None or envelope.last_error is None:
         reason = str(request.get("reason") or "isolated without a recorded reason")
         message_id = request.get("messageId")
@@ -53,5 +53,5 @@ def isolate_request(
             ErrorInfo.of(PermanentError.__name__, reason, at=now), attempts=max(base.attempts, 1)
         )
     return isolate(
-        sqs, poison_queue_url=poison_queue_url, body=body, attributes=user, envelope=envelope
+        sqs, poison_queue_url=poison_queue_url, body=body, attributes=user, envelope=envelope, seal=seal
     ), envelope

@@ -27,6 +27,7 @@ from sluice.envelope import (
     ATTRIBUTE,
     Envelope,
     ErrorInfo,
+    Seal,
     SendAttributes,
     from_event_attributes,
     merge,
@@ -146,10 +147,11 @@ class DlqMessage:
         except (KeyError, ValueError):
             return None
 
-    def split(self) -> tuple[SendAttributes, Envelope, str | None]:
-        """(user attributes, envelope, problem). A message without an envelope was dead-lettered on
-        its first hop, so it is its own identity; a missing ``origin_id`` or trace is filled in."""
-        user, envelope, problem = split(self.attributes)
+    def split(self, seal: Seal | None) -> tuple[SendAttributes, Envelope, str | None]:
+        """(user attributes, envelope, problem). A message without an envelope (or whose bookkeeping
+        failed ``seal``'s check) was dead-lettered on its first hop, so it is its own identity; a missing
+        ``origin_id`` or trace is filled in."""
+        user, envelope, problem = split(self.attributes, body=self.body, seal=seal)
         trace = self.system.get(TRACE_ATTRIBUTE)
         if envelope is None:
             envelope = Envelope(
@@ -157,7 +159,9 @@ class DlqMessage:
             )
         else:
             if envelope.origin_id is None:
-                envelope = envelope.model_copy(update={"origin_id": self.message_id})
+                envelope = envelope.model_copy(
+                    update={"origin_id": self.message_id, "source": self.system.get(SOURCE_ATTRIBUTE)}
+                )
             if envelope.trace is None and trace:
                 envelope = envelope.model_copy(update={"trace": trace})
         return user, envelope, problem
@@ -193,14 +197,14 @@ class Decision:
         """``DelaySeconds`` for a direct SendMessage (only a direct redrive carries a delay)."""
         return self.delay_seconds if self.action == "redrive" else 0
 
-    def refused(self, why: str, *, poison_queue_url: str, now: datetime) -> Decision:
+    def refused(self, why: str, *, poison_queue_url: str, now: datetime, seal: Seal | None) -> Decision:
         """The poison version of this decision, for a destination that refused the message as
         malformed: the envelope keeps its history and records ``RedriveRefused`` as its last error."""
-        user, envelope, _ = split(self.attributes)
+        user, envelope, _ = split(self.attributes, body=self.body, seal=seal)
         base = envelope or Envelope(origin_id=self.message_id)
         error = ErrorInfo.of(REFUSED, f"{self.destination} refused the message: {why}", at=now)
         env = base.recording(error, deliver_at=None, target=None, redriven_at=None)
-        attributes = sendable(self.body, user, env, poison=True)
+        attributes = sendable(self.body, user, env, poison=True, seal=seal)
         return Decision(
             message_id=self.message_id,
             receipt_handle=self.receipt_handle,
@@ -263,11 +267,12 @@ class _Judged:
     bouncing: bool
     fresh: bool
     now: datetime
+    seal: Seal | None
 
     def decision(
         self, action: Action, attempt: int, delay: int, *, destination: str, env: Envelope, reason: str
     ) -> Decision:
-        attributes = sendable(self.message.body, self.user, env, poison=action == "poison")
+        attributes = sendable(self.message.body, self.user, env, poison=action == "poison", seal=self.seal)
         return Decision(
             message_id=self.message.message_id,
             receipt_handle=self.message.receipt_handle,
@@ -291,9 +296,13 @@ class _Judged:
 
 
 def _judge(
-    message: DlqMessage, settings: RedriveSettings, now: datetime, failed_after: datetime | None
+    message: DlqMessage,
+    settings: RedriveSettings,
+    now: datetime,
+    failed_after: datetime | None,
+    seal: Seal | None,
 ) -> _Judged:
-    user, envelope, problem = message.split()
+    user, envelope, problem = message.split(seal)
     error = _cycle_error(envelope, message, now)
     return _Judged(
         message=message,
@@ -309,6 +318,7 @@ def _judge(
         and error.type != DEAD_LETTERED
         and as_utc(error.at) > as_utc(failed_after),
         now=now,
+        seal=seal,
     )
 
 
@@ -334,6 +344,7 @@ def decide(
     *,
     now: datetime,
     url_of: Callable[[str], str],
+    seal: Seal | None,
     hold_in_dlq: bool = False,
     failed_after: datetime | None = None,
     uniform: Uniform = random.uniform,
@@ -343,9 +354,10 @@ def decide(
     ``url_of`` turns a queue ARN into the URL the caller's SQS client uses. ``hold_in_dlq`` is the
     Step Functions mode: the execution waits with the message held invisible in the DLQ, so a
     backoff never goes through the delay pipeline but is capped at :data:`MAX_HOLD_WAIT`.
-    ``failed_after`` (a half-open breaker's probe time) sets :attr:`Decision.fresh`.
+    ``failed_after`` (a half-open breaker's probe time) sets :attr:`Decision.fresh`. ``seal`` checks
+    the arriving envelope and seals the one sent (a forged attempt count or redrive time is ignored).
     """
-    judged = _judge(message, settings, now, failed_after)
+    judged = _judge(message, settings, now, failed_after, seal)
     envelope, error, poison_url = judged.envelope, judged.error, settings.poison_queue_url
     try:
         source = source_queue(
@@ -390,14 +402,16 @@ def decide(
     )
 
 
-def sendable(body: str, user: SendAttributes, env: Envelope, *, poison: bool) -> SendAttributes:
+def sendable(
+    body: str, user: SendAttributes, env: Envelope, *, poison: bool, seal: Seal | None
+) -> SendAttributes:
     """User attributes and envelope as SQS will take them (:func:`sluice.fit.fit`; for the poison
     queue, attributes SQS refuses move into the envelope). Should nothing make the message fit, they
     are merged as they are: the send is refused, reported, and the message stays in the DLQ."""
     try:
-        return fit(body, user, env, quarantine=poison).attributes
+        return fit(body, user, env, seal=seal, quarantine=poison).attributes
     except UnfittableError:
-        return merge(user, env)
+        return merge(user, env, body=body, seal=seal)
 
 
 def _as_written(attributes: SendAttributes) -> Envelope:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from sluice import metrics
 from sluice.backoff import Uniform
 from sluice.batchsend import Outgoing, send_batch
-from sluice.envelope import utcnow
+from sluice.envelope import Seal, utcnow
 from sluice.errors import ConfigurationError
 from sluice.limits import MAX_BATCH_ENTRIES
 from sluice.redrive.breaker import Breaker, BreakerState, BreakerStatus, report
@@ -85,6 +85,7 @@ class Redriver:
         breaker: Breaker,
         logger: Logger,
         metrics_sink: MetricSink,
+        seal: Seal | None,
         clock: Callable[[], datetime] = utcnow,
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
@@ -95,6 +96,7 @@ class Redriver:
         self._breaker = breaker
         self._log = logger
         self._metrics = metrics_sink
+        self._seal = seal
         self._clock = clock
         self._monotonic = monotonic
         self._sleep = sleep
@@ -202,6 +204,7 @@ class Redriver:
                     self._s,
                     now=now,
                     url_of=self._url,
+                    seal=self._seal,
                     failed_after=failed_after,
                     uniform=self._uniform,
                 )
@@ -254,7 +257,12 @@ class Redriver:
                     self._done(d, report_)
                 elif r.sender_fault and d.action != "poison":  # the source will never take it
                     retry_as_poison.append(
-                        d.refused(f"{r.code}: {r.reason}", poison_queue_url=self._s.poison_queue_url, now=now)
+                        d.refused(
+                            f"{r.code}: {r.reason}",
+                            poison_queue_url=self._s.poison_queue_url,
+                            now=now,
+                            seal=self._seal,
+                        )
                     )
                 else:
                     report_.failed += 1

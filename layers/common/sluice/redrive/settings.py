@@ -8,6 +8,7 @@ from pydantic import Field, field_validator, model_validator
 
 from sluice.limits import MAX_DELAY_SECONDS, MAX_LONG_DELAY_SECONDS
 from sluice.redrive.breaker import BreakerPolicy
+from sluice.sealing import SealSettings
 from sluice.settings import EnvSettings, split_csv
 from sluice.sqs import queue_identity
 
@@ -31,7 +32,7 @@ class BreakerSettings(EnvSettings):
         )
 
 
-class RedriveSettings(BreakerSettings):
+class RedriveSettings(BreakerSettings, SealSettings):
     """Settings of the redriver and the redrive state machine's Plan step (``SLUICE_*``)."""
 
     dead_letter_queue_url: str = Field(pattern=r"^https?://")

@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from sluice import metrics
-from sluice.envelope import Envelope, ErrorInfo, from_event_attributes, merge, split
+from sluice.envelope import Envelope, ErrorInfo, Seal, from_event_attributes, merge, split
 from sluice.errors import InvalidEventError, PermanentError
 from sluice.limits import MAX_VISIBILITY_SECONDS
 from sluice.redrive.plan import Decision, DlqMessage, decide
@@ -79,6 +79,7 @@ def plan_step(
     now: datetime,
     logger: Logger,
     metrics_sink: MetricSink,
+    seal: Seal | None,
     uniform: Uniform = random.uniform,
 ) -> dict[str, Any]:
     """Plan one Map item; count it for the breaker; return the plan.
@@ -95,12 +96,13 @@ def plan_step(
             settings,
             now=now,
             url_of=url_of,
+            seal=seal,
             hold_in_dlq=True,
             failed_after=failed_after,
             uniform=uniform,
         )
     except PermanentError as exc:
-        decision = _isolate(message, settings, breaker, now, exc)
+        decision = _isolate(message, settings, breaker, now, exc, seal=seal)
         logger.warning(
             "redrive refused; isolating",
             extra={"message_id": message.message_id, "attempt": decision.attempt, "error": str(exc)},
@@ -146,6 +148,7 @@ def refusal_step(
     settings: RedriveSettings,
     now: datetime,
     logger: Logger,
+    seal: Seal | None,
 ) -> dict[str, Any]:
     """The poison plan for a redrive plan whose ``sqs:sendMessage`` the source queue refused.
 
@@ -163,7 +166,7 @@ def refusal_step(
     if not isinstance(body, str):
         raise PermanentError("the refused plan has no string 'body'")
     attributes = from_event_attributes(dict(plan.get("messageAttributes") or {}))
-    _, envelope, _ = split(attributes)
+    _, envelope, _ = split(attributes, body=body, seal=seal)
     base = envelope or Envelope(origin_id=message_id)
     why = refusal_reason(error)
     planned = Decision(
@@ -179,7 +182,7 @@ def refusal_step(
         bouncing=bool(plan.get("bouncing", False)),
         reason=str(plan.get("reason") or ""),
     )
-    decision = planned.refused(why, poison_queue_url=settings.poison_queue_url, now=now)
+    decision = planned.refused(why, poison_queue_url=settings.poison_queue_url, now=now, seal=seal)
     written = decision.envelope
     logger.error(
         "send refused by the source queue; isolating",
@@ -224,10 +227,16 @@ def _item(event: Mapping[str, Any]) -> tuple[Mapping[str, Any], float | None]:
 
 
 def _isolate(
-    message: DlqMessage, settings: RedriveSettings, breaker: Breaker, now: datetime, exc: PermanentError
+    message: DlqMessage,
+    settings: RedriveSettings,
+    breaker: Breaker,
+    now: datetime,
+    exc: PermanentError,
+    *,
+    seal: Seal | None,
 ) -> Decision:
     """A poison plan for a message that cannot be planned: the reason travels in its envelope."""
-    user, envelope, problem = message.split()
+    user, envelope, problem = message.split(seal)
     text = str(exc) or type(exc).__name__
     error = ErrorInfo.of(type(exc).__name__, text, at=now, receives=message.receives)
     failed = envelope.recording(error, attempts=envelope.attempts + 1)
@@ -239,7 +248,7 @@ def _isolate(
         delay_seconds=0,
         destination=settings.poison_queue_url,
         body=message.body,
-        attributes=merge(user, failed),
+        attributes=merge(user, failed, body=message.body, seal=seal),
         envelope=failed,
         bouncing=breaker.policy.is_bouncing(envelope, now),
         reason=f"cannot be redriven: {text}",
