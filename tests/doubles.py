@@ -168,3 +168,18 @@ def seal_envelopes(event: Any) -> Any:
             attributes = {**attributes, ATTRIBUTE: value}
             out["messageAttributes" if "messageAttributes" in out else "MessageAttributes"] = attributes
     return out
+
+
+def extended_client_session() -> Any:
+    """The AWS Extended Client for Python's session class (``amazon-sqs-extended-client``).
+
+    Importing the package replaces ``boto3.Session`` process-wide (its README's setup); that is undone
+    at once, so only the clients a test makes from this class are extended."""
+    import boto3  # noqa: PLC0415
+
+    saved = (boto3.Session, boto3.session.Session, boto3.DEFAULT_SESSION)
+    try:
+        from sqs_extended_client.client import SQSExtendedClientSession  # noqa: PLC0415
+    finally:
+        boto3.Session, boto3.session.Session, boto3.DEFAULT_SESSION = saved  # type: ignore[misc]
+    return SQSExtendedClientSession

@@ -10,6 +10,7 @@ import pytest
 
 from sluice.envelope import ATTRIBUTE, Envelope
 from sluice_local.scenarios import consumer, runner
+from tests.doubles import extended_client_session
 
 
 @pytest.mark.parametrize(
@@ -98,3 +99,26 @@ def test_a_function_error_surfaces_as_function_error(stack, lambda_api):
     response = client.invoke(FunctionName=function, Payload=b'{"Records": "not a list"}')
     assert response.get("FunctionError") == "Unhandled"
     assert "errorMessage" in json.loads(response["Payload"].read())
+
+
+def test_a_default_stack_reads_what_the_python_extended_client_writes_in_both_formats(stack, monkeypatch):
+    # Given the real Extended Client set up as its README shows, against the deployed default stack
+    # (ClaimCheckPrefix ''): payloads at the bucket root, current and legacy format
+    assert stack.outputs["ClaimCheckPrefix"] == ""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", stack.endpoint)  # its S3 client is made without arguments
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "testing")
+    wanted = {}
+    for legacy in (False, True):
+        sqs = extended_client_session()(region_name=stack.region).client("sqs")
+        sqs.large_payload_support = stack.outputs["ClaimCheckBucketName"]
+        sqs.use_legacy_attribute = legacy
+        order_id = f"e2e-extended-{'legacy' if legacy else 'current'}"
+        body = json.dumps(runner.order(order_id) | {"note": "x" * 300_000})
+        sqs.send_message(QueueUrl=stack.outputs["WorkQueueUrl"], MessageBody=body)
+        wanted[order_id] = 1
+    # When the stack consumes them, Then each order is charged once
+    deadline = time.monotonic() + 60
+    while stack.charges("e2e-extended-") != wanted and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert stack.charges("e2e-extended-") == wanted

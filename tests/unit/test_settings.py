@@ -26,7 +26,9 @@ def test_given_only_required_variables_when_read_then_the_defaults_apply() -> No
     assert settings.idempotency_table == "idempotency"
     assert settings.poison_queue_url == POISON_URL
     assert settings.claim_check_buckets == ()
-    assert settings.claim_check_prefix == "claim-check/"
+    assert (
+        settings.claim_check_prefix == ""
+    )  # any key in the allowed buckets: the Extended Clients write at the root
     assert settings.max_receive_count == 5
     assert settings.backoff_base_seconds == 2.0
     assert settings.backoff_cap_seconds == 300.0

@@ -20,7 +20,8 @@ class ConsumerSettings(SealSettings):
     idempotency_table: str = Field(min_length=3)
     poison_queue_url: str = Field(pattern=r"^https?://")
     claim_check_buckets: tuple[str, ...] = ()
-    claim_check_prefix: str = "claim-check/"
+    claim_check_prefix: str = ""
+    """Keys pointers must start with; '' (any key in the allowed buckets) reads the Extended Clients'."""
     claim_check_max_bytes: int = Field(default=DEFAULT_CLAIM_CHECK_MAX_BYTES, ge=1024, le=1024**3)
     """Claim-check objects larger than this are isolated unread (see docs/claim-check.md)."""
     max_receive_count: int = Field(default=5, ge=1, le=1000)
