@@ -15,7 +15,7 @@ from typing import TextIO
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sluice_cli import PARTIAL_FAILURE, USAGE_ERROR, CliError, breaker, dlq, poison
+from sluice_cli import PARTIAL_FAILURE, USAGE_ERROR, CliError, breaker, delay_dlq, dlq, poison
 from sluice_cli.clients import DEFAULT_REGION, Clients
 from sluice_cli.context import Context
 from sluice_cli.output import Output
@@ -65,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="group", required=True, metavar="COMMAND")
     dlq.add_commands(sub, common)
+    delay_dlq.add_commands(sub, common)
     poison.add_commands(sub, common)
     breaker.add_commands(sub, common)
     return parser

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from sluice.batchsend import Outgoing, send_batch
@@ -153,14 +155,14 @@ def replay_command(ctx: Context, args: argparse.Namespace) -> int:
     with _scan(ctx, REPLAY_VISIBILITY_SECONDS, writes=True) as scan:
         for batch in scan.batches():
             chosen = [m for m in batch if args.all or _claim(m, wanted, found)]
-            _replay(
+            send_back(
                 ctx.clients.sqs,
                 scan,
                 chosen,
-                settings=loaded.settings,
-                reset=args.reset_attempts,
+                plan=partial(
+                    _plan, ctx.clients.sqs, settings=loaded.settings, reset=args.reset_attempts, seal=seal
+                ),
                 result=result,
-                seal=seal,
             )
             if not args.all and len(found) == len(wanted):
                 break
@@ -172,7 +174,7 @@ def replay_command(ctx: Context, args: argparse.Namespace) -> int:
         "settings": loaded.to_dict(),
         **result.to_dict(),
     }
-    ctx.out.emit(data, lambda: _replay_human(ctx, result))
+    ctx.out.emit(data, lambda: replay_human(ctx, result))
     return OK if result.complete else PARTIAL_FAILURE
 
 
@@ -183,7 +185,7 @@ def _claim(message: Received, wanted: list[str], found: set[str]) -> bool:
 
 
 @dataclass(frozen=True)
-class _Planned:
+class Planned:
     message: Received
     destination: str
     outgoing: Outgoing
@@ -199,21 +201,20 @@ class _Planned:
         }
 
 
-def _replay(
+def send_back(
     sqs: SQSClient,
     scan: QueueScan,
     messages: list[Received],
     *,
-    settings: RedriveSettings,
-    reset: bool,
+    plan: Callable[[Received], Planned],
     result: ReplayResult,
-    seal: Seal | None,
 ) -> None:
-    """Send each message back to its allowlisted source; delete it here only once the send succeeded."""
-    groups: dict[str, list[_Planned]] = defaultdict(list)
+    """Send each message where ``plan`` says (a PermanentError: refused, left where it is); delete it
+    from the scanned queue only once its send succeeded."""
+    groups: dict[str, list[Planned]] = defaultdict(list)
     for message in messages:
         try:
-            planned = _plan(sqs, message, settings, reset, seal)
+            planned = plan(message)
         except PermanentError as exc:
             result.refused.append({"messageId": message.message_id, "reason": str(exc)})
             continue
@@ -228,8 +229,8 @@ def _replay(
 
 
 def _plan(
-    sqs: SQSClient, message: Received, settings: RedriveSettings, reset: bool, seal: Seal | None
-) -> _Planned:
+    sqs: SQSClient, message: Received, *, settings: RedriveSettings, reset: bool, seal: Seal | None
+) -> Planned:
     """Where the message goes (its recorded source, if allowlisted) and exactly what is sent."""
     env = message.envelope
     if env is None:
@@ -244,10 +245,10 @@ def _plan(
     outgoing = Outgoing(
         message.message_id, message.body, merge(message.user_attributes, env, body=message.body, seal=seal)
     )
-    return _Planned(message, destination, outgoing, env.attempts)
+    return Planned(message, destination, outgoing, env.attempts)
 
 
-def _delete(sqs: SQSClient, scan: QueueScan, sent: list[_Planned], result: ReplayResult) -> None:
+def _delete(sqs: SQSClient, scan: QueueScan, sent: list[Planned], result: ReplayResult) -> None:
     for start in range(0, len(sent), MAX_BATCH_ENTRIES):
         chunk = sent[start : start + MAX_BATCH_ENTRIES]
         response = sqs.delete_message_batch(
@@ -265,13 +266,13 @@ def _delete(sqs: SQSClient, scan: QueueScan, sent: list[_Planned], result: Repla
                 result.replayed.append(p.entry())
                 continue
             reason = (
-                f"{f.get('Code')}: {f.get('Message', '')}; sent, but still in the poison queue: "
-                "delete it there or it will be replayed again"
+                f"{f.get('Code')}: {f.get('Message', '')}; sent, but still in {scan.queue_url}: "
+                "delete it there or it will be sent again"
             )
             result.not_deleted.append({**p.entry(), "reason": reason})
 
 
-def _replay_human(ctx: Context, result: ReplayResult) -> None:
+def replay_human(ctx: Context, result: ReplayResult) -> None:
     rows: list[tuple[str, str, str | None]] = []
     rows += [(r["messageId"], "replayed", r["destination"]) for r in result.replayed]
     rows += [(r["messageId"], "refused", r["reason"]) for r in result.refused]

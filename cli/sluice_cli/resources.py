@@ -32,6 +32,8 @@ OUTPUTS = {
     "redrive_mode": "RedriveMode",
     "redrive_settings_function": "RedriveSettingsFunctionName",
     "envelope_key_secret": "EnvelopeKeySecretArn",
+    "delay_queue_url": "DelayQueueUrl",
+    "delay_dead_letter_queue_url": "DelayDeadLetterQueueUrl",
 }
 """Resources field → stack output key."""
 
@@ -51,6 +53,8 @@ class Resources:
     redrive_mode: str | None = None
     redrive_settings_function: str | None = None
     envelope_key_secret: str | None = None
+    delay_queue_url: str | None = None
+    delay_dead_letter_queue_url: str | None = None
 
     @classmethod
     def from_outputs(cls, stack_name: str, outputs: Mapping[str, str]) -> Resources:

@@ -166,6 +166,12 @@ def stack(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Stack]:
         )
         poison_url, poison_arn = _queue(sqs, "sluice-poison")
         other_url, other_arn = _queue(sqs, "someone-elses-queue")
+        delay_dlq_url, delay_dlq_arn = _queue(sqs, "sluice-delay-dlq")
+        delay_url, _ = _queue(
+            sqs,
+            "sluice-delay",
+            RedrivePolicy=json.dumps({"deadLetterTargetArn": delay_dlq_arn, "maxReceiveCount": 5}),
+        )
         _create_breaker_table(dynamodb, "sluice-breaker")
         env = {
             "SLUICE_DEAD_LETTER_QUEUE_URL": dlq_url,
@@ -191,6 +197,8 @@ def stack(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Stack]:
             redrive_mode="lambda",
             redrive_settings_function=FUNCTION,
             envelope_key_secret=env["SLUICE_ENVELOPE_KEY_SECRET"],
+            delay_queue_url=delay_url,
+            delay_dead_letter_queue_url=delay_dlq_url,
         )
         yield Stack(sqs, dynamodb, lambda_, resources, other_url, other_arn, env)
 
@@ -875,3 +883,71 @@ def test_given_no_rich_when_a_table_is_printed_then_plain_aligned_columns():
         "dead-letter  3",
         "poison       -",
     ]
+
+
+# --- delay-dlq -----------------------------------------------------------------------------------
+
+
+def _delay_request(stack: Stack, body: str, due: datetime, *, origin: str) -> str:
+    """A delay request as the batch-delay function left it in the delay DLQ (sealed: it identified it)."""
+    envelope = Envelope(origin_id=origin, deliver_at=due, target=stack.work_url, source="arn:delay")
+    user: dict[str, Any] = dict(USER_ATTRIBUTES)
+    attributes = merge(user, envelope, body=body, seal=TEST_SEAL)
+    url = str(stack.resources.delay_dead_letter_queue_url)
+    return str(
+        stack.sqs.send_message(QueueUrl=url, MessageBody=body, MessageAttributes=attributes)["MessageId"]
+    )
+
+
+def test_given_failed_delay_requests_when_redriven_then_they_return_to_the_delay_queue_overdue_ones_due_now(
+    stack,
+):
+    # Given two requests the batch-delay function gave up on (one still in the future, one overdue)
+    # and a message that is no delay request at all
+    later = datetime.now(UTC) + timedelta(hours=3)
+    _delay_request(stack, '{"order_id": "later"}', later, origin="o-later")
+    _delay_request(
+        stack, '{"order_id": "overdue"}', datetime.now(UTC) - timedelta(days=2), origin="o-overdue"
+    )
+    stray = stack.sqs.send_message(QueueUrl=stack.resources.delay_dead_letter_queue_url, MessageBody="stray")
+
+    # When the operator re-drives the delay DLQ
+    before = datetime.now(UTC)
+    result = stack.run("--json", "delay-dlq", "redrive")
+
+    # Then both requests are back on the delay queue with their history, the overdue one due now;
+    # the stray message is refused with the reason and stays
+    assert result.code == 1, result.stderr  # partial: one refused
+    assert result.json["counts"]["replayed"] == 2
+    [refused] = result.json["refused"]
+    assert refused["messageId"] == stray["MessageId"]
+    assert "not a delay request" in refused["reason"]
+    sent = {
+        json.loads(m["Body"])["order_id"]: m for m in stack.receive_all(str(stack.resources.delay_queue_url))
+    }
+    _, later_env = _envelope(sent["later"])
+    _, overdue_env = _envelope(sent["overdue"])
+    assert later_env.deliver_at == later
+    assert overdue_env.deliver_at is not None
+    assert overdue_env.deliver_at >= before - timedelta(seconds=1)
+    assert overdue_env.origin_id == "o-overdue"  # sealed again: the next hop keeps its identity
+    assert [m["MessageId"] for m in stack.receive_all(str(stack.resources.delay_dead_letter_queue_url))] == [
+        stray["MessageId"]
+    ]
+
+
+def test_given_failed_delay_requests_when_peeked_then_they_are_listed_and_stay(stack):
+    _delay_request(stack, '{"order_id": "p"}', datetime.now(UTC), origin="o-peek")
+
+    result = stack.run("--json", "delay-dlq", "peek")
+
+    assert result.code == 0, result.stderr
+    assert [m["originId"] for m in result.json["messages"]] == ["o-peek"]
+    assert len(stack.receive_all(str(stack.resources.delay_dead_letter_queue_url))) == 1
+
+
+def test_given_no_yes_when_the_delay_dlq_is_purged_then_it_refuses(stack):
+    result = stack.run("delay-dlq", "purge")
+
+    assert result.code == 2
+    assert "without --yes" in result.stderr

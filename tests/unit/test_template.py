@@ -602,6 +602,30 @@ def check_envelope_key_and_queue_policies(raw: Template, cfn: Template) -> list[
     return problems
 
 
+def check_dead_letter_queues_alarm(raw: Template, cfn: Template) -> list[str]:
+    """Every dead-letter queue (and the poison queue) has a depth alarm that notifies someone: a message
+    waiting there is never silent."""
+    resources = raw.get("Resources", {})
+    watched = {"PoisonPillQueue"} | {
+        str(props.get("RedrivePolicy", {}).get("deadLetterTargetArn", {}).get("Fn::GetAtt", [""])[0])
+        for lid in _of_type(raw, "AWS::SQS::Queue")
+        if (props := _properties(raw, lid)).get("RedrivePolicy")
+    }
+    alarmed = {
+        str(dimension.get("Value", {}).get("Fn::GetAtt", [""])[0])
+        for lid in _of_type(raw, "AWS::CloudWatch::Alarm")
+        if (props := _properties(raw, lid)).get("MetricName") == "ApproximateNumberOfMessagesVisible"
+        and props.get("AlarmActions")
+        and float(props.get("Threshold", 1)) == 0
+        for dimension in props.get("Dimensions", [])
+    }
+    return [
+        f"{queue} has no depth alarm (> 0) with an action"
+        for queue in sorted(watched - alarmed)
+        if queue in resources
+    ]
+
+
 RULES: list[Check] = [
     check_visibility_timeout,
     check_dead_letter_retention,
@@ -618,6 +642,7 @@ RULES: list[Check] = [
     check_settings_variables,
     check_redrive_modes,
     check_envelope_key_and_queue_policies,
+    check_dead_letter_queues_alarm,
 ]
 
 
@@ -693,6 +718,10 @@ CONSUMER_ENV = f"Resources.{CONSUMER}.Properties.Environment.Variables"
 BUCKET = "Resources.ClaimCheckBucket.Properties"
 
 MUTATIONS: dict[str, tuple[Callable[[Template], None], Check]] = {
+    "the delay DLQ fills silently": (
+        _delete("Resources.DelayDeadLetterDepthAlarm"),
+        check_dead_letter_queues_alarm,
+    ),
     "anyone may send to the poison queue": (
         _delete("Resources.PoisonPillQueuePolicy"),
         check_envelope_key_and_queue_policies,
