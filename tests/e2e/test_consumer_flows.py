@@ -29,30 +29,6 @@ def test_consumer_scenario(stack, make):
     assert outcome.ok, f"{outcome.name}: expected {outcome.expected}; observed {outcome.observed}"
 
 
-def every_message(stack, output: str) -> list[dict]:
-    """Every message on the session's shared queue, not just the first 10 a receive returns: each
-    batch is held briefly so the next receive returns the ones after it, then all are released."""
-    sqs, url = stack.client("sqs"), stack.outputs[output]
-    messages: list[dict] = []
-    try:
-        while batch := sqs.receive_message(
-            QueueUrl=url,
-            MaxNumberOfMessages=10,
-            VisibilityTimeout=30,
-            MessageAttributeNames=["All"],
-            MessageSystemAttributeNames=["All"],
-        ).get("Messages", []):
-            messages += batch
-    finally:
-        for start in range(0, len(messages), 10):
-            entries = [
-                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
-                for i, m in enumerate(messages[start : start + 10])
-            ]
-            sqs.change_message_visibility_batch(QueueUrl=url, Entries=entries)
-    return messages
-
-
 def test_poison_message_carries_a_complete_envelope(stack):
     sqs = stack.client("sqs")
     mid = sqs.send_message(
@@ -63,7 +39,7 @@ def test_poison_message_carries_a_complete_envelope(stack):
     found = None
     deadline = time.monotonic() + 60
     while found is None and time.monotonic() < deadline:
-        for message in every_message(stack, "PoisonPillQueueUrl"):
+        for message in stack.every_message("PoisonPillQueueUrl"):
             env = Envelope.model_validate_json(message["MessageAttributes"][ATTRIBUTE]["StringValue"])
             if env.origin_id == mid:
                 found = (message, env)

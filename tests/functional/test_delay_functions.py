@@ -19,7 +19,7 @@ from sluice.envelope import ATTRIBUTE, Envelope
 from sluice.errors import TransientError
 from sluice_local.lambda_loader import LambdaContext
 from sluice_local.sqs_events import drain, receive_event
-from tests.conftest import create_waiting_state_machine, envelope_key_secret
+from tests.conftest import TEST_SEAL, create_waiting_state_machine, envelope_key_secret
 from tests.doubles import RecordingMetrics, envelope_of, last_error_of
 
 from .conftest import ApiCalls
@@ -75,13 +75,15 @@ class Delays:
         return BatchDelay(
             settings=self.settings, sqs=self.sqs, s3=self.s3, sfn=self.sfn,
             logger=Logger(service="sluice-test"), metrics_sink=self.metrics, clock=self.clock,
-         seal=None)  # fmt: skip
+            seal=TEST_SEAL,
+        )  # fmt: skip
 
     def rehydrator(self) -> Rehydrator:
         return Rehydrator(
             settings=self.settings, sqs=self.sqs, s3=self.s3,
             logger=Logger(service="sluice-test"), metrics_sink=self.metrics, clock=self.clock,
-         seal=None)  # fmt: skip
+            seal=TEST_SEAL,
+        )  # fmt: skip
 
     def request(self, body: str, seconds: float, target: str | None = None, **attributes: Any) -> str:
         return send_delayed(
@@ -116,6 +118,34 @@ def test_messages_due_within_the_threshold_go_straight_to_the_target_with_the_re
     delivered = {m["Body"]: m for m in drain(delays.sqs, delays.target)}
     assert "now" in delivered  # the delayed one becomes visible in 120 s
     assert delivered["now"]["MessageAttributes"][ATTRIBUTE]
+
+
+def test_given_an_entry_the_target_refuses_beside_healthy_ones_then_it_alone_is_isolated_and_counted(delays):
+    # Given a producer's delay request whose envelope carries a displaced attribute SQS refuses
+    # (no DataType), beside two healthy requests due soon: one SendMessageBatch to the target
+    delays.request("healthy-1", 30)
+    forged = {
+        "v": 1,
+        "deliver_at": NOW.isoformat(),
+        "target": delays.target,
+        "displaced": {"broken": {"StringValue": "v"}},
+    }
+    delays.sqs.send_message(
+        QueueUrl=delays.delay_url,
+        MessageBody="broken",
+        MessageAttributes={ATTRIBUTE: {"DataType": "String", "StringValue": json.dumps(forged)}},
+    )
+    delays.request("healthy-2", 30)
+    # When batch-delay handles the batch
+    response = delays.delayer().handle(delays.batch(3), LambdaContext())
+    # Then the healthy ones go to the target, the broken one to poison with the reason, and the
+    # isolation is counted (it was not, for this path, before the battery found it)
+    assert response == {"batchItemFailures": []}
+    assert delays.metrics.values["MessagesSentDirect"] == 2
+    assert delays.metrics.values["RecordsIsolated"] == 1
+    [poisoned] = drain(delays.sqs, delays.poison)
+    assert poisoned["Body"] == "broken"
+    assert "must contain non-empty message attribute type" in last_error_of(poisoned).message
 
 
 def test_messages_due_later_are_parked_per_bucket_with_one_execution_each(delays):

@@ -57,7 +57,7 @@ class Poison(Scenario):
 
     def observe(self, stack: Stack) -> tuple[bool, str]:
         mine = {}
-        for m in stack.peek("PoisonPillQueueUrl"):
+        for m in stack.every_message("PoisonPillQueueUrl"):  # nothing consumes it: all of it, held briefly
             env = envelope_of(m)
             if env is not None and env.origin_id in {self.bad_json, self.over_limit}:
                 mine[env.origin_id] = env

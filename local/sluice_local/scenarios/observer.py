@@ -142,6 +142,29 @@ class Stack:
                 seen[m["MessageId"]] = m
         return list(seen.values())
 
+    def every_message(self, output: str) -> list[dict[str, Any]]:
+        """Every message on a queue, not just the first 10 a receive returns: each batch is held
+        briefly so the next receive returns the ones after it, then all are released."""
+        sqs, url = self.client("sqs"), self.outputs[output]
+        messages: list[dict[str, Any]] = []
+        try:
+            while batch := sqs.receive_message(
+                QueueUrl=url,
+                MaxNumberOfMessages=10,
+                VisibilityTimeout=30,
+                MessageAttributeNames=["All"],
+                MessageSystemAttributeNames=["All"],
+            ).get("Messages", []):
+                messages += batch
+        finally:
+            for start in range(0, len(messages), 10):
+                entries = [
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
+                    for i, m in enumerate(messages[start : start + 10])
+                ]
+                sqs.change_message_visibility_batch(QueueUrl=url, Entries=entries)
+        return messages
+
     def queue_depths(self, output: str) -> tuple[int, int]:
         attrs = self.client("sqs").get_queue_attributes(
             QueueUrl=self.outputs[output],

@@ -90,7 +90,7 @@ class _ClaimCheckMissing(Scenario):
         )
 
     def poisoned(self, stack: Stack) -> tuple[dict[str, Any], Envelope] | None:
-        for message in stack.peek("PoisonPillQueueUrl"):
+        for message in stack.every_message("PoisonPillQueueUrl"):  # nothing consumes it: all of it
             env = envelope_of(message)
             if env is not None and env.origin_id == self.message_id:
                 return message, env

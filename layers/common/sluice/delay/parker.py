@@ -90,14 +90,14 @@ class BatchDelay:
         failed: set[str] = set()
         direct: dict[str, list[_Planned]] = defaultdict(list)
         parked: dict[int, list[_Planned]] = defaultdict(list)
-        isolated = 0
+        isolated: set[str] = set()  # every path that isolates counts in RecordsIsolated
         for record in event.get("Records", []):
             mid = record["messageId"]
             try:
                 planned, due = self._plan(record, now)
             except PermanentError as exc:
                 if self._isolate(record, exc):
-                    isolated += 1
+                    isolated.add(mid)
                 else:
                     failed.add(mid)
                 continue
@@ -105,20 +105,20 @@ class BatchDelay:
                 direct[planned.parked.target].append(planned)
             else:
                 parked[bucket_of(due, self._s.delay_bucket_seconds)].append(planned)
-        sent = self._send_direct(direct, now, failed)
-        started, delayed, late = self._park(parked, failed)
+        sent = self._send_direct(direct, now, failed, isolated)
+        started, delayed, late = self._park(parked, failed, isolated)
         sent += late
         for name, value in (
             (metrics.MESSAGES_SENT_DIRECT, sent),
             (metrics.MESSAGES_DELAYED, delayed),
             (metrics.DELAY_BUCKETS_STARTED, started),
-            (metrics.RECORDS_ISOLATED, isolated),
+            (metrics.RECORDS_ISOLATED, len(isolated)),
         ):
             self._metrics.add_metric(name=name, unit="Count", value=value)
         self._log.info(
             "delay batch done",
-            extra={"sent_direct": sent, "parked": delayed, "buckets_started": started, "isolated": isolated,
-                   "failed": len(failed)},
+            extra={"sent_direct": sent, "parked": delayed, "buckets_started": started,
+                   "isolated": len(isolated), "failed": len(failed)},
         )  # fmt: skip
         return {"batchItemFailures": [{"itemIdentifier": mid} for mid in sorted(failed)]}
 
@@ -140,7 +140,9 @@ class BatchDelay:
         )
         return _Planned(record["messageId"], message), due
 
-    def _send_direct(self, direct: dict[str, list[_Planned]], now: datetime, failed: set[str]) -> int:
+    def _send_direct(
+        self, direct: dict[str, list[_Planned]], now: datetime, failed: set[str], isolated: set[str]
+    ) -> int:
         sent = 0
         for target, planned in direct.items():
             outgoing = [
@@ -153,6 +155,7 @@ class BatchDelay:
             records = {p.message_id: p for p in planned}
             for r in refused:
                 if r.sender_fault and self._isolate_planned(records[r.message.key], f"{r.code}: {r.reason}"):
+                    isolated.add(r.message.key)
                     continue  # the target will never take it as it is: poison, with the reason
                 self._log.warning(
                     "direct send refused; will be retried",
@@ -183,7 +186,9 @@ class BatchDelay:
         )
         return True
 
-    def _park(self, parked: dict[int, list[_Planned]], failed: set[str]) -> tuple[int, int, int]:
+    def _park(
+        self, parked: dict[int, list[_Planned]], failed: set[str], isolated: set[str]
+    ) -> tuple[int, int, int]:
         """(executions started, messages parked, messages sent directly after all)."""
         started = delayed = direct = 0
         for bucket, planned in sorted(parked.items()):
@@ -192,7 +197,7 @@ class BatchDelay:
                 # This invocation ran long (retries): the bucket may open before its object lands.
                 # Its messages are due within the threshold by now: send them directly instead.
                 self._log.warning("bucket opens too soon to park; sending directly", extra={"bucket": bucket})
-                direct += self._send_direct(_by_target(planned), now, failed)
+                direct += self._send_direct(_by_target(planned), now, failed, isolated)
                 continue
             # Deterministic key: a retried batch rewrites its object instead of parking a second copy.
             digest = hashlib.sha256("\n".join(sorted(p.message_id for p in planned)).encode()).hexdigest()[

@@ -1,0 +1,499 @@
+"""Every bad input ends safe, through the deployed template (issue 10's battery).
+
+One row per input. Every row is sent at once (one module-scoped run), then each row asserts where its
+message ended (processed = charged once by the example processor, poison queue, retried, or refused by
+SQS at the send), the reason, the functions' log line naming its message id, and the metric. The table
+is printed with the test output.
+
+Metrics are EMF lines without a message id: a row's metric is checked as "emitted by the stack during
+the battery at least as often as rows expect it".
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from sluice import claimcheck
+from sluice.envelope import ATTRIBUTE, Envelope, split
+from sluice.limits import MAX_MESSAGE_BYTES
+from sluice.sqs import message_bytes
+from sluice_local.scenarios import observer, runner
+
+RUN = uuid.uuid4().hex[:6]
+TIMEOUT = 90.0  # a deadline, not a wait
+
+
+@dataclass
+class Row:
+    name: str
+    destination: str  # processed | poison | retried | refused | redriven
+    reason: str = ""  # in the poison envelope's last error, the log line, or SQS's error
+    log: str = ""  # text of the log line that names the message id ("" for none expected)
+    metric: str = ""
+    order_id: str = ""
+    message_id: str = ""
+    sent_error: str = ""
+    seen: dict[str, Any] = field(default_factory=dict)
+
+
+Send = Callable[[observer.Stack, Row], None]
+ROWS: list[tuple[Row, Send]] = []
+
+
+def row(
+    name: str, destination: str, *, reason: str = "", log: str = "", metric: str = ""
+) -> Callable[[Send], Send]:
+    def register(send: Send) -> Send:
+        ROWS.append(
+            (Row(name, destination, reason, log, metric, order_id=f"bad-{RUN}-{len(ROWS):02d}"), send)
+        )
+        return send
+
+    return register
+
+
+CONSUMER_ISOLATED = "record isolated to the poison queue"
+
+
+def isolated(name: str, *, reason: str, log: str = CONSUMER_ISOLATED) -> Callable[[Send], Send]:
+    """A row whose message must end in the poison queue, logged and counted in RecordsIsolated."""
+    return row(name, "poison", reason=reason, log=log, metric="RecordsIsolated")
+
+
+def _work(stack: observer.Stack, r: Row, body: str, **kwargs: Any) -> None:
+    try:
+        r.message_id = stack.client("sqs").send_message(
+            QueueUrl=stack.outputs["WorkQueueUrl"], MessageBody=body, **kwargs
+        )["MessageId"]
+    except ClientError as exc:
+        r.sent_error = f"{exc.response['Error']['Code']}: {exc.response['Error']['Message']}"
+
+
+def _order(r: Row, **extra: Any) -> str:
+    return json.dumps(runner.order(r.order_id, **extra))
+
+
+def _padded(r: Row, total: int, attributes: dict[str, Any] | None = None, **extra: Any) -> str:
+    """An order whose body plus attributes are exactly ``total`` bytes as SQS counts them."""
+    base = _order(r, pad="", **extra)
+    pad = total - message_bytes(base, attributes or {})
+    return _order(r, pad="p" * pad, **extra)
+
+
+# --- bodies ----------------------------------------------------------------------------------------
+
+
+@isolated("invalid JSON", reason="not valid JSON")
+def _invalid_json(stack: observer.Stack, r: Row) -> None:
+    _work(stack, r, '{"order_id": "' + r.order_id + '", not json')
+
+
+@isolated("valid JSON failing the model", reason="amount_cents")
+def _model(stack: observer.Stack, r: Row) -> None:
+    _work(stack, r, _order(r, amount_cents="many"))
+
+
+def _raw_order(r: Row, note: str) -> str:
+    """An order with ``note`` as it is on the wire (not escaped by ``json.dumps``)."""
+    return _order(r, note="NOTE").replace("NOTE", note)
+
+
+for label, char in [("#x9", "\t"), ("#xA", "\n"), ("#xD", "\r"), ("#x20", " ")]:
+
+    @row(f"body with {label} (allowed)", "processed", metric="RecordsProcessed")
+    def _whitespace(stack: observer.Stack, r: Row, char: str = char) -> None:
+        _work(stack, r, _order(r).replace(", ", f",{char}"))  # JSON whitespace between tokens
+
+
+for label, char in [("#xD7FF", "\ud7ff"), ("#xE000", "\ue000"), ("#xFFFD", "\ufffd"),
+                    ("#x10000", "\U00010000"), ("#x10FFFF", "\U0010ffff")]:  # fmt: skip
+
+    @row(f"body with {label} (allowed)", "processed", metric="RecordsProcessed")
+    def _allowed(stack: observer.Stack, r: Row, char: str = char) -> None:
+        _work(stack, r, _raw_order(r, f"a{char}b"))
+
+
+for label, char in [("#x0", "\x00"), ("#x8", "\x08"), ("#xB", "\x0b"), ("#xFFFE", "\ufffe")]:
+
+    @row(f"body with {label} (refused by SQS)", "refused", reason="InvalidMessageContents")
+    def _refused(stack: observer.Stack, r: Row, char: str = char) -> None:
+        _work(stack, r, _raw_order(r, f"a{char}b"))
+
+
+TENANT = {"tenant": {"DataType": "String", "StringValue": "acme"}}
+
+
+@row("body at the byte limit", "processed", metric="RecordsProcessed")
+def _at_limit(stack: observer.Stack, r: Row) -> None:
+    _work(stack, r, _padded(r, MAX_MESSAGE_BYTES))
+
+
+@row("body + attributes at the byte limit", "processed", metric="RecordsProcessed")
+def _at_limit_attributes(stack: observer.Stack, r: Row) -> None:
+    _work(stack, r, _padded(r, MAX_MESSAGE_BYTES, TENANT), MessageAttributes=TENANT)
+
+
+@row("body 1 byte over the limit", "refused", reason="Message must be shorter than 1048576 bytes")
+def _over(stack: observer.Stack, r: Row) -> None:
+    _work(stack, r, _padded(r, MAX_MESSAGE_BYTES + 1))
+
+
+@row(
+    "body + attributes 1 byte over the limit", "refused", reason="Message must be shorter than 1048576 bytes"
+)
+def _over_attributes(stack: observer.Stack, r: Row) -> None:
+    _work(stack, r, _padded(r, MAX_MESSAGE_BYTES + 1, TENANT), MessageAttributes=TENANT)
+
+
+@isolated("at the byte limit, failing permanently", reason="single-order limit")
+def _at_limit_poison(stack: observer.Stack, r: Row) -> None:
+    _work(stack, r, _padded(r, MAX_MESSAGE_BYTES, amount_cents=99_000_000))
+
+
+# --- envelopes -------------------------------------------------------------------------------------
+
+
+def _with_envelope(raw: str) -> dict[str, Any]:
+    return {ATTRIBUTE: {"DataType": "String", "StringValue": raw}}
+
+
+@row(
+    "corrupt envelope",
+    "processed",
+    reason="ignoring unreadable sluice envelope",
+    log="ignoring unreadable sluice envelope",
+    metric="EnvelopesCorrupt",
+)
+def _corrupt(stack: observer.Stack, r: Row) -> None:
+    _work(stack, r, _order(r), MessageAttributes=_with_envelope("{not json"))
+
+
+@row(
+    "forged envelope (attempts, identity)",
+    "processed",
+    reason="forged or altered",
+    log="forged or altered",
+    metric="EnvelopesCorrupt",
+)
+def _forged(stack: observer.Stack, r: Row) -> None:
+    _work(
+        stack,
+        r,
+        _order(r),
+        MessageAttributes=_with_envelope(json.dumps({"v": 1, "attempts": 99, "origin_id": "someone-else"})),
+    )
+
+
+@isolated("oversized envelope, failing permanently", reason="single-order limit")
+def _oversized(stack: observer.Stack, r: Row) -> None:
+    raw = json.dumps({"v": 1, "from_a_newer_producer": "z" * 200_000})
+    _work(stack, r, _order(r, amount_cents=99_000_000), MessageAttributes=_with_envelope(raw))
+
+
+@isolated("10 user attributes, failing permanently", reason="single-order limit")
+def _ten(stack: observer.Stack, r: Row) -> None:
+    attributes = {f"a{i}": {"DataType": "String", "StringValue": f"v{i}"} for i in range(10)}
+    _work(stack, r, _order(r, amount_cents=99_000_000), MessageAttributes=attributes)
+
+
+# --- claim-check pointers --------------------------------------------------------------------------
+
+
+def _pointer(bucket: str, key: str, cls: str = claimcheck.EXTENDED_POINTER_CLASS) -> str:
+    return json.dumps([cls, {"s3BucketName": bucket, "s3Key": key}])
+
+
+@isolated("pointer to a foreign bucket", reason="is not in the allowlist")
+def _foreign(stack: observer.Stack, r: Row) -> None:
+    _work(stack, r, _pointer("someone-elses-bucket", f"{r.order_id}.json"))
+
+
+@isolated("pointer with a traversal key", reason="is outside the prefix")
+def _traversal(stack: observer.Stack, r: Row) -> None:
+    _work(stack, r, _pointer(stack.outputs["ClaimCheckBucketName"], f"a/../{r.order_id}"))
+
+
+@row(
+    "pointer to a missing object",
+    "retried",
+    reason="not found yet",
+    log="record failed; will be retried",
+    metric="RecordsFailed",
+)
+def _missing(stack: observer.Stack, r: Row) -> None:
+    _work(stack, r, _pointer(stack.outputs["ClaimCheckBucketName"], f"missing/{r.order_id}"))
+
+
+@isolated("pointer to an object over the cap", reason="(ClaimCheckMaxBytes); not read")
+def _over_cap(stack: observer.Stack, r: Row) -> None:
+    key = f"huge/{r.order_id}"
+    stack.client("s3").put_object(
+        Bucket=stack.outputs["ClaimCheckBucketName"], Key=key, Body=b"x" * (32 * 1024 * 1024 + 1)
+    )
+    _work(stack, r, _pointer(stack.outputs["ClaimCheckBucketName"], key))
+
+
+FORMATS = [
+    ("current", claimcheck.EXTENDED_POINTER_CLASS, "ExtendedPayloadSize"),
+    ("legacy", claimcheck.LEGACY_POINTER_CLASS, "SQSLargePayloadSize"),
+]
+for fmt, cls, size_attribute in FORMATS:
+
+    @row(
+        f"Extended Client pointer ({fmt}), key at the bucket root", "processed", metric="ClaimChecksResolved"
+    )
+    def _extended(
+        stack: observer.Stack, r: Row, cls: str = cls, size_attribute: str = size_attribute
+    ) -> None:
+        payload = _order(r, note="x" * 300_000).encode()
+        key = str(uuid.uuid4())  # as the Java and Python clients name it
+        stack.client("s3").put_object(Bucket=stack.outputs["ClaimCheckBucketName"], Key=key, Body=payload)
+        size = {size_attribute: {"DataType": "Number", "StringValue": str(len(payload))}}
+        _work(stack, r, _pointer(stack.outputs["ClaimCheckBucketName"], key, cls), MessageAttributes=size)
+
+
+# --- delay requests --------------------------------------------------------------------------------
+
+
+def _delay(
+    stack: observer.Stack, r: Row, envelope: dict[str, Any], attributes: dict[str, Any] | None = None
+) -> None:
+    r.message_id = stack.client("sqs").send_message(
+        QueueUrl=stack.outputs["DelayQueueUrl"],
+        MessageBody=_order(r),
+        MessageAttributes={**(attributes or {}), **_with_envelope(json.dumps({"v": 1, **envelope}))},
+    )["MessageId"]
+
+
+def _at(delta: timedelta) -> str:
+    return (datetime.now(UTC) + delta).isoformat()
+
+
+DELAY_LOG = "delayed message isolated to the poison queue"
+
+
+@isolated("delay request in the past beyond the grace", reason="in the past", log=DELAY_LOG)
+def _past(stack: observer.Stack, r: Row) -> None:
+    _delay(stack, r, {"deliver_at": _at(-timedelta(days=1)), "target": stack.outputs["WorkQueueUrl"]})
+
+
+@isolated("delay request beyond a year", reason="more than 365 days away", log=DELAY_LOG)
+def _year(stack: observer.Stack, r: Row) -> None:
+    _delay(stack, r, {"deliver_at": _at(timedelta(days=400)), "target": stack.outputs["WorkQueueUrl"]})
+
+
+@isolated("delay request with a non-numeric due time", reason="deliver_at", log=DELAY_LOG)
+def _non_numeric(stack: observer.Stack, r: Row) -> None:
+    _delay(stack, r, {"deliver_at": "soon", "target": stack.outputs["WorkQueueUrl"]})
+
+
+@isolated("delay request to a queue not on the allowlist", reason="allowlist", log=DELAY_LOG)
+def _not_allowed(stack: observer.Stack, r: Row) -> None:
+    other = stack.outputs["WorkQueueUrl"].rsplit("/", 1)[0] + "/someone-elses-queue"
+    _delay(stack, r, {"deliver_at": _at(timedelta(seconds=2)), "target": other})
+
+
+BROKEN = {"displaced": {"broken": {"StringValue": "no DataType"}}}
+REFUSED_ATTRIBUTE = "must contain non-empty message attribute type"
+
+
+@isolated("delay direct send: an entry SQS refuses", reason=REFUSED_ATTRIBUTE, log=DELAY_LOG)
+def _delay_bad_entry(stack: observer.Stack, r: Row) -> None:
+    _delay(
+        stack, r, {"deliver_at": _at(timedelta(seconds=2)), "target": stack.outputs["WorkQueueUrl"], **BROKEN}
+    )
+
+
+@row("delay direct send: its healthy batch-mate", "processed", metric="MessagesSentDirect")
+def _delay_healthy(stack: observer.Stack, r: Row) -> None:
+    _delay(stack, r, {"deliver_at": _at(timedelta(seconds=2)), "target": stack.outputs["WorkQueueUrl"]})
+
+
+# --- dead-lettered messages ------------------------------------------------------------------------
+
+
+def _dead_letter(stack: observer.Stack, r: Row, envelope: Envelope) -> None:
+    body = _order(r)
+    raw = stack.seal().sign(envelope, body).to_json()  # written by sluice: sealed
+    attributes = {ATTRIBUTE: {"DataType": "String", "StringValue": raw}}
+    r.message_id = stack.client("sqs").send_message(
+        QueueUrl=stack.outputs["WorkDeadLetterQueueUrl"], MessageBody=body, MessageAttributes=attributes
+    )["MessageId"]
+
+
+@row(
+    "dead-lettered, its source queue no longer exists",
+    "redriven",
+    reason="re-driven",
+    log="message re-driven",
+    metric="SuccessfulRedrives",
+)
+def _gone(stack: observer.Stack, r: Row) -> None:
+    gone = stack.outputs["WorkQueueArn"].rsplit(":", 1)[0] + f":deleted-{RUN}"
+    _dead_letter(stack, r, Envelope(origin_id=f"o-{r.order_id}", source=gone, attempts=0))
+
+
+@row(
+    "redrive: an entry SQS refuses beside healthy ones",
+    "poison",
+    reason=REFUSED_ATTRIBUTE,
+    log="message isolated to the poison queue",
+    metric="PoisonPillsIsolated",
+)
+def _redrive_bad_entry(stack: observer.Stack, r: Row) -> None:
+    envelope = Envelope.model_validate(
+        {"origin_id": f"o-{r.order_id}", "source": stack.outputs["WorkQueueArn"], **BROKEN}
+    )
+    _dead_letter(stack, r, envelope)
+
+
+@row(
+    "redrive: the healthy batch-mate",
+    "redriven",
+    reason="re-driven",
+    log="message re-driven",
+    metric="SuccessfulRedrives",
+)
+def _redrive_healthy(stack: observer.Stack, r: Row) -> None:
+    _dead_letter(stack, r, Envelope(origin_id=f"o-{r.order_id}", source=stack.outputs["WorkQueueArn"]))
+
+
+# --- the run ---------------------------------------------------------------------------------------
+
+
+def _metric_totals(stack: observer.Stack) -> Counter[str]:
+    totals: Counter[str] = Counter()
+    for entry in stack.logs():
+        if "_aws" in entry:
+            for directive in entry["_aws"].get("CloudWatchMetrics", []):
+                for metric in directive.get("Metrics", []):
+                    value = entry.get(metric["Name"], 0)
+                    totals[metric["Name"]] += sum(value) if isinstance(value, list) else value
+    return totals
+
+
+def _poisoned(stack: observer.Stack) -> dict[str, tuple[dict[str, Any], Envelope]]:
+    """Poison messages by every id they can be known by (origin id, the order id in the body)."""
+    found: dict[str, tuple[dict[str, Any], Envelope]] = {}
+    for message in stack.every_message("PoisonPillQueueUrl"):
+        _, env, _ = split(
+            {k: dict(v) for k, v in message.get("MessageAttributes", {}).items()},
+            body=message["Body"],
+            seal=stack.seal(),
+        )
+        if env is None:
+            continue
+        found[str(env.origin_id)] = (message, env)
+    return found
+
+
+def _settled(stack: observer.Stack, r: Row, poison: dict[str, tuple[dict[str, Any], Envelope]]) -> bool:
+    if r.destination == "refused":
+        return True
+    if r.destination in ("processed", "redriven"):
+        return stack.charges(r.order_id)[r.order_id] >= 1
+    if r.destination == "poison":
+        keys = (r.message_id, f"o-{r.order_id}")
+        return any(k in poison for k in keys)
+    return bool(_log_lines(stack, r))  # retried
+
+
+def _log_lines(stack: observer.Stack, r: Row) -> list[dict[str, Any]]:
+    if not r.log:
+        return []
+    ids = {r.message_id, f"o-{r.order_id}"}
+    return [
+        e for e in stack.logs()
+        if (e.get("message_id") in ids or e.get("origin_id") in ids)
+        and r.log in " ".join(str(e.get(k, "")) for k in ("message", "reason", "error"))
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def battery(stack: observer.Stack) -> Iterator[dict[str, Row]]:
+    before = _metric_totals(stack)
+    rows = []
+    for r, send in ROWS:
+        send(stack, r)
+        rows.append(r)
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        poison = _poisoned(stack)
+        waiting = [r for r in rows if not _settled(stack, r, poison)]
+        if not waiting or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    after = _metric_totals(stack)
+    for r in rows:
+        r.seen["poison"] = poison.get(r.message_id) or poison.get(f"o-{r.order_id}")
+        r.seen["charged"] = stack.charges(r.order_id)[r.order_id]
+        r.seen["log"] = _log_lines(stack, r)
+        r.seen["metric_delta"] = after[r.metric] - before[r.metric] if r.metric else None
+    yield {r.name: r for r in rows}
+    _clean_up(stack, rows)
+
+
+def _clean_up(stack: observer.Stack, rows: list[Row]) -> None:
+    """The session's stack is shared: take the battery's poison pills out of the poison queue (with the
+    receipt of the scan that found them; nothing else receives from it)."""
+    ids = {r.message_id for r in rows} | {f"o-{r.order_id}" for r in rows}
+    sqs, url = stack.client("sqs"), stack.outputs["PoisonPillQueueUrl"]
+    for message in stack.every_message("PoisonPillQueueUrl"):
+        _, env, _ = split(dict(message.get("MessageAttributes", {})), body=message["Body"], seal=None)
+        if env is not None and env.origin_id in ids:
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def test_the_battery_table(battery: dict[str, Row], capsys: pytest.CaptureFixture[str]) -> None:
+    with capsys.disabled():
+        print("\n  | input | destination | reason | log line (message id) | metric |")
+        print("  |---|---|---|---|---|")
+        for r in battery.values():
+            where = r.destination
+            if r.seen["poison"]:
+                env = r.seen["poison"][1]
+                reason = env.last_error.message[:70] if env.last_error else ""
+            else:
+                reason = r.sent_error[:70] if r.sent_error else r.reason
+            logged = f"`{r.log}`" if r.seen["log"] else "—"
+            metric = f"{r.metric} +{r.seen['metric_delta']:g}" if r.metric else "—"
+            print(f"  | {r.name} | {where} | {reason} | {logged} | {metric} |")
+    expected = Counter(r.metric for r in battery.values() if r.metric)
+    for r in battery.values():
+        if r.metric:
+            assert r.seen["metric_delta"] >= expected[r.metric], (
+                f"{r.name}: {r.metric} emitted less often than rows expect"
+            )
+
+
+@pytest.mark.parametrize("name", [r.name for r, _ in ROWS])
+def test_every_bad_input_ends_safe(battery: dict[str, Row], name: str) -> None:
+    r = battery[name]
+    if r.destination == "refused":
+        assert r.sent_error, f"SQS took it: {r.message_id}"
+        assert r.reason in r.sent_error
+        return
+    assert r.message_id, f"not sent: {r.sent_error}"
+    if r.destination in ("processed", "redriven"):
+        assert r.seen["charged"] == 1, f"charged {r.seen['charged']}x"
+        assert r.seen["poison"] is None
+    elif r.destination == "poison":
+        assert r.seen["poison"] is not None, "never reached the poison queue"
+        _, env = r.seen["poison"]
+        assert env.last_error is not None
+        assert r.reason in env.last_error.message, f"reason {env.last_error.message!r}"
+        assert r.seen["charged"] == 0
+    if r.log:
+        assert r.seen["log"], f"no log line {r.log!r} naming {r.message_id}"
+    if r.metric:
+        assert r.seen["metric_delta"] >= 1, f"{r.metric} not emitted"
