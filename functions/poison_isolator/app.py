@@ -30,10 +30,13 @@ seal = load_seal(settings.envelope_key_secret, client=boto3.client("secretsmanag
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     logger.append_keys(message_id=event.get("messageId"), attempt=event.get("attempt"))
-    poison_id, envelope = isolate_request(
+    poison_id, envelope, problem = isolate_request(
         sqs, poison_queue_url=settings.poison_queue_url, request=event, seal=seal
     )
     metrics.add_metric(name=names.POISON_PILLS_ISOLATED, unit="Count", value=1)
+    if problem:  # its envelope failed the seal check: isolated without that history
+        logger.warning(problem)
+        metrics.add_metric(name=names.ENVELOPES_CORRUPT, unit="Count", value=1)
     logger.error(
         "message isolated to the poison queue",
         extra={

@@ -7,6 +7,7 @@ the Refuse step with ``{"refused": {"plan", "error"}}`` when the source queue re
 malformed; answers the poison plan that records the refusal.
 """
 
+import functools
 import os
 from typing import Any
 
@@ -28,6 +29,7 @@ settings = RedriveSettings.from_env(os.environ)
 sqs = boto3.client("sqs")  # for its endpoint only: queue URLs are built for the endpoint in use
 breaker = Breaker.from_settings(settings, boto3.client("dynamodb"))
 seal = load_seal(settings.envelope_key_secret, client=boto3.client("secretsmanager"))
+offload = settings.offloader(functools.cache(lambda: boto3.client("s3")))  # bodies that outgrow SQS
 
 
 def url_of(arn: str) -> str:
@@ -39,7 +41,9 @@ def url_of(arn: str) -> str:
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if "refused" in event:
-        return refusal_step(event["refused"], settings=settings, now=utcnow(), logger=logger, seal=seal)
+        return refusal_step(
+            event["refused"], settings=settings, now=utcnow(), logger=logger, seal=seal, offload=offload
+        )
     return plan_step(
         event,
         settings=settings,
@@ -49,4 +53,5 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         logger=logger,
         metrics_sink=metrics,
         seal=seal,
+        offload=offload,
     )

@@ -4,6 +4,7 @@ Triggered by the DLQ depth alarm through SNS and by a backstop schedule; the eve
 trigger. Returns the run's report.
 """
 
+import functools
 import os
 from typing import Any
 
@@ -27,6 +28,7 @@ redriver = Redriver(
     logger=logger,
     metrics_sink=metrics,
     seal=load_seal(settings.envelope_key_secret, client=boto3.client("secretsmanager")),
+    offload=settings.offloader(functools.cache(lambda: boto3.client("s3"))),  # bodies that outgrow SQS
 )
 
 

@@ -11,12 +11,15 @@ import pytest
 from aws_lambda_powertools import Logger
 from moto import mock_aws
 
+from sluice import claimcheck
 from sluice.delay.parker import BatchDelay
 from sluice.delay.rehydrator import Rehydrator
 from sluice.delay.schedule import bucket_of, send_delayed
 from sluice.delay.settings import DelaySettings
 from sluice.envelope import ATTRIBUTE, Envelope
 from sluice.errors import TransientError
+from sluice.limits import MAX_MESSAGE_BYTES
+from sluice.sqs import message_bytes
 from sluice_local.lambda_loader import LambdaContext
 from sluice_local.sqs_events import drain, receive_event
 from tests.conftest import TEST_SEAL, create_waiting_state_machine, envelope_key_secret
@@ -48,6 +51,7 @@ def delays():
         other = sqs.create_queue(QueueName="elsewhere")["QueueUrl"]
         poison = sqs.create_queue(QueueName="poison")["QueueUrl"]
         s3.create_bucket(Bucket="parked")
+        s3.create_bucket(Bucket="claims")
         machine = create_waiting_state_machine(sfn, iam, "delay")
         settings = DelaySettings.from_env(
             {
@@ -58,6 +62,7 @@ def delays():
                 "SLUICE_DELAY_BUCKET_SECONDS": "60",
                 "SLUICE_POISON_QUEUE_URL": poison,
                 "SLUICE_ENVELOPE_KEY_SECRET": envelope_key_secret(),
+                "SLUICE_CLAIM_CHECK_BUCKETS": "claims",
             }
         )
         yield Delays(session, calls, sqs, s3, sfn, delay_url, target, other, poison, machine, settings)
@@ -146,6 +151,34 @@ def test_given_an_entry_the_target_refuses_beside_healthy_ones_then_it_alone_is_
     [poisoned] = drain(delays.sqs, delays.poison)
     assert poisoned["Body"] == "broken"
     assert "must contain non-empty message attribute type" in last_error_of(poisoned).message
+
+
+def test_given_a_request_at_the_size_limit_when_its_envelope_grows_then_the_body_is_offloaded_not_lost(
+    delays,
+):
+    # Given a delay request that is exactly 1 MiB as the producer sent it (body + its envelope)
+    filler = "x" * 1000
+    delays.request(filler, 30)
+    [sent] = delays.sqs.receive_message(QueueUrl=delays.delay_url, MessageAttributeNames=["All"])["Messages"]
+    delays.sqs.delete_message(QueueUrl=delays.delay_url, ReceiptHandle=sent["ReceiptHandle"])
+    attributes = {
+        k: {"DataType": v["DataType"], "StringValue": v["StringValue"]}
+        for k, v in sent["MessageAttributes"].items()
+    }
+    body = "b" * (MAX_MESSAGE_BYTES - message_bytes("", attributes))
+    delays.sqs.send_message(QueueUrl=delays.delay_url, MessageBody=body, MessageAttributes=attributes)
+    # When batch-delay adds the first hop's identity and sends it to its target
+    response = delays.delayer().handle(delays.batch(1), LambdaContext())
+    # Then it arrives as a claim-check pointer to the whole body, within SQS's limit
+    assert response == {"batchItemFailures": []}
+    [call] = delays.calls.params("SendMessageBatch")
+    [delivered] = call["Entries"]  # due in 30 s: sent with its residual delay
+    pointer = claimcheck.parse_pointer(delivered["MessageBody"])
+    assert pointer is not None
+    assert pointer.bucket == "claims"
+    assert delays.s3.get_object(Bucket="claims", Key=pointer.key)["Body"].read().decode() == body
+    assert delivered["MessageAttributes"]["ExtendedPayloadSize"]["StringValue"] == str(len(body))
+    assert drain(delays.sqs, delays.poison) == []
 
 
 def test_messages_due_later_are_parked_per_bucket_with_one_execution_each(delays):

@@ -276,7 +276,7 @@ class Functions:
                 self.plan_windows.append((started, time.monotonic()))
 
     def _isolate(self, plan: dict[str, Any]) -> dict[str, Any]:
-        poison_id, envelope = isolate_request(
+        poison_id, envelope, _ = isolate_request(
             self.sqs, poison_queue_url=self.settings.poison_queue_url, request=plan, seal=None
         )
         return {"poisonMessageId": poison_id, "attempts": envelope.attempts}

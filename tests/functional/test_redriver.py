@@ -26,11 +26,14 @@ import pytest
 from aws_lambda_powertools import Logger
 from moto import mock_aws
 
+from sluice import claimcheck
 from sluice.envelope import ATTRIBUTE, Envelope, ErrorInfo
 from sluice.errors import ConfigurationError
+from sluice.limits import MAX_MESSAGE_BYTES
 from sluice.redrive.breaker import Breaker
 from sluice.redrive.runner import Redriver
 from sluice.redrive.settings import RedriveSettings
+from sluice.sqs import message_bytes
 from sluice_local.sqs_events import drain
 from tests.conftest import TEST_SEAL, envelope_key_secret
 from tests.doubles import RecordingMetrics, envelope_of, sealed
@@ -136,6 +139,8 @@ class Stack:
         self.work_arn = self.arn(self.work_url)
         self.delay_url = self.raw.create_queue(QueueName="delay")["QueueUrl"]
         self.poison_url = self.raw.create_queue(QueueName="poison")["QueueUrl"]
+        self.s3 = boto3.client("s3", region_name=REGION)
+        self.s3.create_bucket(Bucket="claims")
         self.ddb.create_table(
             TableName="breaker",
             AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
@@ -173,6 +178,7 @@ class Stack:
             "SLUICE_BREAKER_COOLDOWN_SECONDS": "300",
             "SLUICE_BREAKER_BOUNCE_PERCENT": "50",
             "SLUICE_BREAKER_MIN_SAMPLE": "10",
+            "SLUICE_CLAIM_CHECK_BUCKETS": "claims",
         }
         env.update({f"SLUICE_{k.upper()}": str(v) for k, v in overrides.items()})
         return {k: v for k, v in env.items() if v != ""}
@@ -193,6 +199,7 @@ class Stack:
             logger=self.logger,
             metrics_sink=self.metrics,
             seal=TEST_SEAL,
+            offload=settings.offloader(lambda: self.s3),
             monotonic=self.time.monotonic,
             sleep=self.time.sleep,
             **extra,
@@ -709,6 +716,24 @@ def test_given_a_genuine_envelope_on_another_body_when_run_then_its_history_is_n
     # Then the copy starts its own history: redriven, not poisoned as the original would be
     assert (report.redriven, report.isolated) == (1, 0)
     assert stack.metrics.values["EnvelopesCorrupt"] == 1
+
+
+def test_given_a_message_at_the_size_limit_when_its_envelope_grows_then_it_is_redriven_offloaded(stack):
+    # Given a dead-lettered message exactly at SQS's limit with the envelope the consumer gave it
+    envelope = Envelope(origin_id="o-big", source=stack.work_arn, attempts=0)
+    probe = sealed(envelope, "")
+    attributes = {ATTRIBUTE: {"DataType": "String", "StringValue": probe}}
+    body = "b" * (MAX_MESSAGE_BYTES - message_bytes("", attributes))
+    stack.forwarded(body, envelope)
+    # When the redriver records this cycle (attempts, redrive time, error) and sends it back
+    report = stack.redriver().run()
+    # Then it goes back to its source as a claim-check pointer to the whole body
+    assert (report.redriven, report.isolated, report.failed) == (1, 0, 0)
+    [entry] = stack.sent_entries(stack.work_url)
+    pointer = claimcheck.parse_pointer(entry["MessageBody"])
+    assert pointer is not None
+    assert stack.s3.get_object(Bucket="claims", Key=pointer.key)["Body"].read().decode() == body
+    assert envelope_of(entry).attempts == 1
 
 
 def _lines(stack: Stack) -> list[dict[str, Any]]:

@@ -200,3 +200,31 @@ def test_given_a_binary_sluice_attribute_when_read_then_it_is_ignored_with_a_rea
     assert user == {}
     assert env is None
     assert problem == "ignoring the sluice attribute: it is not a String"
+
+
+@pytest.mark.parametrize("sig", ["hs256:é", "hs256:\ud800", "", "hs256:" + "A" * 10_000])
+def test_given_a_sig_of_any_text_when_read_then_it_is_a_mismatch_never_a_crash(sig: str) -> None:
+    # Given a producer's sig that is not ASCII (compare_digest refuses non-ASCII str), or empty, or huge
+    raw = _raw(merge({}, HISTORY, body=BODY, seal=SEAL))
+    raw["sig"] = sig
+
+    # When
+    _, env, problem = split(_with(raw), body=BODY, seal=SEAL)
+
+    # Then: its bookkeeping is ignored (a lone surrogate makes the whole envelope unreadable)
+    assert problem is not None
+    assert env is None or env.attempts == 0
+
+
+def test_given_an_error_with_a_none_extra_when_sealed_then_it_verifies_after_travelling() -> None:
+    # Given a last error carrying an extra field set to None (dropped from the wire form)
+    error = ErrorInfo.model_validate({"type": "T", "message": "m", "at": WHEN, "detail": None})
+    env = Envelope(origin_id="m-1", attempts=1, last_error=error)
+
+    # When it travels and is read
+    _, read, problem = split(merge({}, env, body=BODY, seal=SEAL), body=BODY, seal=SEAL)
+
+    # Then the seal holds
+    assert problem is None
+    assert read is not None
+    assert read.attempts == 1

@@ -541,8 +541,10 @@ SENDERS = {  # queue → the only principals that may send to it (a Deny for eve
         "RehydratorRole",
         "PoisonIsolatorRole",
         "RedriverRole",
+        "OperatorArns",
     ],
-    "DelayQueue": ["ConsumerRole", "RedriverRole", "TrustedSenderArns"],
+    "DelayQueue": ["ConsumerRole", "RedriverRole", "TrustedSenderArns", "OperatorArns"],
+    "DelayDeadLetterQueue": [],  # only SQS's own move (not a SendMessage) puts messages there
 }
 
 
@@ -596,7 +598,11 @@ def check_envelope_key_and_queue_policies(raw: Template, cfn: Template) -> list[
             if all(st.get(k) == v for k, v in wanted.items())
             and st.get("Resource") == {"Fn::GetAtt": [queue, "Arn"]}
         ]
-        allowed = _named([d.get("Condition") for d in denies])
+        allowed = _named([d.get("Condition") for d in denies]) - {
+            "RedriveWithLambda",
+            "HasTrustedSenders",
+            "HasOperators",
+        }
         if len(denies) != 1 or allowed != set(senders):
             problems.append(f"{queue} must deny SendMessage to all but {senders}, got {sorted(allowed)}")
     return problems

@@ -150,6 +150,24 @@ def offloader(s3: S3Client, *, bucket: str, prefix: str) -> Callable[[str], tupl
     return offload
 
 
+def lazy_offloader(
+    s3: Callable[[], S3Client], *, buckets: tuple[str, ...], prefix: str
+) -> Callable[[str], tuple[str, SendAttributes]]:
+    """:func:`offloader` on the first of ``buckets``, its S3 client built on first use (most messages
+    never need it); with no bucket, an offload raises :class:`~sluice.fit.UnfittableError`."""
+
+    def offload(body: str) -> tuple[str, SendAttributes]:
+        if not buckets:
+            from sluice.fit import UnfittableError  # noqa: PLC0415 - fit imports nothing of this module
+
+            raise UnfittableError(
+                "the message is too large with its envelope and no claim-check bucket is set"
+            )
+        return offloader(s3(), bucket=buckets[0], prefix=prefix)(body)
+
+    return offload
+
+
 def send(
     sqs: SQSClient,
     s3: S3Client,

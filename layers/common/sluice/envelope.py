@@ -245,8 +245,9 @@ class Seal:
         without its sealed fields, and the reason. The envelope returned carries no ``sig``."""
         if not _sealed_part(env):
             return env.model_copy(update={"sig": None}), None
+        given = (env.sig or "").encode("utf-8", errors="surrogatepass")  # any text a producer wrote
         if env.sig is not None and any(
-            hmac.compare_digest(env.sig, _signature(key, env, body)) for key in self.keys
+            hmac.compare_digest(given, _signature(key, env, body).encode()) for key in self.keys
         ):
             return env.model_copy(update={"sig": None}), None
         why = "has no seal" if env.sig is None else "has a seal that does not match it and its body"
@@ -262,7 +263,10 @@ def _sealed_part(env: Envelope) -> dict[str, Any]:
 
 
 def _signature(key: bytes, env: Envelope, body: str) -> str:
-    fields = json.dumps(_sealed_part(env), sort_keys=True, separators=(",", ":")).encode()
+    # over the fields as they travel (to_json drops None, validation normalises types): what the
+    # reader of the attribute sees is what was signed
+    wire = Envelope.model_validate_json(env.to_json())
+    fields = json.dumps(_sealed_part(wire), sort_keys=True, separators=(",", ":")).encode()
     digest = hashlib.sha256(body.encode("utf-8", errors="surrogatepass")).digest()
     mac = hmac.new(key, b"sluice-envelope-v1\n" + fields + b"\n" + digest, hashlib.sha256).digest()
     return f"{SEAL_SCHEME}:{base64.urlsafe_b64encode(mac).decode().rstrip('=')}"

@@ -7,15 +7,15 @@ mis-processing messages.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Annotated, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sluice.errors import ConfigurationError
 from sluice.limits import MAX_VISIBILITY_SECONDS
 
-__all__ = ["ENV_PREFIX", "EnvSettings", "Seconds", "split_csv"]
+__all__ = ["ENV_PREFIX", "ClaimCheckSettings", "EnvSettings", "Seconds", "split_csv"]
 
 ENV_PREFIX = "SLUICE_"
 
@@ -53,3 +53,21 @@ def split_csv(value: object) -> object:
 
 
 Seconds = Annotated[int, Field(ge=0, le=MAX_VISIBILITY_SECONDS)]
+
+
+class ClaimCheckSettings(EnvSettings):
+    """The claim-check bucket(s) and prefix: where the consumer reads pointers, and where every function
+    that re-sends a message offloads a body that no longer fits beside its envelope (the first bucket)."""
+
+    claim_check_buckets: tuple[str, ...] = ()
+    claim_check_prefix: str = Field(default="", pattern=r"^($|[^/])")
+    """Keys pointers must start with (never '/'); '' (any key in the allowed buckets) reads what the
+    Extended Clients write."""
+    _claim_check_csv = field_validator("claim_check_buckets", mode="before")(split_csv)
+
+    def offloader(self, s3: Callable[[], Any]) -> Callable[[str], tuple[str, dict[str, dict[str, Any]]]]:
+        """Stores a body in the first claim-check bucket under the prefix; ``s3`` builds the client on
+        first use (:func:`sluice.claimcheck.lazy_offloader`)."""
+        from sluice.claimcheck import lazy_offloader  # noqa: PLC0415 - claimcheck imports boto3's errors
+
+        return lazy_offloader(s3, buckets=self.claim_check_buckets, prefix=self.claim_check_prefix)

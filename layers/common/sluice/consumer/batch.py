@@ -38,7 +38,7 @@ from sluice.consumer.idempotency import Idempotency, InProgressElsewhere
 from sluice.consumer.settings import ConsumerSettings
 from sluice.envelope import Envelope, ErrorInfo, Seal, SendAttributes, from_event_attributes, split
 from sluice.errors import PermanentError, RetryAfter
-from sluice.fit import UnfittableError, fit
+from sluice.fit import fit
 from sluice.limits import MAX_VISIBILITY_SECONDS
 from sluice.poison import isolate
 from sluice.sealing import load_seal
@@ -478,15 +478,7 @@ class Consumer:
     def _offload(self, body: str) -> tuple[str, SendAttributes]:
         """Store a body that no longer fits beside its envelope in the stack's claim-check bucket (the
         first of ``SLUICE_CLAIM_CHECK_BUCKETS``), under the claim-check prefix the consumer reads."""
-        buckets = self._settings.claim_check_buckets
-        if not buckets:
-            raise UnfittableError(
-                "the message is too large with its envelope and no claim-check bucket is set"
-            )
-        offload = claimcheck.offloader(
-            self._s3_client(), bucket=buckets[0], prefix=self._settings.claim_check_prefix
-        )
-        return offload(body)
+        return self._settings.offloader(self._s3_client)(body)
 
     def _s3_client(self) -> S3Client:
         if self._s3 is None:

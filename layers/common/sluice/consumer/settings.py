@@ -9,19 +9,16 @@ from pydantic import Field, field_validator, model_validator
 from sluice.claimcheck import DEFAULT_MAX_BYTES as DEFAULT_CLAIM_CHECK_MAX_BYTES
 from sluice.limits import MAX_VISIBILITY_SECONDS
 from sluice.sealing import SealSettings
-from sluice.settings import Seconds, split_csv
+from sluice.settings import ClaimCheckSettings, Seconds
 
 __all__ = ["ConsumerSettings"]
 
 
-class ConsumerSettings(SealSettings):
+class ConsumerSettings(SealSettings, ClaimCheckSettings):
     """Settings of the partial-batch consumer (``SLUICE_*`` variables; see docs/configuration.md)."""
 
     idempotency_table: str = Field(min_length=3)
     poison_queue_url: str = Field(pattern=r"^https?://")
-    claim_check_buckets: tuple[str, ...] = ()
-    claim_check_prefix: str = ""
-    """Keys pointers must start with; '' (any key in the allowed buckets) reads the Extended Clients'."""
     claim_check_max_bytes: int = Field(default=DEFAULT_CLAIM_CHECK_MAX_BYTES, ge=1024, le=1024**3)
     """Claim-check objects larger than this are isolated unread (see docs/claim-check.md)."""
     max_receive_count: int = Field(default=5, ge=1, le=1000)
@@ -36,8 +33,6 @@ class ConsumerSettings(SealSettings):
     concurrency: int = Field(default=1, ge=1, le=64)
     idempotency_key_jmespath: str = ""
     idempotency_ttl_seconds: int = Field(default=14 * 24 * 3600, ge=60)
-
-    _csv = field_validator("claim_check_buckets", mode="before")(split_csv)
 
     @field_validator("idempotency_key_jmespath")
     @classmethod
@@ -59,6 +54,4 @@ class ConsumerSettings(SealSettings):
                 f"SLUICE_BACKOFF_FLOOR_SECONDS ({self.backoff_floor_seconds}) exceeds "
                 f"SLUICE_BACKOFF_CAP_SECONDS ({self.backoff_cap_seconds})"
             )
-        if self.claim_check_prefix.startswith("/"):
-            raise ValueError("SLUICE_CLAIM_CHECK_PREFIX must not start with '/'")
         return self

@@ -30,8 +30,9 @@ from sluice.delay.schedule import (
     residual_seconds,
 )
 from sluice.delay.settings import DelaySettings
-from sluice.envelope import Envelope, Seal, SendAttributes, from_event_attributes, merge, split, utcnow
+from sluice.envelope import Envelope, Seal, SendAttributes, from_event_attributes, split, utcnow
 from sluice.errors import ConfigurationError, PermanentError
+from sluice.fit import UnfittableError, fit
 from sluice.poison import isolate
 
 if TYPE_CHECKING:
@@ -134,10 +135,13 @@ class BatchDelay:
         target = check_target(envelope.target, self._s.delay_targets)
         due = due_time(envelope, now=now, grace_seconds=self._s.past_grace_seconds)
         envelope = identified(envelope, record)
-        body = record.get("body") or ""
-        message = Parked(
-            record["messageId"], target, due, body, merge(attributes, envelope, body=body, seal=self._seal)
-        )
+        try:  # within SQS's limits with the envelope it now carries (the body offloaded if need be)
+            fitted = fit(
+                record.get("body") or "", attributes, envelope, seal=self._seal, offload=self._offload
+            )
+        except UnfittableError as exc:
+            raise PermanentError(str(exc)) from exc
+        message = Parked(record["messageId"], target, due, fitted.body, fitted.attributes)
         return _Planned(record["messageId"], message), due
 
     def _send_direct(
@@ -166,7 +170,9 @@ class BatchDelay:
         return sent
 
     def _isolate_planned(self, planned: _Planned, reason: str) -> bool:
-        user, envelope, _ = split(planned.parked.attributes, body=planned.parked.body, seal=self._seal)
+        user, envelope, problem = split(planned.parked.attributes, body=planned.parked.body, seal=self._seal)
+        if problem:  # sealed by this invocation: never expected
+            self._log.warning(problem, extra={"message_id": planned.message_id})
         base = envelope or Envelope(origin_id=planned.message_id)
         try:
             isolate(
@@ -176,6 +182,7 @@ class BatchDelay:
                 attributes=user,
                 envelope=base.failed(PermanentError(f"target {planned.parked.target} refused: {reason}")),
                 seal=self._seal,
+                offload=self._offload,
             )
         except Exception:  # noqa: BLE001 - not isolated: retried, never lost
             self._log.exception("poison isolation failed", extra={"message_id": planned.message_id})
@@ -258,6 +265,9 @@ class BatchDelay:
             return 0  # started concurrently by another invocation
         return 1
 
+    def _offload(self, body: str) -> tuple[str, SendAttributes]:
+        return self._s.offloader(lambda: self._s3)(body)
+
     def _split(self, record: Mapping[str, Any]) -> tuple[SendAttributes, Envelope | None, str | None]:
         attributes = from_event_attributes(record.get("messageAttributes"))
         return split(attributes, body=record.get("body") or "", seal=self._seal)
@@ -274,6 +284,7 @@ class BatchDelay:
                 attributes=attributes,
                 envelope=base.failed(exc, receives=receives),
                 seal=self._seal,
+                offload=self._offload,
             )
         except Exception:  # noqa: BLE001 - not isolated: retried, never lost
             self._log.exception("poison isolation failed", extra={"message_id": record["messageId"]})

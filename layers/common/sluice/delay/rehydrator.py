@@ -178,9 +178,11 @@ class Rehydrator:
         return unsent
 
     def _isolate(self, message: Parked, reason: str, key: str) -> bool:
-        user, envelope, _ = split(
+        user, envelope, problem = split(
             message.outgoing(self._clock()).attributes, body=message.body, seal=self._seal
         )
+        if problem:  # sealed when parked: the key rotated twice since (docs/envelope.md)
+            self._log.warning(problem, extra={"key": key, "parked_message": message.key})
         base = envelope or Envelope(origin_id=message.key, target=message.target, deliver_at=message.due)
         try:
             isolate(
@@ -192,6 +194,7 @@ class Rehydrator:
                     PermanentError(f"target {message.target} refused the message: {reason}")
                 ),
                 seal=self._seal,
+                offload=self._s.offloader(lambda: self._s3),
             )
         except Exception:  # noqa: BLE001 - not isolated: stays parked for the retry
             self._log.exception("poison isolation failed", extra={"key": key, "parked_message": message.key})

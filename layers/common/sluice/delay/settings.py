@@ -8,12 +8,12 @@ from pydantic import Field, field_validator, model_validator
 
 from sluice.limits import MAX_DELAY_SECONDS
 from sluice.sealing import SealSettings
-from sluice.settings import split_csv
+from sluice.settings import ClaimCheckSettings, split_csv
 
 __all__ = ["DelaySettings"]
 
 
-class DelaySettings(SealSettings):
+class DelaySettings(SealSettings, ClaimCheckSettings):
     """Settings of the batch-delay and rehydrator functions (``SLUICE_*``; see docs/delays.md)."""
 
     delay_bucket: str = Field(min_length=3)

@@ -30,9 +30,10 @@ class IsolatorSettings(SealSettings):
 
 def isolate_request(
     sqs: SQSClient, *, poison_queue_url: str, request: Mapping[str, Any], seal: Seal | None
-) -> tuple[str, Envelope]:
+) -> tuple[str, Envelope, str | None]:
     """The isolator Lambda's work: ``request`` is a redrive plan (``Decision.to_state()``) or any
-    ``{"body", "messageAttributes", "reason"?, "messageId"?}``. Returns (poison message id, envelope).
+    ``{"body", "messageAttributes", "reason"?, "messageId"?}``. Returns (poison message id, envelope,
+    the problem with the envelope it carried, if any: for the caller's warning and metric).
 
     The destination is always ``poison_queue_url`` (never a queue named in the request). A request
     without a sluice envelope gets one recording ``reason``, so no poison message lacks forensics.
@@ -43,7 +44,7 @@ def isolate_request(
     raw = request.get("messageAttributes") or {}
     if not isinstance(raw, Mapping):
         raise PermanentError("isolation request 'messageAttributes' must be an object")
-    user, envelope, _ = split(from_event_attributes(dict(raw)), body=body, seal=seal)
+    user, envelope, problem = split(from_event_attributes(dict(raw)), body=body, seal=seal)
     if envelope is None or envelope.last_error is None:
         reason = str(request.get("reason") or "isolated without a recorded reason")
         message_id = request.get("messageId")
@@ -52,6 +53,10 @@ def isolate_request(
         envelope = base.recording(
             ErrorInfo.of(PermanentError.__name__, reason, at=now), attempts=max(base.attempts, 1)
         )
-    return isolate(
-        sqs, poison_queue_url=poison_queue_url, body=body, attributes=user, envelope=envelope, seal=seal
-    ), envelope
+    return (
+        isolate(
+            sqs, poison_queue_url=poison_queue_url, body=body, attributes=user, envelope=envelope, seal=seal
+        ),
+        envelope,
+        problem,
+    )

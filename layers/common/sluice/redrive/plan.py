@@ -34,7 +34,7 @@ from sluice.envelope import (
     split,
 )
 from sluice.errors import PermanentError
-from sluice.fit import UnfittableError, fit
+from sluice.fit import Offload, UnfittableError, fit
 from sluice.limits import MAX_DELAY_SECONDS, MAX_LONG_DELAY_SECONDS, MAX_VISIBILITY_SECONDS
 from sluice.redrive.breaker import as_utc
 from sluice.sqs import allowlisted
@@ -197,14 +197,22 @@ class Decision:
         """``DelaySeconds`` for a direct SendMessage (only a direct redrive carries a delay)."""
         return self.delay_seconds if self.action == "redrive" else 0
 
-    def refused(self, why: str, *, poison_queue_url: str, now: datetime, seal: Seal | None) -> Decision:
+    def refused(
+        self,
+        why: str,
+        *,
+        poison_queue_url: str,
+        now: datetime,
+        seal: Seal | None,
+        offload: Offload | None = None,
+    ) -> Decision:
         """The poison version of this decision, for a destination that refused the message as
         malformed: the envelope keeps its history and records ``RedriveRefused`` as its last error."""
-        user, envelope, _ = split(self.attributes, body=self.body, seal=seal)
+        user, envelope, problem = split(self.attributes, body=self.body, seal=seal)
         base = envelope or Envelope(origin_id=self.message_id)
         error = ErrorInfo.of(REFUSED, f"{self.destination} refused the message: {why}", at=now)
         env = base.recording(error, deliver_at=None, target=None, redriven_at=None)
-        attributes = sendable(self.body, user, env, poison=True, seal=seal)
+        attributes, body = sendable(self.body, user, env, poison=True, seal=seal, offload=offload)
         return Decision(
             message_id=self.message_id,
             receipt_handle=self.receipt_handle,
@@ -212,11 +220,12 @@ class Decision:
             attempt=self.attempt,
             delay_seconds=0,
             destination=poison_queue_url,
-            body=self.body,
+            body=body,
             attributes=attributes,
             envelope=_as_written(attributes),
             bouncing=self.bouncing,
             reason=f"the source queue refused the message: {why}",
+            envelope_problem=problem or self.envelope_problem,
         )
 
     def to_state(self) -> dict[str, Any]:
@@ -268,11 +277,14 @@ class _Judged:
     fresh: bool
     now: datetime
     seal: Seal | None
+    offload: Offload | None
 
     def decision(
         self, action: Action, attempt: int, delay: int, *, destination: str, env: Envelope, reason: str
     ) -> Decision:
-        attributes = sendable(self.message.body, self.user, env, poison=action == "poison", seal=self.seal)
+        attributes, body = sendable(
+            self.message.body, self.user, env, poison=action == "poison", seal=self.seal, offload=self.offload
+        )
         return Decision(
             message_id=self.message.message_id,
             receipt_handle=self.message.receipt_handle,
@@ -280,7 +292,7 @@ class _Judged:
             attempt=attempt,
             delay_seconds=delay,
             destination=destination,
-            body=self.message.body,
+            body=body,
             attributes=attributes,
             envelope=_as_written(attributes),
             bouncing=self.bouncing,
@@ -300,7 +312,9 @@ def _judge(
     settings: RedriveSettings,
     now: datetime,
     failed_after: datetime | None,
+    *,
     seal: Seal | None,
+    offload: Offload | None,
 ) -> _Judged:
     user, envelope, problem = message.split(seal)
     error = _cycle_error(envelope, message, now)
@@ -319,6 +333,7 @@ def _judge(
         and as_utc(error.at) > as_utc(failed_after),
         now=now,
         seal=seal,
+        offload=offload,
     )
 
 
@@ -345,6 +360,7 @@ def decide(
     now: datetime,
     url_of: Callable[[str], str],
     seal: Seal | None,
+    offload: Offload | None = None,
     hold_in_dlq: bool = False,
     failed_after: datetime | None = None,
     uniform: Uniform = random.uniform,
@@ -355,9 +371,10 @@ def decide(
     Step Functions mode: the execution waits with the message held invisible in the DLQ, so a
     backoff never goes through the delay pipeline but is capped at :data:`MAX_HOLD_WAIT`.
     ``failed_after`` (a half-open breaker's probe time) sets :attr:`Decision.fresh`. ``seal`` checks
-    the arriving envelope and seals the one sent (a forged attempt count or redrive time is ignored).
+    the arriving envelope and seals the one sent (a forged attempt count or redrive time is ignored);
+    ``offload`` stores a body that no longer fits beside its grown envelope (:mod:`sluice.fit`).
     """
-    judged = _judge(message, settings, now, failed_after, seal)
+    judged = _judge(message, settings, now, failed_after, seal=seal, offload=offload)
     envelope, error, poison_url = judged.envelope, judged.error, settings.poison_queue_url
     try:
         source = source_queue(
@@ -403,15 +420,23 @@ def decide(
 
 
 def sendable(
-    body: str, user: SendAttributes, env: Envelope, *, poison: bool, seal: Seal | None
-) -> SendAttributes:
-    """User attributes and envelope as SQS will take them (:func:`sluice.fit.fit`; for the poison
-    queue, attributes SQS refuses move into the envelope). Should nothing make the message fit, they
-    are merged as they are: the send is refused, reported, and the message stays in the DLQ."""
+    body: str,
+    user: SendAttributes,
+    env: Envelope,
+    *,
+    poison: bool,
+    seal: Seal | None,
+    offload: Offload | None = None,
+) -> tuple[SendAttributes, str]:
+    """(attributes, body) as SQS will take them (:func:`sluice.fit.fit`: for the poison queue,
+    attributes SQS refuses move into the envelope; a body too large beside the envelope is offloaded).
+    Should nothing make the message fit, it is merged as it is: the send is refused, reported, and the
+    message stays in the DLQ."""
     try:
-        return fit(body, user, env, seal=seal, quarantine=poison).attributes
+        fitted = fit(body, user, env, seal=seal, quarantine=poison, offload=offload)
     except UnfittableError:
-        return merge(user, env, body=body, seal=seal)
+        return merge(user, env, body=body, seal=seal), body
+    return fitted.attributes, fitted.body
 
 
 def _as_written(attributes: SendAttributes) -> Envelope:

@@ -35,6 +35,7 @@ from sluice.backoff import Uniform
 from sluice.batchsend import Outgoing, send_batch
 from sluice.envelope import Seal, utcnow
 from sluice.errors import ConfigurationError
+from sluice.fit import Offload
 from sluice.limits import MAX_BATCH_ENTRIES
 from sluice.redrive.breaker import Breaker, BreakerState, BreakerStatus, report
 from sluice.redrive.plan import Decision, DlqMessage, decide
@@ -86,6 +87,7 @@ class Redriver:
         logger: Logger,
         metrics_sink: MetricSink,
         seal: Seal | None,
+        offload: Offload | None = None,
         clock: Callable[[], datetime] = utcnow,
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
@@ -97,6 +99,7 @@ class Redriver:
         self._log = logger
         self._metrics = metrics_sink
         self._seal = seal
+        self._offload = offload
         self._clock = clock
         self._monotonic = monotonic
         self._sleep = sleep
@@ -205,6 +208,7 @@ class Redriver:
                     now=now,
                     url_of=self._url,
                     seal=self._seal,
+                    offload=self._offload,
                     failed_after=failed_after,
                     uniform=self._uniform,
                 )
@@ -262,6 +266,7 @@ class Redriver:
                             poison_queue_url=self._s.poison_queue_url,
                             now=now,
                             seal=self._seal,
+                            offload=self._offload,
                         )
                     )
                 else:

@@ -9,7 +9,7 @@ from pydantic import Field, field_validator, model_validator
 from sluice.limits import MAX_DELAY_SECONDS, MAX_LONG_DELAY_SECONDS
 from sluice.redrive.breaker import BreakerPolicy
 from sluice.sealing import SealSettings
-from sluice.settings import EnvSettings, split_csv
+from sluice.settings import ClaimCheckSettings, EnvSettings, split_csv
 from sluice.sqs import queue_identity
 
 __all__ = ["BreakerSettings", "RedriveSettings"]
@@ -32,7 +32,7 @@ class BreakerSettings(EnvSettings):
         )
 
 
-class RedriveSettings(BreakerSettings, SealSettings):
+class RedriveSettings(BreakerSettings, SealSettings, ClaimCheckSettings):
     """Settings of the redriver and the redrive state machine's Plan step (``SLUICE_*``)."""
 
     dead_letter_queue_url: str = Field(pattern=r"^https?://")

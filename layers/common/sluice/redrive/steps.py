@@ -33,10 +33,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from sluice import metrics
-from sluice.envelope import Envelope, ErrorInfo, Seal, from_event_attributes, merge, split
+from sluice.envelope import Envelope, ErrorInfo, Seal, from_event_attributes, split
 from sluice.errors import InvalidEventError, PermanentError
+from sluice.fit import Offload
 from sluice.limits import MAX_VISIBILITY_SECONDS
-from sluice.redrive.plan import Decision, DlqMessage, decide
+from sluice.redrive.plan import Decision, DlqMessage, decide, sendable
 from sluice.redrive.settings import RedriveSettings
 
 if TYPE_CHECKING:
@@ -80,6 +81,7 @@ def plan_step(
     logger: Logger,
     metrics_sink: MetricSink,
     seal: Seal | None,
+    offload: Offload | None = None,
     uniform: Uniform = random.uniform,
 ) -> dict[str, Any]:
     """Plan one Map item; count it for the breaker; return the plan.
@@ -97,12 +99,13 @@ def plan_step(
             now=now,
             url_of=url_of,
             seal=seal,
+            offload=offload,
             hold_in_dlq=True,
             failed_after=failed_after,
             uniform=uniform,
         )
     except PermanentError as exc:
-        decision = _isolate(message, settings, breaker, now, exc, seal=seal)
+        decision = _isolate(message, settings, breaker, now, exc, seal=seal, offload=offload)
         logger.warning(
             "redrive refused; isolating",
             extra={"message_id": message.message_id, "attempt": decision.attempt, "error": str(exc)},
@@ -149,6 +152,7 @@ def refusal_step(
     now: datetime,
     logger: Logger,
     seal: Seal | None,
+    offload: Offload | None = None,
 ) -> dict[str, Any]:
     """The poison plan for a redrive plan whose ``sqs:sendMessage`` the source queue refused.
 
@@ -182,7 +186,11 @@ def refusal_step(
         bouncing=bool(plan.get("bouncing", False)),
         reason=str(plan.get("reason") or ""),
     )
-    decision = planned.refused(why, poison_queue_url=settings.poison_queue_url, now=now, seal=seal)
+    decision = planned.refused(
+        why, poison_queue_url=settings.poison_queue_url, now=now, seal=seal, offload=offload
+    )
+    if decision.envelope_problem:  # the Plan step sealed it: a key rotation between the two steps
+        logger.warning(decision.envelope_problem, extra={"message_id": message_id})
     written = decision.envelope
     logger.error(
         "send refused by the source queue; isolating",
@@ -234,12 +242,14 @@ def _isolate(
     exc: PermanentError,
     *,
     seal: Seal | None,
+    offload: Offload | None = None,
 ) -> Decision:
     """A poison plan for a message that cannot be planned: the reason travels in its envelope."""
     user, envelope, problem = message.split(seal)
     text = str(exc) or type(exc).__name__
     error = ErrorInfo.of(type(exc).__name__, text, at=now, receives=message.receives)
     failed = envelope.recording(error, attempts=envelope.attempts + 1)
+    attributes, body = sendable(message.body, user, failed, poison=True, seal=seal, offload=offload)
     return Decision(
         message_id=message.message_id,
         receipt_handle=message.receipt_handle,
@@ -247,8 +257,8 @@ def _isolate(
         attempt=failed.attempts,
         delay_seconds=0,
         destination=settings.poison_queue_url,
-        body=message.body,
-        attributes=merge(user, failed, body=message.body, seal=seal),
+        body=body,
+        attributes=attributes,
         envelope=failed,
         bouncing=breaker.policy.is_bouncing(envelope, now),
         reason=f"cannot be redriven: {text}",
