@@ -497,3 +497,55 @@ def test_every_bad_input_ends_safe(battery: dict[str, Row], name: str) -> None:
         assert r.seen["log"], f"no log line {r.log!r} naming {r.message_id}"
     if r.metric:
         assert r.seen["metric_delta"] >= 1, f"{r.metric} not emitted"
+
+
+# --- a stack that opts in to a claim-check prefix ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def prefixed_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[observer.Stack]:
+    """The template deployed with ClaimCheckPrefix=claim-check/ (the opt-in restriction)."""
+    from tests.e2e.conftest import _session_stack  # noqa: PLC0415 - the e2e suite's own stack runner
+
+    for running in _session_stack(
+        tmp_path_factory, "sluice-e2e-prefix", {"ClaimCheckPrefix": "claim-check/"}
+    ):
+        yield running.stack
+
+
+def test_given_an_opted_in_prefix_when_pointers_arrive_then_only_keys_under_it_are_read(
+    prefixed_stack: observer.Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a stack restricted to claim-check/ and two Extended Client pointers into its bucket:
+    # one at the bucket root (as the clients write by default), one under the prefix
+    stack = prefixed_stack
+    bucket = stack.outputs["ClaimCheckBucketName"]
+    rows = {
+        where: Row(f"pointer {where}", "", order_id=f"bad-{RUN}-prefix-{where}")
+        for where in ("root", "prefixed")
+    }
+    for where, r in rows.items():
+        key = ("claim-check/" if where == "prefixed" else "") + str(uuid.uuid4())
+        stack.client("s3").put_object(Bucket=bucket, Key=key, Body=_order(r).encode())
+        _work(stack, r, _pointer(bucket, key))
+    # When the stack consumes them
+    deadline = time.monotonic() + TIMEOUT
+    root = rows["root"]
+    while time.monotonic() < deadline:
+        poison = _poisoned(stack)
+        if root.message_id in poison and stack.charges(rows["prefixed"].order_id):
+            break
+        time.sleep(0.5)
+    # Then the one outside the prefix is isolated unread, with the reason and a log line naming it;
+    # the one under it is processed
+    assert stack.charges(rows["prefixed"].order_id)[rows["prefixed"].order_id] == 1
+    _, env = _poisoned(stack)[root.message_id]
+    assert env.last_error is not None
+    assert "is outside the prefix 'claim-check/'" in env.last_error.message
+    root.log = CONSUMER_ISOLATED
+    assert _log_lines(stack, root), "no log line naming the message"
+    assert _metric_totals(stack)["RecordsIsolated"] >= 1
+    assert stack.charges(root.order_id)[root.order_id] == 0
+    with capsys.disabled():
+        reason = env.last_error.message[:70]
+        print(f"\n  | key outside an opted-in prefix | poison | {reason} | `{root.log}` | RecordsIsolated |")
