@@ -319,6 +319,20 @@ def _delay_healthy(stack: observer.Stack, r: Row) -> None:
     _delay(stack, r, {"deliver_at": _at(timedelta(seconds=2)), "target": stack.outputs["WorkQueueUrl"]})
 
 
+@isolated("delay parked path: an entry SQS refuses", reason=REFUSED_ATTRIBUTE, log=DELAY_LOG)
+def _parked_bad_entry(stack: observer.Stack, r: Row) -> None:
+    _delay(
+        stack,
+        r,
+        {"deliver_at": _at(timedelta(seconds=10)), "target": stack.outputs["WorkQueueUrl"], **BROKEN},
+    )
+
+
+@row("delay parked path: its healthy batch-mate", "processed", metric="MessagesRehydrated")
+def _parked_healthy(stack: observer.Stack, r: Row) -> None:
+    _delay(stack, r, {"deliver_at": _at(timedelta(seconds=10)), "target": stack.outputs["WorkQueueUrl"]})
+
+
 # --- dead-lettered messages ------------------------------------------------------------------------
 
 

@@ -951,3 +951,38 @@ def test_given_no_yes_when_the_delay_dlq_is_purged_then_it_refuses(stack):
 
     assert result.code == 2
     assert "without --yes" in result.stderr
+
+
+def test_given_an_entry_sqs_refuses_beside_healthy_ones_when_replayed_then_only_it_stays_with_the_reason(
+    stack,
+):
+    # Given two healthy poison pills and one whose (sealed) envelope preserves an attribute SQS refuses
+    healthy = [
+        stack.put(stack.poison_url, f'{{"order_id": "h{i}"}}', source=stack.work_arn) for i in range(2)
+    ]
+    body = '{"order_id": "broken"}'
+    broken = Envelope.model_validate(
+        {
+            "origin_id": "o-broken",
+            "source": stack.work_arn,
+            "displaced": {"x": {"StringValue": "no DataType"}},
+        }
+    )
+    bad = stack.sqs.send_message(
+        QueueUrl=stack.poison_url,
+        MessageBody=body,
+        MessageAttributes={
+            "sluice": {"DataType": "String", "StringValue": TEST_SEAL.sign(broken, body).to_json()}
+        },
+    )["MessageId"]
+
+    # When every poison pill is replayed (one SendMessageBatch to the work queue)
+    result = stack.run("--json", "poison", "replay", "--all", "--yes")
+
+    # Then the healthy ones go back; the bad one is reported with SQS's reason and stays
+    assert result.code == 1
+    assert sorted(r["messageId"] for r in result.json["replayed"]) == sorted(healthy)
+    [failed] = result.json["failed"]
+    assert failed["messageId"] == bad
+    assert "must contain non-empty message attribute type" in failed["reason"]
+    assert [m["MessageId"] for m in stack.receive_all(stack.poison_url)] == [bad]
