@@ -153,12 +153,9 @@ def test_given_an_entry_the_target_refuses_beside_healthy_ones_then_it_alone_is_
     assert "must contain non-empty message attribute type" in last_error_of(poisoned).message
 
 
-def test_given_a_request_at_the_size_limit_when_its_envelope_grows_then_the_body_is_offloaded_not_lost(
-    delays,
-):
-    # Given a delay request that is exactly 1 MiB as the producer sent it (body + its envelope)
-    filler = "x" * 1000
-    delays.request(filler, 30)
+def at_the_limit(delays, seconds: float) -> tuple[str, str]:
+    """A delay request exactly 1 MiB as the producer sent it (body + its envelope): (message id, body)."""
+    delays.request("x" * 1000, seconds)
     [sent] = delays.sqs.receive_message(QueueUrl=delays.delay_url, MessageAttributeNames=["All"])["Messages"]
     delays.sqs.delete_message(QueueUrl=delays.delay_url, ReceiptHandle=sent["ReceiptHandle"])
     attributes = {
@@ -166,7 +163,19 @@ def test_given_a_request_at_the_size_limit_when_its_envelope_grows_then_the_body
         for k, v in sent["MessageAttributes"].items()
     }
     body = "b" * (MAX_MESSAGE_BYTES - message_bytes("", attributes))
-    delays.sqs.send_message(QueueUrl=delays.delay_url, MessageBody=body, MessageAttributes=attributes)
+    mid = delays.sqs.send_message(QueueUrl=delays.delay_url, MessageBody=body, MessageAttributes=attributes)
+    return mid["MessageId"], body
+
+
+def claim_checks(delays) -> list[str]:
+    return [o["Key"] for o in delays.s3.list_objects_v2(Bucket="claims").get("Contents", [])]
+
+
+def test_given_a_request_at_the_size_limit_when_its_envelope_grows_then_the_body_is_offloaded_not_lost(
+    delays,
+):
+    # Given a delay request that is exactly 1 MiB as the producer sent it (body + its envelope)
+    _, body = at_the_limit(delays, 30)
     # When batch-delay adds the first hop's identity and sends it to its target
     response = delays.delayer().handle(delays.batch(1), LambdaContext())
     # Then it arrives as a claim-check pointer to the whole body, within SQS's limit
@@ -179,6 +188,58 @@ def test_given_a_request_at_the_size_limit_when_its_envelope_grows_then_the_body
     assert delays.s3.get_object(Bucket="claims", Key=pointer.key)["Body"].read().decode() == body
     assert delivered["MessageAttributes"]["ExtendedPayloadSize"]["StringValue"] == str(len(body))
     assert drain(delays.sqs, delays.poison) == []
+
+
+def test_given_a_parked_request_at_the_size_limit_then_its_body_is_offloaded_when_sent_not_when_parked(delays):
+    # Given a 1 MiB request due in 30 days: longer than the claim-check objects' lifecycle (7 days)
+    days = 30 * 86_400
+    _, body = at_the_limit(delays, days)
+    # When batch-delay parks it
+    assert delays.delayer().handle(delays.batch(1), LambdaContext()) == {"batchItemFailures": []}
+    # Then nothing is in the claim-check bucket to expire: the body is parked inline
+    assert claim_checks(delays) == []
+    [key] = delays.parked_keys()
+    [parked] = json.loads(delays.s3.get_object(Bucket="parked", Key=key)["Body"].read())["messages"]
+    assert parked["body"] == body
+    # When its bucket opens, the rehydrator offloads it as it sends it
+    delays.clock.now = NOW + timedelta(seconds=days)
+    result = delays.rehydrator().handle({"bucket": 0, "prefix": key.rsplit("/", 1)[0] + "/"}, LambdaContext())
+    assert result == {"more": False, "sent": 1, "objects": 1}
+    [message] = drain(delays.sqs, delays.target)
+    pointer = claimcheck.parse_pointer(message["Body"])
+    assert pointer is not None
+    assert claim_checks(delays) == [pointer.key]
+    assert delays.s3.get_object(Bucket="claims", Key=pointer.key)["Body"].read().decode() == body
+    assert message_bytes(message["Body"], message["MessageAttributes"]) <= MAX_MESSAGE_BYTES
+    assert envelope_of(message).deliver_at == NOW + timedelta(seconds=days)
+    assert drain(delays.sqs, delays.poison) == []
+
+
+def test_given_no_claim_check_bucket_when_a_request_too_large_to_send_is_planned_then_it_is_not_parked(
+    delays,
+):
+    # Given a stack with no claim-check bucket and a 1 MiB request due in an hour
+    delays.settings = delays.settings.model_copy(update={"claim_check_buckets": ()})
+    mid, _ = at_the_limit(delays, 3600)
+    # When batch-delay plans it
+    response = delays.delayer().handle(delays.batch(1), LambdaContext())
+    # Then it is not parked to fail in an hour: the poison queue cannot take it either (the reason makes it
+    # larger still), so it stays on the delay queue, retried until SQS moves it to the alarmed delay DLQ
+    assert response == {"batchItemFailures": [{"itemIdentifier": mid}]}
+    assert delays.parked_keys() == []
+    assert drain(delays.sqs, delays.poison) == []
+
+
+def test_given_the_offload_fails_for_one_record_then_only_that_record_is_retried(delays):
+    # Given a 1 MiB request and a small one, both due within the direct-send threshold
+    big, _ = at_the_limit(delays, 30)
+    delays.request("small", 30)
+    # When the claim-check bucket cannot be written (PutObject fails)
+    delays.s3.delete_bucket(Bucket="claims")
+    response = delays.delayer().handle(delays.batch(2), LambdaContext())
+    # Then the big one is retried, the small one is delivered
+    assert response == {"batchItemFailures": [{"itemIdentifier": big}]}
+    assert [e["MessageBody"] for c in delays.calls.params("SendMessageBatch") for e in c["Entries"]] == ["small"]
 
 
 def test_messages_due_later_are_parked_per_bucket_with_one_execution_each(delays):
@@ -336,6 +397,32 @@ def test_a_crash_part_way_through_an_object_loses_and_repeats_nothing(delays):
     assert rehydrator.handle({"bucket": 0, "prefix": prefix}, LambdaContext())["more"] is False
     bodies = sorted(m["Body"] for m in drain(delays.sqs, delays.target))
     assert bodies == ["flaky-2", "ok-1", "ok-3"]  # every message once
+    assert delays.parked_keys() == []
+
+
+def test_given_the_offload_fails_at_rehydration_then_that_message_stays_parked_and_its_batch_mate_is_sent(
+    delays,
+):
+    # Given a parked 1 MiB request and a small one in the same bucket
+    _, body = at_the_limit(delays, 3600)
+    delays.request("small", 3601)
+    delays.delayer().handle(delays.batch(2), LambdaContext())
+    [key] = delays.parked_keys()
+    prefix = key.rsplit("/", 1)[0] + "/"
+    delays.clock.now = NOW + timedelta(seconds=3660)
+    # When the claim-check bucket cannot be written as the bucket opens
+    delays.s3.delete_bucket(Bucket="claims")
+    with pytest.raises(TransientError, match="not accepted yet"):
+        delays.rehydrator().handle({"bucket": 0, "prefix": prefix}, LambdaContext())
+    # Then the small one is delivered and the big one stays parked, unchanged, for the retry
+    assert [m["Body"] for m in drain(delays.sqs, delays.target)] == ["small"]
+    [kept] = json.loads(delays.s3.get_object(Bucket="parked", Key=key)["Body"].read())["messages"]
+    assert kept["body"] == body
+    # And once the bucket can be written again, the retry delivers it offloaded
+    delays.s3.create_bucket(Bucket="claims")
+    assert delays.rehydrator().handle({"bucket": 0, "prefix": prefix}, LambdaContext())["sent"] == 1
+    [message] = drain(delays.sqs, delays.target)
+    assert claimcheck.parse_pointer(message["Body"]) is not None
     assert delays.parked_keys() == []
 
 

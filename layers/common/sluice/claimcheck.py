@@ -142,12 +142,22 @@ def offloader(s3: S3Client, *, bucket: str, prefix: str) -> Callable[[str], tupl
         payload = body.encode("utf-8")
         key = f"{prefix}{uuid.uuid4()}"
         s3.put_object(Bucket=bucket, Key=key, Body=payload, ContentType="application/octet-stream")
-        pointer = json.dumps(
-            [EXTENDED_POINTER_CLASS, {"s3BucketName": bucket, "s3Key": key}], separators=(",", ":")
-        )
-        return pointer, {EXTENDED_SIZE_ATTRIBUTE: {"DataType": "Number", "StringValue": str(len(payload))}}
+        return _pointer(bucket, key, len(payload))
 
     return offload
+
+
+def _pointer(bucket: str, key: str, size: int) -> tuple[str, SendAttributes]:
+    pointer = json.dumps(
+        [EXTENDED_POINTER_CLASS, {"s3BucketName": bucket, "s3Key": key}], separators=(",", ":")
+    )
+    return pointer, {EXTENDED_SIZE_ATTRIBUTE: {"DataType": "Number", "StringValue": str(size)}}
+
+
+def _no_bucket() -> Exception:
+    from sluice.fit import UnfittableError  # noqa: PLC0415 - fit imports nothing of this module
+
+    return UnfittableError("the message is too large with its envelope and no claim-check bucket is set")
 
 
 def lazy_offloader(
@@ -158,12 +168,21 @@ def lazy_offloader(
 
     def offload(body: str) -> tuple[str, SendAttributes]:
         if not buckets:
-            from sluice.fit import UnfittableError  # noqa: PLC0415 - fit imports nothing of this module
-
-            raise UnfittableError(
-                "the message is too large with its envelope and no claim-check bucket is set"
-            )
+            raise _no_bucket()
         return offloader(s3(), bucket=buckets[0], prefix=prefix)(body)
+
+    return offload
+
+
+def rehearsal(*, buckets: tuple[str, ...], prefix: str) -> Callable[[str], tuple[str, SendAttributes]]:
+    """What :func:`lazy_offloader` would return, byte for byte, with nothing stored: for checking that
+    a message sent later (a parked delay request) will fit once offloaded, without leaving an object
+    whose lifecycle could expire before that send."""
+
+    def offload(body: str) -> tuple[str, SendAttributes]:
+        if not buckets:
+            raise _no_bucket()
+        return _pointer(buckets[0], f"{prefix}{uuid.uuid4()}", len(body.encode("utf-8")))
 
     return offload
 

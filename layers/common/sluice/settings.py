@@ -71,3 +71,9 @@ class ClaimCheckSettings(EnvSettings):
         from sluice.claimcheck import lazy_offloader  # noqa: PLC0415 - claimcheck imports boto3's errors
 
         return lazy_offloader(s3, buckets=self.claim_check_buckets, prefix=self.claim_check_prefix)
+
+    def rehearsal(self) -> Callable[[str], tuple[str, dict[str, dict[str, Any]]]]:
+        """What :meth:`offloader` would return, nothing stored (:func:`sluice.claimcheck.rehearsal`)."""
+        from sluice.claimcheck import rehearsal  # noqa: PLC0415 - claimcheck imports boto3's errors
+
+        return rehearsal(buckets=self.claim_check_buckets, prefix=self.claim_check_prefix)

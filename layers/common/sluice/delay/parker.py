@@ -27,7 +27,6 @@ from sluice.delay.schedule import (
     execution_arn,
     execution_input,
     execution_name,
-    residual_seconds,
 )
 from sluice.delay.settings import DelaySettings
 from sluice.envelope import Envelope, Seal, SendAttributes, from_event_attributes, split, utcnow
@@ -45,6 +44,7 @@ if TYPE_CHECKING:
 
 
 PARK_MARGIN_SECONDS = 1.0  # a bucket must still be at least this far from opening when written
+PARKED_MAX_BYTES = 1 << 40  # a parked message lives in S3: only SQS's other rules apply until it is sent
 
 
 def _by_target(planned: list[_Planned]) -> dict[str, list[_Planned]]:
@@ -95,14 +95,18 @@ class BatchDelay:
         for record in event.get("Records", []):
             mid = record["messageId"]
             try:
-                planned, due = self._plan(record, now)
+                planned, due, is_direct = self._plan(record, now)
             except PermanentError as exc:
                 if self._isolate(record, exc):
                     isolated.add(mid)
                 else:
                     failed.add(mid)
                 continue
-            if (due - now).total_seconds() <= self._s.direct_send_threshold_seconds:
+            except Exception:  # noqa: BLE001 - e.g. the offload's PutObject: this record retried, not the batch
+                self._log.exception("could not plan delayed message; retried", extra={"message_id": mid})
+                failed.add(mid)
+                continue
+            if is_direct:
                 direct[planned.parked.target].append(planned)
             else:
                 parked[bucket_of(due, self._s.delay_bucket_seconds)].append(planned)
@@ -123,7 +127,8 @@ class BatchDelay:
         )  # fmt: skip
         return {"batchItemFailures": [{"itemIdentifier": mid} for mid in sorted(failed)]}
 
-    def _plan(self, record: Mapping[str, Any], now: datetime) -> tuple[_Planned, datetime]:
+    def _plan(self, record: Mapping[str, Any], now: datetime) -> tuple[_Planned, datetime, bool]:
+        """(the message as it will be sent or parked, its due time, whether it is sent now)."""
         attributes, envelope, problem = self._split(record)
         if problem:
             self._log.warning(problem, extra={"message_id": record["messageId"]})
@@ -135,26 +140,40 @@ class BatchDelay:
         target = check_target(envelope.target, self._s.delay_targets)
         due = due_time(envelope, now=now, grace_seconds=self._s.past_grace_seconds)
         envelope = identified(envelope, record)
+        body = record.get("body") or ""
+        is_direct = (due - now).total_seconds() <= self._s.direct_send_threshold_seconds
         try:  # within SQS's limits with the envelope it now carries (the body offloaded if need be)
             fitted = fit(
-                record.get("body") or "", attributes, envelope, seal=self._seal, offload=self._offload
-            )
+                body, attributes, envelope, seal=self._seal,
+                # A parked request is only checked: its body stays inline in the parked object and is
+                # offloaded when the rehydrator sends it, so no claim-check object can expire first.
+                offload=self._offload if is_direct else self._s.rehearsal(),
+            )  # fmt: skip
+            if not is_direct:
+                fitted = fit(body, attributes, envelope, seal=self._seal, max_bytes=PARKED_MAX_BYTES)
         except UnfittableError as exc:
             raise PermanentError(str(exc)) from exc
         message = Parked(record["messageId"], target, due, fitted.body, fitted.attributes)
-        return _Planned(record["messageId"], message), due
+        return _Planned(record["messageId"], message), due, is_direct
 
     def _send_direct(
         self, direct: dict[str, list[_Planned]], now: datetime, failed: set[str], isolated: set[str]
     ) -> int:
         sent = 0
         for target, planned in direct.items():
-            outgoing = [
-                Outgoing(
-                    p.message_id, p.parked.body, p.parked.attributes, residual_seconds(p.parked.due, now)
-                )
-                for p in planned
-            ]
+            outgoing: list[Outgoing] = []
+            for p in planned:
+                try:  # a request planned for parking (sent now after all) is offloaded here if need be
+                    outgoing.append(p.parked.sendable(now, seal=self._seal, offload=self._offload)[0])
+                except UnfittableError as exc:
+                    if self._isolate_planned(p, str(exc)):
+                        isolated.add(p.message_id)
+                    else:
+                        failed.add(p.message_id)
+                except Exception:  # noqa: BLE001 - e.g. the offload's PutObject: retried, never lost
+                    self._log.exception("could not send delayed message; will be retried",
+                                        extra={"message_id": p.message_id})  # fmt: skip
+                    failed.add(p.message_id)
             refused = send_batch(self._sqs, target, outgoing)
             records = {p.message_id: p for p in planned}
             for r in refused:

@@ -22,11 +22,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sluice import metrics
-from sluice.batchsend import send_batch
+from sluice.batchsend import Outgoing, send_batch
 from sluice.delay.schedule import Parked, bucket_prefix, decode_object, encode_object
 from sluice.delay.settings import DelaySettings
-from sluice.envelope import Envelope, Seal, split, utcnow
+from sluice.envelope import Envelope, Seal, SendAttributes, split, utcnow
 from sluice.errors import InvalidEventError, PermanentError, TransientError
+from sluice.fit import UnfittableError
 from sluice.poison import isolate
 
 if TYPE_CHECKING:
@@ -152,15 +153,31 @@ class Rehydrator:
         by_key = {m.key: m for m in messages}
         unsent: list[Parked] = []
         for target, group in by_target.items():
-            refused = send_batch(self._sqs, target, [m.outgoing(now) for m in group])
+            outgoing: list[Outgoing] = []
+            for message in group:
+                try:  # offloaded now if it no longer fits beside its envelope
+                    out, problem = message.sendable(now, seal=self._seal, offload=self._offload)
+                except UnfittableError as exc:
+                    if not self._refused(message, str(exc), key, stats):
+                        unsent.append(replace(message, tries=message.tries + 1))
+                    continue
+                except Exception:  # noqa: BLE001 - e.g. the offload's PutObject: kept for the retry
+                    self._log.exception(
+                        "could not prepare a parked message; kept for the retry",
+                        extra={"key": key, "parked_message": message.key},
+                    )
+                    unsent.append(message)
+                    continue
+                if problem:  # sealed when parked: the key rotated twice since (docs/envelope.md)
+                    self._log.warning(problem, extra={"key": key, "parked_message": message.key})
+                outgoing.append(out)
             refused_keys = set()
-            for r in refused:
+            for r in send_batch(self._sqs, target, outgoing):
                 message = by_key[r.message.key]
                 refused_keys.add(message.key)
                 reason = f"{r.code}: {r.reason}"
                 exhausted = message.tries + 1 >= MAX_SEND_CYCLES
-                if (r.sender_fault or exhausted) and self._isolate(message, reason, key):
-                    stats[metrics.RECORDS_ISOLATED] += 1
+                if (r.sender_fault or exhausted) and self._refused(message, reason, key, stats):
                     continue
                 self._log.warning(
                     "target refused a parked message; kept for the retry",
@@ -168,14 +185,24 @@ class Rehydrator:
                            "tries": message.tries + 1},
                 )  # fmt: skip
                 unsent.append(replace(message, tries=message.tries + 1))
-            for message in group:
-                if message.key in refused_keys:
+            for out in outgoing:
+                if out.key in refused_keys:
                     continue
                 stats[metrics.MESSAGES_REHYDRATED] += 1
-                lag = max(0.0, (now - message.due).total_seconds())
+                lag = max(0.0, (now - by_key[out.key].due).total_seconds())
                 stats["lag_max"] = max(stats["lag_max"], lag)
                 stats["lag_count"] += 1
         return unsent
+
+    def _refused(self, message: Parked, reason: str, key: str, stats: dict[str, float]) -> bool:
+        """Isolated to the poison queue (and counted); False when that failed too (kept for the retry)."""
+        if not self._isolate(message, reason, key):
+            return False
+        stats[metrics.RECORDS_ISOLATED] += 1
+        return True
+
+    def _offload(self, body: str) -> tuple[str, SendAttributes]:
+        return self._s.offloader(lambda: self._s3)(body)
 
     def _isolate(self, message: Parked, reason: str, key: str) -> bool:
         user, envelope, problem = split(
@@ -194,7 +221,7 @@ class Rehydrator:
                     PermanentError(f"target {message.target} refused the message: {reason}")
                 ),
                 seal=self._seal,
-                offload=self._s.offloader(lambda: self._s3),
+                offload=self._offload,
             )
         except Exception:  # noqa: BLE001 - not isolated: stays parked for the retry
             self._log.exception("poison isolation failed", extra={"key": key, "parked_message": message.key})

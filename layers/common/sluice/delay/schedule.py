@@ -19,15 +19,16 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from sluice.batchsend import Outgoing
 from sluice.envelope import Envelope, Seal, SendAttributes, merge, split, utcnow
 from sluice.errors import PermanentError
-from sluice.limits import MAX_DELAY_SECONDS, MAX_LONG_DELAY_SECONDS
-from sluice.sqs import allowlisted, queue_identity
+from sluice.fit import Offload, fit
+from sluice.limits import MAX_DELAY_SECONDS, MAX_LONG_DELAY_SECONDS, MAX_MESSAGE_BYTES
+from sluice.sqs import allowlisted, message_bytes, queue_identity
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -160,6 +161,19 @@ class Parked:
 
     def outgoing(self, now: datetime) -> Outgoing:
         return Outgoing(self.key, self.body, _decode_binary(self.attributes), residual_seconds(self.due, now))
+
+    def sendable(self, now: datetime, *, seal: Seal | None, offload: Offload) -> tuple[Outgoing, str | None]:
+        """The message as it is sent now, and why its seal did not verify (None when it did). A body
+        parked inline that is too large beside its envelope is offloaded at this moment, never at
+        parking, so its claim-check object outlives the delay. Raises
+        :class:`~sluice.fit.UnfittableError` when SQS would refuse it however it is sent."""
+        out = self.outgoing(now)
+        if message_bytes(out.body, out.attributes) <= MAX_MESSAGE_BYTES:
+            return out, None
+        user, envelope, problem = split(out.attributes, body=out.body, seal=seal)
+        base = envelope or Envelope(origin_id=self.key, target=self.target, deliver_at=self.due)
+        fitted = fit(out.body, user, base, seal=seal, offload=offload)
+        return replace(out, body=fitted.body, attributes=fitted.attributes), problem
 
 
 def encode_object(bucket: int, messages: Iterable[Parked]) -> bytes:
