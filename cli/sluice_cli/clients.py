@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from mypy_boto3_cloudformation import CloudFormationClient
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_lambda import LambdaClient
+    from mypy_boto3_s3 import S3Client
     from mypy_boto3_secretsmanager import SecretsManagerClient
     from mypy_boto3_sqs import SQSClient
 
@@ -48,6 +49,10 @@ class Clients:
     @cached_property
     def sqs(self) -> SQSClient:
         return cast("SQSClient", self._make("sqs"))
+
+    @cached_property
+    def s3(self) -> S3Client:
+        return cast("S3Client", self._make("s3"))
 
     @cached_property
     def dynamodb(self) -> DynamoDBClient:

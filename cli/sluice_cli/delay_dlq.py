@@ -4,14 +4,15 @@ A delay request lands there when the batch-delay function failed it ``MaxReceive
 Step Functions down, a bug). Once the cause is fixed, ``redrive`` sends each request back to the delay
 queue with its envelope re-sealed; a request whose due time passed while it waited is due *now* (it
 was valid when sent: the wait is sluice's, and the batch-delay function would otherwise refuse it as
-"in the past"). The batch-delay function then checks it as any new request (allowlist, due time).
+"in the past"). The batch-delay function then checks it as any new request (allowlist, due time): a
+delay queue backed up for longer than ``DelayPastGraceSeconds`` makes it "in the past" again, and
+it is isolated to the poison queue with that reason (``sluice poison list``), never dropped.
 """
 
 from __future__ import annotations
 
 import argparse
 from datetime import datetime
-from functools import partial
 from typing import Any
 
 from sluice.batchsend import Outgoing
@@ -58,7 +59,10 @@ def redrive_command(ctx: Context, args: argparse.Namespace) -> int:
     delay_queue = ctx.resources.require("delay_queue_url")
     seal = ctx.seal(required=True)
     result = ReplayResult()
-    plan = partial(resubmission, delay_queue=delay_queue, now=utcnow(), seal=seal)
+
+    def plan(message: Received) -> Planned:  # "now" as each batch goes: a long scan never sends a stale "now"
+        return resubmission(message, delay_queue=delay_queue, now=utcnow(), seal=seal)
+
     with ctx.scan(
         url, visibility_seconds=REPLAY_VISIBILITY_SECONDS, limit=args.max_messages, writes=True
     ) as scan:
@@ -77,8 +81,15 @@ def resubmission(message: Received, *, delay_queue: str, now: datetime, seal: Se
     if env is None or env.deliver_at is None:
         why = message.envelope_problem or "it carries no delay request (deliver_at)"
         raise PermanentError(f"not a delay request: {why}")
+    update: dict[str, Any] = {}
     if env.deliver_at < now:
-        env = env.model_copy(update={"deliver_at": now})
+        update["deliver_at"] = now
+    if env.origin_id is None:
+        # Its identity is the id SQS gave it on the delay queue (kept in the DLQ): had batch-delay parked
+        # it before failing, the parked copy is delivered under that id, and the consumer's idempotency
+        # then absorbs whichever of the two comes second.
+        update["origin_id"] = message.message_id
+    env = env.model_copy(update=update) if update else env
     attributes = merge(message.user_attributes, env, body=message.body, seal=seal)
     return Planned(message, delay_queue, Outgoing(message.message_id, message.body, attributes), env.attempts)
 

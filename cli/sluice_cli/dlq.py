@@ -213,6 +213,7 @@ def sluice_redrive(ctx: Context, args: argparse.Namespace) -> int:
         logger=cast("Logger", StderrLog(ctx.out, verbose=args.verbose)),
         metrics_sink=sink,
         seal=ctx.seal(required=True),
+        offload=settings.offloader(lambda: ctx.clients.s3),  # as deployed: bodies that outgrow SQS
     )
     report = redriver.run(
         _remaining_millis(args.timeout), max_messages=args.max_messages, max_per_second=args.max_per_second

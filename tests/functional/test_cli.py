@@ -19,7 +19,11 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from sluice import claimcheck
+from sluice.delay import send_delayed
 from sluice.envelope import Envelope, ErrorInfo, merge, split
+from sluice.limits import MAX_MESSAGE_BYTES
+from sluice.sqs import message_bytes
 from sluice_cli.__main__ import main, make_context, parse
 from sluice_cli.messages import QueueScan
 from sluice_cli.output import Output
@@ -86,6 +90,13 @@ class Stack:
         self, url: str, body: str, *, source: str | None = None, attempts: int = 2, origin: str = ""
     ) -> str:
         """A message as sluice leaves it: user attributes plus an envelope (none without ``source``)."""
+        attributes = self.attributes(body, source=source, attempts=attempts, origin=origin)
+        return str(
+            self.sqs.send_message(QueueUrl=url, MessageBody=body, MessageAttributes=attributes)["MessageId"]
+        )
+
+    @staticmethod
+    def attributes(body: str, *, source: str | None, attempts: int = 2, origin: str = "") -> dict[str, Any]:
         attributes: dict[str, Any] = dict(USER_ATTRIBUTES)
         if source is not None:
             envelope = Envelope(
@@ -97,9 +108,7 @@ class Stack:
                 redriven_at=FAILED_AT + timedelta(minutes=5),
             )
             attributes = merge(attributes, envelope, body=body, seal=TEST_SEAL)  # as sluice wrote it
-        return str(
-            self.sqs.send_message(QueueUrl=url, MessageBody=body, MessageAttributes=attributes)["MessageId"]
-        )
+        return attributes
 
     def receive_all(self, url: str, visibility: int = 30) -> list[dict[str, Any]]:
         """What any other consumer gets right now (and then holds invisible)."""
@@ -343,6 +352,29 @@ def test_given_dlq_messages_when_redriven_then_they_return_to_their_source_with_
     assert envelope.attempts == 2
     assert envelope.source == stack.work_arn
     assert message_id != back["MessageId"]
+
+
+def test_given_a_dlq_message_at_the_size_limit_when_redriven_then_its_body_is_offloaded_as_deployed(
+    stack,
+):
+    # Given a stack with a claim-check bucket and a dead-lettered message exactly at SQS's 1 MiB limit
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket="claims")
+    stack.set_function_env(SLUICE_CLAIM_CHECK_BUCKETS="claims")
+    envelope_bytes = message_bytes("", stack.attributes("", source=stack.work_arn, attempts=1))
+    body = "b" * (MAX_MESSAGE_BYTES - envelope_bytes)
+    stack.put(stack.dlq_url, body, source=stack.work_arn, attempts=1)
+    # When the operator re-drives it (its envelope grows: a redrive time, one more attempt)
+    result = stack.run("--json", "dlq", "redrive", "--max-per-second", "100")
+    # Then it goes back to its source as a claim-check pointer to the whole body, not refused or isolated
+    assert result.code == 0, result.stderr
+    assert (result.json["redriven"], result.json["isolated"], result.json["failed"]) == (1, 0, 0)
+    (back,) = stack.sqs.receive_message(
+        QueueUrl=stack.work_url, WaitTimeSeconds=2, MessageAttributeNames=["All"]
+    )["Messages"]
+    pointer = claimcheck.parse_pointer(back["Body"])
+    assert pointer is not None
+    assert s3.get_object(Bucket=pointer.bucket, Key=pointer.key)["Body"].read().decode() == body
 
 
 def test_given_a_limit_when_redriven_then_it_stops_there(stack):
@@ -934,6 +966,24 @@ def test_given_failed_delay_requests_when_redriven_then_they_return_to_the_delay
     assert [m["MessageId"] for m in stack.receive_all(str(stack.resources.delay_dead_letter_queue_url))] == [
         stray["MessageId"]
     ]
+
+
+def test_given_a_request_dead_lettered_before_batch_delay_identified_it_when_redriven_then_it_keeps_its_id(
+    stack,
+):
+    # Given a request as the producer sent it (no origin yet) that SQS moved to the delay DLQ with its id
+    dlq = str(stack.resources.delay_dead_letter_queue_url)
+    first_id = send_delayed(
+        stack.sqs, delay_queue_url=dlq, target=stack.work_url, body="b",
+        deliver_at=datetime.now(UTC) + timedelta(hours=1),
+    )  # fmt: skip
+    # When the operator re-drives the delay DLQ
+    result = stack.run("--json", "delay-dlq", "redrive")
+    # Then it goes back under the identity it had: a copy batch-delay parked before failing is delivered
+    # under that id too, so the consumer's idempotency absorbs the second of the two
+    assert result.code == 0, result.stderr
+    [back] = stack.receive_all(str(stack.resources.delay_queue_url))
+    assert _envelope(back)[1].origin_id == first_id
 
 
 def test_given_failed_delay_requests_when_peeked_then_they_are_listed_and_stay(stack):

@@ -190,7 +190,7 @@ def test_given_a_request_at_the_size_limit_when_its_envelope_grows_then_the_body
     assert drain(delays.sqs, delays.poison) == []
 
 
-def test_given_a_parked_request_at_the_size_limit_then_its_body_is_offloaded_when_sent_not_when_parked(delays):
+def test_given_a_parked_request_at_the_size_limit_then_its_body_is_offloaded_when_sent_not_parked(delays):
     # Given a 1 MiB request due in 30 days: longer than the claim-check objects' lifecycle (7 days)
     days = 30 * 86_400
     _, body = at_the_limit(delays, days)
@@ -239,7 +239,8 @@ def test_given_the_offload_fails_for_one_record_then_only_that_record_is_retried
     response = delays.delayer().handle(delays.batch(2), LambdaContext())
     # Then the big one is retried, the small one is delivered
     assert response == {"batchItemFailures": [{"itemIdentifier": big}]}
-    assert [e["MessageBody"] for c in delays.calls.params("SendMessageBatch") for e in c["Entries"]] == ["small"]
+    sent = [e["MessageBody"] for c in delays.calls.params("SendMessageBatch") for e in c["Entries"]]
+    assert sent == ["small"]
 
 
 def test_messages_due_later_are_parked_per_bucket_with_one_execution_each(delays):
