@@ -391,10 +391,12 @@ def install_sqs_rules() -> Undo:
     including attributes against the queue's ``MaximumMessageSize``, at most 10 attributes, and each
     attribute's name, ``DataType`` and value (:func:`sluice.sqs.check_message`, written from the SQS
     documentation). SendMessage raises the error SQS raises; SendMessageBatch fails a whole call whose
-    entries together exceed the limit (``BatchRequestTooLong``) and reports every other refused entry in
+    entries together exceed SQS's 1 MiB (``BatchRequestTooLong``, whatever the queue's own limit) and
+    reports every other refused entry (one over the queue's ``MaximumMessageSize`` included) in
     ``Failed`` with ``SenderFault``, sending the rest, as SQS does."""
     from moto.sqs.exceptions import BatchRequestTooLong, SQSException  # noqa: PLC0415
 
+    from sluice.limits import MAX_MESSAGE_BYTES  # noqa: PLC0415
     from sluice.sqs import check_message, message_bytes  # noqa: PLC0415
 
     backend_class = SQS_SEND_MESSAGE.owner_class()
@@ -437,7 +439,7 @@ def install_sqs_rules() -> Undo:
             message_bytes(str(e.get("MessageBody", "")), wire_attributes(e.get("MessageAttributes")))
             for e in entries.values()
         )
-        if total > limit(self, queue_name):
+        if total > MAX_MESSAGE_BYTES:  # SQS's fixed batch limit; each entry meets its queue's own below
             raise BatchRequestTooLong(total)
         failed: list[dict[str, Any]] = []
         accepted: dict[str, dict[str, Any]] = {}

@@ -153,6 +153,34 @@ def test_given_an_entry_the_target_refuses_beside_healthy_ones_then_it_alone_is_
     assert "must contain non-empty message attribute type" in last_error_of(poisoned).message
 
 
+@pytest.mark.parametrize("seconds", [30, 3600], ids=["direct", "parked"])
+def test_given_a_target_that_refuses_at_the_send_then_that_entry_alone_is_isolated_with_sqs_reason(
+    delays, seconds
+):
+    # Given a target whose MaximumMessageSize is 1 KiB (every check before the send passes: they use
+    # SQS's 1 MiB) and a 2 KiB request to it beside a healthy one to the usual target
+    small = delays.sqs.create_queue(QueueName="small", Attributes={"MaximumMessageSize": "1024"})["QueueUrl"]
+    delays.settings = delays.settings.model_copy(update={"delay_targets": (delays.target, small)})
+    refused = delays.request("r" * 2048, seconds, target=small)
+    delays.request("healthy", seconds)
+    # When batch-delay sends it (or parks it and the rehydrator sends it when due)
+    assert delays.delayer().handle(delays.batch(2), LambdaContext()) == {"batchItemFailures": []}
+    if seconds > 900:
+        [key] = delays.parked_keys()
+        delays.clock.now = NOW + timedelta(seconds=seconds)
+        prefix = key.rsplit("/", 1)[0] + "/"
+        result = delays.rehydrator().handle({"bucket": 0, "prefix": prefix}, LambdaContext())
+        assert result == {"more": False, "sent": 1, "objects": 1}
+    # Then SQS's refusal isolates that entry with SQS's reason; the healthy one is sent
+    assert delays.metrics.values["RecordsIsolated"] == 1
+    [poisoned] = drain(delays.sqs, delays.poison)
+    assert poisoned["Body"] == "r" * 2048
+    assert envelope_of(poisoned).origin_id == refused
+    assert "Message must be shorter than 1024 bytes" in last_error_of(poisoned).message
+    sent = [e["MessageBody"] for c in delays.calls.params("SendMessageBatch") for e in c["Entries"]]
+    assert "healthy" in sent
+
+
 def at_the_limit(delays, seconds: float) -> tuple[str, str]:
     """A delay request exactly 1 MiB as the producer sent it (body + its envelope): (message id, body)."""
     delays.request("x" * 1000, seconds)

@@ -121,6 +121,20 @@ def test_given_a_queue_with_a_smaller_maximum_when_a_larger_message_is_sent_then
     assert "shorter than 1024 bytes" in error.response["Error"]["Message"]
 
 
+def test_given_a_queue_with_a_smaller_maximum_when_a_batch_holds_a_larger_entry_then_only_it_fails(sqs):
+    # The batch limit is SQS's fixed 1 MiB (SendMessageBatch docs); the queue's own maximum applies per
+    # entry. The local check used to fail the whole call against the queue's maximum.
+    url = sqs.create_queue(QueueName="fidelity-small-batch", Attributes={"MaximumMessageSize": "1024"})[
+        "QueueUrl"
+    ]
+    entries = [{"Id": "big", "MessageBody": "x" * 2048}, {"Id": "small", "MessageBody": "{}"}]
+    response = sqs.send_message_batch(QueueUrl=url, Entries=entries)
+    assert [s["Id"] for s in response["Successful"]] == ["small"]
+    [failed] = response["Failed"]
+    assert (failed["Id"], failed["SenderFault"]) == ("big", True)
+    assert "shorter than 1024 bytes" in failed["Message"]
+
+
 def test_given_a_bad_entry_in_a_batch_when_sent_then_only_it_fails_and_its_batch_mates_are_sent(sqs, queue):
     entries = [
         {"Id": "good-1", "MessageBody": "{}"},
