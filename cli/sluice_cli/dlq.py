@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -256,7 +257,7 @@ def _remaining_millis(timeout: float | None) -> Callable[[], int] | None:
     deadline = time.monotonic() + timeout
 
     def remaining() -> int:  # the redriver keeps SAFETY_MILLIS for a Lambda's shutdown: give them back
-        return int((deadline - time.monotonic()) * 1000) + SAFETY_MILLIS
+        return math.floor((deadline - time.monotonic()) * 1000) + SAFETY_MILLIS
 
     return remaining
 

@@ -149,7 +149,7 @@ class Redriver:
                 # seconds at most rate·t + one batch are re-driven.
                 wait = paced_from + handled / rate - self._monotonic()
                 budget_ms = SAFETY_MILLIS + 1000 * (self._s.receive_wait_seconds + max(0.0, wait))
-                if remaining() < budget_ms:
+                if remaining() <= budget_ms:  # no time left beyond the budget: not even a millisecond
                     report_.stopped = "deadline"
                     break
                 if wait > 0:
