@@ -16,8 +16,9 @@ from datetime import datetime
 from typing import Any
 
 from sluice.batchsend import Outgoing
-from sluice.envelope import Seal, merge, utcnow
+from sluice.envelope import Seal, utcnow
 from sluice.errors import PermanentError
+from sluice.fit import Offload, UnfittableError, fit
 from sluice_cli import OK, PARTIAL_FAILURE, USAGE_ERROR, CliError
 from sluice_cli.context import Context
 from sluice_cli.dlq import PEEK_VISIBILITY_SECONDS, positive_int, show_messages
@@ -58,10 +59,11 @@ def redrive_command(ctx: Context, args: argparse.Namespace) -> int:
     url = ctx.resources.require("delay_dead_letter_queue_url")
     delay_queue = ctx.resources.require("delay_queue_url")
     seal = ctx.seal(required=True)
+    offload = ctx.settings().settings.offloader(lambda: ctx.clients.s3)  # as the deployed functions do
     result = ReplayResult()
 
-    def plan(message: Received) -> Planned:  # "now" as each batch goes: a long scan never sends a stale "now"
-        return resubmission(message, delay_queue=delay_queue, now=utcnow(), seal=seal)
+    def plan(message: Received) -> Planned:  # "now" per message: a long scan never sends a stale "now"
+        return resubmission(message, delay_queue=delay_queue, now=utcnow(), seal=seal, offload=offload)
 
     with ctx.scan(
         url, visibility_seconds=REPLAY_VISIBILITY_SECONDS, limit=args.max_messages, writes=True
@@ -75,8 +77,11 @@ def redrive_command(ctx: Context, args: argparse.Namespace) -> int:
     return OK if result.complete else PARTIAL_FAILURE
 
 
-def resubmission(message: Received, *, delay_queue: str, now: datetime, seal: Seal | None) -> Planned:
-    """The request as it goes back to the delay queue: due time kept, or now when it has passed."""
+def resubmission(
+    message: Received, *, delay_queue: str, now: datetime, seal: Seal | None, offload: Offload | None = None
+) -> Planned:
+    """The request as it goes back to the delay queue: due time kept, or now when it has passed; its
+    body offloaded through the claim check when the identity it now carries makes it too large."""
     env = message.envelope
     if env is None or env.deliver_at is None:
         why = message.envelope_problem or "it carries no delay request (deliver_at)"
@@ -90,8 +95,12 @@ def resubmission(message: Received, *, delay_queue: str, now: datetime, seal: Se
         # then absorbs whichever of the two comes second.
         update["origin_id"] = message.message_id
     env = env.model_copy(update=update) if update else env
-    attributes = merge(message.user_attributes, env, body=message.body, seal=seal)
-    return Planned(message, delay_queue, Outgoing(message.message_id, message.body, attributes), env.attempts)
+    try:
+        fitted = fit(message.body, message.user_attributes, env, seal=seal, offload=offload)
+    except UnfittableError as exc:
+        raise PermanentError(str(exc)) from exc
+    outgoing = Outgoing(message.message_id, fitted.body, fitted.attributes)
+    return Planned(message, delay_queue, outgoing, env.attempts)
 
 
 def purge_command(ctx: Context, args: argparse.Namespace) -> int:

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from sluice.batchsend import Outgoing, send_batch
 from sluice.envelope import Seal, merge
 from sluice.errors import PermanentError
@@ -217,6 +219,9 @@ def send_back(
             planned = plan(message)
         except PermanentError as exc:
             result.refused.append({"messageId": message.message_id, "reason": str(exc)})
+            continue
+        except (ClientError, BotoCoreError) as exc:  # e.g. the offload's PutObject: left, tried next run
+            result.failed.append({"messageId": message.message_id, "reason": f"could not prepare it: {exc}"})
             continue
         groups[planned.destination].append(planned)
     for destination, group in groups.items():

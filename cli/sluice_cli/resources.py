@@ -34,6 +34,8 @@ OUTPUTS = {
     "envelope_key_secret": "EnvelopeKeySecretArn",
     "delay_queue_url": "DelayQueueUrl",
     "delay_dead_letter_queue_url": "DelayDeadLetterQueueUrl",
+    "claim_check_bucket": "ClaimCheckBucketName",
+    "claim_check_prefix": "ClaimCheckPrefix",
 }
 """Resources field → stack output key."""
 
@@ -55,6 +57,8 @@ class Resources:
     envelope_key_secret: str | None = None
     delay_queue_url: str | None = None
     delay_dead_letter_queue_url: str | None = None
+    claim_check_bucket: str | None = None
+    claim_check_prefix: str | None = None
 
     @classmethod
     def from_outputs(cls, stack_name: str, outputs: Mapping[str, str]) -> Resources:
@@ -145,6 +149,10 @@ def _fallback(resources: Resources, why: str) -> LoadedSettings:
         "SLUICE_POISON_QUEUE_URL": resources.require("poison_queue_url"),
         "SLUICE_SOURCE_QUEUE_ARN": resources.require("work_queue_arn"),
         "SLUICE_ENVELOPE_KEY_SECRET": resources.require("envelope_key_secret"),
+        # as the deployed redriver: long backoffs through the delay queue, bodies that outgrow SQS offloaded
+        "SLUICE_DELAY_QUEUE_URL": resources.delay_queue_url or "",
+        "SLUICE_CLAIM_CHECK_BUCKETS": resources.claim_check_bucket or "",
+        "SLUICE_CLAIM_CHECK_PREFIX": resources.claim_check_prefix or "",
     }
     settings = RedriveSettings.from_env(env)
     note = f"{why}; using the stack outputs and default redrive settings (allowlist: the work queue only)"

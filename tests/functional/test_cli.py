@@ -10,7 +10,7 @@ import io
 import json
 import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -354,13 +354,20 @@ def test_given_dlq_messages_when_redriven_then_they_return_to_their_source_with_
     assert message_id != back["MessageId"]
 
 
+@pytest.mark.parametrize("settings", ["deployed", "fallback"])
 def test_given_a_dlq_message_at_the_size_limit_when_redriven_then_its_body_is_offloaded_as_deployed(
-    stack,
+    stack, settings
 ):
     # Given a stack with a claim-check bucket and a dead-lettered message exactly at SQS's 1 MiB limit
+    # (the settings read from the deployed redriver, or from the stack outputs when it cannot be read)
     s3 = boto3.client("s3", region_name=REGION)
     s3.create_bucket(Bucket="claims")
-    stack.set_function_env(SLUICE_CLAIM_CHECK_BUCKETS="claims")
+    if settings == "deployed":
+        stack.set_function_env(SLUICE_CLAIM_CHECK_BUCKETS="claims")
+    else:
+        stack.resources = replace(
+            stack.resources, redrive_settings_function=None, claim_check_bucket="claims"
+        )
     envelope_bytes = message_bytes("", stack.attributes("", source=stack.work_arn, attempts=1))
     body = "b" * (MAX_MESSAGE_BYTES - envelope_bytes)
     stack.put(stack.dlq_url, body, source=stack.work_arn, attempts=1)
@@ -369,12 +376,16 @@ def test_given_a_dlq_message_at_the_size_limit_when_redriven_then_its_body_is_of
     # Then it goes back to its source as a claim-check pointer to the whole body, not refused or isolated
     assert result.code == 0, result.stderr
     assert (result.json["redriven"], result.json["isolated"], result.json["failed"]) == (1, 0, 0)
-    (back,) = stack.sqs.receive_message(
-        QueueUrl=stack.work_url, WaitTimeSeconds=2, MessageAttributeNames=["All"]
-    )["Messages"]
-    pointer = claimcheck.parse_pointer(back["Body"])
-    assert pointer is not None
-    assert s3.get_object(Bucket=pointer.bucket, Key=pointer.key)["Body"].read().decode() == body
+    [key] = [o["Key"] for o in s3.list_objects_v2(Bucket="claims")["Contents"]]
+    assert s3.get_object(Bucket="claims", Key=key)["Body"].read().decode() == body
+    if settings == "deployed":  # SLUICE_REDRIVE_CAP_SECONDS=1: back within a second (the fallback's default
+        # backoff holds it for minutes)
+        (back,) = stack.sqs.receive_message(
+            QueueUrl=stack.work_url, WaitTimeSeconds=2, MessageAttributeNames=["All"]
+        )["Messages"]
+        pointer = claimcheck.parse_pointer(back["Body"])
+        assert pointer is not None
+        assert pointer.key == key
 
 
 def test_given_a_limit_when_redriven_then_it_stops_there(stack):
@@ -984,6 +995,36 @@ def test_given_a_request_dead_lettered_before_batch_delay_identified_it_when_red
     assert result.code == 0, result.stderr
     [back] = stack.receive_all(str(stack.resources.delay_queue_url))
     assert _envelope(back)[1].origin_id == first_id
+
+
+def test_given_a_request_at_the_size_limit_in_the_delay_dlq_when_redriven_then_its_body_is_offloaded(stack):
+    # Given a producer's delay request of exactly 1 MiB (no identity yet) that SQS moved to the delay DLQ
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket="claims")
+    stack.set_function_env(SLUICE_CLAIM_CHECK_BUCKETS="claims")
+    dlq = str(stack.resources.delay_dead_letter_queue_url)
+    due = datetime.now(UTC) + timedelta(hours=1)
+    probe = send_delayed(
+        stack.sqs, delay_queue_url=stack.other_url, target=stack.work_url, body="p", deliver_at=due
+    )
+    [sent] = stack.sqs.receive_message(QueueUrl=stack.other_url, MessageAttributeNames=["All"])["Messages"]
+    assert sent["MessageId"] == probe
+    attributes = {k: {"DataType": v["DataType"], "StringValue": v["StringValue"]} for k, v in
+                  sent["MessageAttributes"].items()}  # fmt: skip
+    body = "b" * (MAX_MESSAGE_BYTES - message_bytes("", attributes))  # the seal-less request: size fixed
+    first_id = stack.sqs.send_message(QueueUrl=dlq, MessageBody=body, MessageAttributes=attributes)[
+        "MessageId"
+    ]
+    # When the operator re-drives it (it now carries its identity, and grows past the limit)
+    result = stack.run("--json", "delay-dlq", "redrive")
+    # Then it is back on the delay queue as a claim-check pointer to the whole body, with its identity
+    assert result.code == 0, result.stderr
+    [back] = stack.receive_all(str(stack.resources.delay_queue_url))
+    pointer = claimcheck.parse_pointer(back["Body"])
+    assert pointer is not None
+    assert s3.get_object(Bucket=pointer.bucket, Key=pointer.key)["Body"].read().decode() == body
+    assert _envelope(back)[1].origin_id == first_id
+    assert stack.depth(dlq) == {"visible": 0, "inFlight": 0}
 
 
 def test_given_failed_delay_requests_when_peeked_then_they_are_listed_and_stay(stack):

@@ -16,7 +16,7 @@ from sluice.delay.parker import BatchDelay
 from sluice.delay.rehydrator import Rehydrator
 from sluice.delay.schedule import bucket_of, send_delayed
 from sluice.delay.settings import DelaySettings
-from sluice.envelope import ATTRIBUTE, Envelope
+from sluice.envelope import ATTRIBUTE, Envelope, Seal
 from sluice.errors import TransientError
 from sluice.limits import MAX_MESSAGE_BYTES
 from sluice.sqs import message_bytes
@@ -158,11 +158,11 @@ def test_given_a_target_that_refuses_at_the_send_then_that_entry_alone_is_isolat
     delays, seconds
 ):
     # Given a target whose MaximumMessageSize is 1 KiB (every check before the send passes: they use
-    # SQS's 1 MiB) and a 2 KiB request to it beside a healthy one to the usual target
+    # SQS's 1 MiB) and a 2 KiB request to it beside a healthy one to the same queue (one SendMessageBatch)
     small = delays.sqs.create_queue(QueueName="small", Attributes={"MaximumMessageSize": "1024"})["QueueUrl"]
     delays.settings = delays.settings.model_copy(update={"delay_targets": (delays.target, small)})
     refused = delays.request("r" * 2048, seconds, target=small)
-    delays.request("healthy", seconds)
+    delays.request("healthy", seconds, target=small)
     # When batch-delay sends it (or parks it and the rehydrator sends it when due)
     assert delays.delayer().handle(delays.batch(2), LambdaContext()) == {"batchItemFailures": []}
     if seconds > 900:
@@ -177,8 +177,11 @@ def test_given_a_target_that_refuses_at_the_send_then_that_entry_alone_is_isolat
     assert poisoned["Body"] == "r" * 2048
     assert envelope_of(poisoned).origin_id == refused
     assert "Message must be shorter than 1024 bytes" in last_error_of(poisoned).message
-    sent = [e["MessageBody"] for c in delays.calls.params("SendMessageBatch") for e in c["Entries"]]
-    assert "healthy" in sent
+    [call] = [c for c in delays.calls.params("SendMessageBatch") if c["QueueUrl"] == small]
+    assert sorted(e["MessageBody"][:7] for e in call["Entries"]) == ["healthy", "rrrrrrr"]  # one call
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"]
+    depth = delays.sqs.get_queue_attributes(QueueUrl=small, AttributeNames=names)["Attributes"]
+    assert sum(int(v) for v in depth.values()) == 1  # the healthy one, on its way (residual delay)
 
 
 def at_the_limit(delays, seconds: float) -> tuple[str, str]:
@@ -378,6 +381,20 @@ def test_rehydrated_messages_keep_body_user_attributes_and_envelope(delays):
     assert env.target == delays.target
     assert env.deliver_at == NOW + timedelta(seconds=3600)
     assert env.origin_id is not None
+
+
+def test_given_a_parked_seal_no_key_verifies_when_rehydrated_then_it_is_reported_and_still_sent(delays):
+    # Given a request parked under a key that has since rotated out twice
+    prefix = park(delays, ("payload", 3600))
+    delays.clock.now = NOW + timedelta(seconds=3600)
+    rehydrator = delays.rehydrator()
+    rehydrator._seal = Seal((b"a-key-of-two-rotations-later-0123456789",))
+    # When it is rehydrated
+    assert rehydrator.handle({"bucket": 0, "prefix": prefix}, LambdaContext())["sent"] == 1
+    # Then it is delivered (without the bookkeeping the consumer cannot verify either), with the reason
+    # counted here, where the rotation shows
+    assert [m["Body"] for m in drain(delays.sqs, delays.target)] == ["payload"]
+    assert delays.metrics.values["EnvelopesCorrupt"] == 1
 
 
 def test_the_rehydrator_stops_before_its_deadline_and_asks_for_more(delays):

@@ -85,6 +85,7 @@ class Rehydrator:
                 metrics.DELAYED_OBJECTS_SWEPT,
                 metrics.RECORDS_ISOLATED,
                 metrics.DELAYED_OBJECTS_QUARANTINED,
+                metrics.ENVELOPES_CORRUPT,
             ):
                 self._metrics.add_metric(name=name, unit="Count", value=stats[name])
             if stats["lag_count"]:
@@ -170,6 +171,7 @@ class Rehydrator:
                     continue
                 if problem:  # sealed when parked: the key rotated twice since (docs/envelope.md)
                     self._log.warning(problem, extra={"key": key, "parked_message": message.key})
+                    stats[metrics.ENVELOPES_CORRUPT] += 1
                 outgoing.append(out)
             refused_keys = set()
             for r in send_batch(self._sqs, target, outgoing):

@@ -163,14 +163,14 @@ class Parked:
         return Outgoing(self.key, self.body, _decode_binary(self.attributes), residual_seconds(self.due, now))
 
     def sendable(self, now: datetime, *, seal: Seal | None, offload: Offload) -> tuple[Outgoing, str | None]:
-        """The message as it is sent now, and why its seal did not verify (None when it did). A body
-        parked inline that is too large beside its envelope is offloaded at this moment, never at
-        parking, so its claim-check object outlives the delay. Raises
-        :class:`~sluice.fit.UnfittableError` when SQS would refuse it however it is sent."""
+        """The message as it is sent now, and why its seal did not verify (None when it did: every
+        parked message is checked as it leaves). A body parked inline that is too large beside its
+        envelope is offloaded at this moment, never at parking, so its claim-check object outlives the
+        delay. Raises :class:`~sluice.fit.UnfittableError` when SQS would refuse it however it is sent."""
         out = self.outgoing(now)
-        if message_bytes(out.body, out.attributes) <= MAX_MESSAGE_BYTES:
-            return out, None
         user, envelope, problem = split(out.attributes, body=out.body, seal=seal)
+        if message_bytes(out.body, out.attributes) <= MAX_MESSAGE_BYTES:
+            return out, problem  # sent as parked: a seal that failed here fails at the consumer too
         base = envelope or Envelope(origin_id=self.key, target=self.target, deliver_at=self.due)
         fitted = fit(out.body, user, base, seal=seal, offload=offload)
         return replace(out, body=fitted.body, attributes=fitted.attributes), problem
