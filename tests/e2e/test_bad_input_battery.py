@@ -323,9 +323,7 @@ REFUSED_ATTRIBUTE = "must contain non-empty message attribute type"
 # a smaller MaximumMessageSize) is covered in tests/functional/test_delay_functions.py.
 @isolated("delay direct send: an entry SQS would refuse", reason=REFUSED_ATTRIBUTE, log=DELAY_LOG)
 def _delay_bad_entry(stack: observer.Stack, r: Row) -> None:
-    _delay(
-        stack, r, {"deliver_at": _at(DIRECT), "target": stack.outputs["WorkQueueUrl"], **BROKEN}
-    )
+    _delay(stack, r, {"deliver_at": _at(DIRECT), "target": stack.outputs["WorkQueueUrl"], **BROKEN})
 
 
 @row("delay direct send: its healthy batch-mate", "processed", metric="MessagesSentDirect")
