@@ -75,6 +75,50 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(Path(args.log_file), _params(args.param))
 
 
+def cmd_soak(args: argparse.Namespace) -> int:
+    from sluice_local import soak  # noqa: PLC0415 - the fault injector patches botocore: only when asked
+
+    seeds = [args.seed] if args.seed is not None else list(range(args.first, args.first + args.seeds))
+    workers = 2 if args.seed is not None else args.workers
+    summary = soak.run(
+        seeds,
+        workers=workers,
+        log_dir=Path(args.log_dir),
+        aws_rate=args.aws_rate,
+        lambda_rate=args.lambda_rate,
+        sabotage=args.sabotage,
+    )
+    for line in summary.lines(
+        rates=f"AWS calls faulted {args.aws_rate:.0%}, invocations {args.lambda_rate:.0%}"
+    ):
+        print(line)
+    return 0 if summary.ok else 1
+
+
+def cmd_soak_worker(args: argparse.Namespace) -> int:
+    from sluice_local import soak  # noqa: PLC0415 - the fault injector patches botocore: only when asked
+
+    seeds = [int(s) for s in args.seeds.split(",") if s]
+    return soak.run_worker(
+        seeds,
+        mode=args.mode,
+        log_dir=Path(args.log_dir),
+        aws_rate=args.aws_rate,
+        lambda_rate=args.lambda_rate,
+        sabotage=args.sabotage,
+    )
+
+
+def _rates(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--aws-rate", type=float, default=0.05, help="share of AWS calls faulted")
+    parser.add_argument("--lambda-rate", type=float, default=0.08, help="share of invocations faulted")
+    parser.add_argument("--log-dir", default=str(ROOT / ".sluice-local" / "soak"))
+    parser.add_argument(
+        "--sabotage", default="", choices=["", "ledger", "delete-failed"],
+        help="check the checker: break something it must report (see sluice_local.soak.SABOTAGE)",
+    )  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sluice_local", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -93,10 +137,22 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
     demo.add_argument("--log-file", default=str(ROOT / ".sluice-local" / "demo-functions.log"))
     demo.set_defaults(func=cmd_demo)
+    soak = sub.add_parser("soak", help="seeded fault schedules through the stack; lost/duplicated checked")
+    soak.add_argument("--seeds", type=int, default=500, help="how many seeds (default 500)")
+    soak.add_argument("--first", type=int, default=0, help="the first seed (default 0)")
+    soak.add_argument("--seed", type=int, default=None, help="replay this one seed alone")
+    soak.add_argument("--workers", type=int, default=6, help="processes, each its own stack (default 6)")
+    _rates(soak)
+    soak.set_defaults(func=cmd_soak)
+    worker = sub.add_parser("soak-worker", help=argparse.SUPPRESS)
+    worker.add_argument("--mode", required=True, choices=["lambda", "stepfunctions"])
+    worker.add_argument("--seeds", required=True)
+    _rates(worker)
+    worker.set_defaults(func=cmd_soak_worker)
     args = parser.parse_args(argv)
     started = time.monotonic()
     code: int = args.func(args)
-    if args.command == "demo":
+    if args.command in ("demo", "soak"):
         print(f"wall time {time.monotonic() - started:.1f} s", file=sys.__stdout__ or sys.stderr)
     return code
 

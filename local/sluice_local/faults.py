@@ -1,0 +1,353 @@
+"""Seeded fault injection for the local runtime (never deployed): AWS's failures, on purpose.
+
+One integer seed decides every fault. A decision is a pure function of ``(seed, who, API, n)``: who
+calls (a function of the stack, or the event source mapping that feeds it), which API, and how many
+times that caller has called that API so far in the run. So the same seed gives the same schedule;
+no decision reads the clock. (Which call is a caller's n-th can still depend on how threads
+interleave, so a replay reproduces the schedule exactly and the run itself almost always.)
+
+Where faults are injected:
+
+- **At the AWS boundary**, beneath botocore's retries (``Endpoint._do_get_response``), on every call a
+  function or a mapping makes: throttling and 5xx errors and connection errors before the request is
+  sent; a read timeout **after** the request took effect ("succeeded but the response was lost"),
+  which botocore then retries as the SDK does in AWS; a ``SendMessageBatch``/``DeleteMessageBatch``
+  that performs only some of its entries and reports the others failed; ``NoSuchKey`` on a read of an
+  object (a claim check read before its object is visible). The example processor's ledger table is
+  never touched: it is the checker's instrument, standing in for an external system (docs/guarantees.md).
+- **At the Lambda boundary**, like AWS FIS's Lambda actions: an invocation that fails before the
+  handler runs; one whose handler ran to the end but whose response was lost (side effects done,
+  the caller sees an error); one that dies part-way (a crash or a timeout: every AWS call the
+  invocation makes after its k-th one fails, the k-th itself having taken effect or not), which
+  covers a crash after a guarded side effect, part-way through a rehydrated object and between the
+  redriver's send and its delete.
+
+Every injected fault is counted by kind (:attr:`Injector.counts`) and logged with the seed.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.awsrequest import AWSResponse, HTTPHeaders
+from botocore.endpoint import Endpoint
+from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
+
+from sluice_local.functions import FunctionError, FunctionHost
+from sluice_local.pollers import SqsPoller
+
+log = logging.getLogger("sluice_local.faults")
+
+# --- kinds ---------------------------------------------------------------------------------------
+
+THROTTLE = "throttle"
+SERVER_ERROR = "server-error"
+CONNECTION_ERROR = "connection-error"
+LOST_RESPONSE = "lost-response"
+PARTIAL_BATCH = "partial-batch"
+NO_SUCH_KEY = "no-such-key"
+INVOKE_ERROR = "invoke-error"
+LOST_INVOKE_RESPONSE = "lost-invoke-response"
+CRASH = "crash-mid-invocation"
+SABOTAGED = "sabotage-took-effect-then-failed"
+"""Only to check the checker: the call takes effect, then fails with an error the SDK does not retry."""
+
+AWS_KINDS = (THROTTLE, SERVER_ERROR, CONNECTION_ERROR, LOST_RESPONSE)
+LAMBDA_KINDS = (INVOKE_ERROR, LOST_INVOKE_RESPONSE, CRASH)
+BATCH_APIS = frozenset({"SendMessageBatch", "DeleteMessageBatch"})
+READ_APIS = frozenset({"GetObject", "HeadObject"})
+HTTP_REDIRECT = 300
+SERVICE_EXCEPTION = "Lambda.ServiceException"
+
+
+class SimulatedCrash(BaseException):
+    """The invocation's process died: raised by every AWS call it makes from then on. A BaseException,
+    so no ``except Exception`` in the code under test can swallow it, as none can survive a crash."""
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    seed: int
+    aws_rate: float = 0.05
+    """Share of AWS calls that fail (of those made by the stack's functions and mappings)."""
+    lambda_rate: float = 0.08
+    """Share of invocations that fail at the Lambda boundary."""
+    ledger_table: str = ""
+    """The example's ledger (the checker's instrument, standing in for an external system): never
+    faulted; its writes are noted, so a duplicate can be traced to a fault inside its guard's window."""
+    guard_table: str = ""
+    """The idempotency table that holds the side effects' guards."""
+    sabotage_ledger: bool = False
+    """Check the checker: the first ledger write of each item takes effect, then fails with an error
+    the SDK does not retry (an unguarded side effect, performed again when its record is retried)."""
+
+    def roll(self, *key: object) -> float:
+        """A number in [0, 1) that depends only on the seed and ``key``."""
+        text = "|".join([str(self.seed), *map(str, key)]).encode()
+        return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big") / 2**64
+
+    def pick(self, options: tuple[str, ...], *key: object) -> str:
+        return options[int(self.roll("pick", *key) * len(options))]
+
+
+@dataclass
+class Scope:
+    """What is calling AWS on this thread: a function invocation (and the threads it started) or an
+    event source mapping."""
+
+    caller: str
+    crash_after: int | None = None
+    """Calls this invocation may make before it dies (None: it does not)."""
+    calls: int = 0
+    crashed: bool = False
+    effects: list[str] = field(default_factory=list)
+    """Ledger items (side effects) this invocation performed, in order."""
+
+
+_local = threading.local()
+
+
+def current() -> Scope | None:
+    return getattr(_local, "scope", None)
+
+
+@contextmanager
+def scope(value: Scope | None) -> Iterator[None]:
+    previous = current()
+    _local.scope = value
+    try:
+        yield
+    finally:
+        _local.scope = previous
+
+
+@dataclass
+class Injector:
+    plan: FaultPlan
+    counts: Counter[str] = field(default_factory=Counter)
+    where: Counter[str] = field(default_factory=Counter)
+    """Faults by ``"<caller> <API> <kind>"``: which calls the schedule actually hit."""
+    _sequence: Counter[tuple[str, str]] = field(default_factory=Counter)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _sabotaged: set[str] = field(default_factory=set)
+    in_window: set[str] = field(default_factory=set)
+    """Side effects (ledger ``effect_key``) performed by an invocation that then died, or whose guard's
+    commit was faulted: performing one again is the at-least-once window no guard can close
+    (docs/guarantees.md), not a violation."""
+
+    def _next(self, caller: str, api: str) -> int:
+        with self._lock:
+            n = self._sequence[(caller, api)]
+            self._sequence[(caller, api)] += 1
+            return n
+
+    def _count(self, kind: str, caller: str, api: str) -> None:
+        with self._lock:
+            self.counts[kind] += 1
+            self.where[f"{caller} {api} {kind}"] += 1
+        log.info("seed %d: injected %s into %s %s", self.plan.seed, kind, caller, api)
+
+    # --- the Lambda boundary ---------------------------------------------------------------------
+
+    def invocation(self, function: str) -> tuple[str | None, Scope]:
+        """The fault (if any) for this function's next invocation, and the scope it runs in."""
+        n = self._next(function, "Invoke")
+        crash_after = None
+        kind = None
+        if self.plan.roll(function, "Invoke", n) < self.plan.lambda_rate:
+            kind = self.plan.pick(LAMBDA_KINDS, function, "Invoke", n)
+            self._count(kind, function, "Invoke")
+            if kind == CRASH:
+                crash_after = int(self.plan.roll("crash-after", function, n) * 12)
+        return kind, Scope(function, crash_after=crash_after)
+
+    # --- the AWS boundary ------------------------------------------------------------------------
+
+    def aws(self, service: str, api: str, params: bytes | None) -> str | None:
+        """The fault (if any) for this call by the current scope; raises :class:`SimulatedCrash` when
+        the scope's invocation has died."""
+        here = current()
+        if here is None:
+            return None  # the test harness, the runtime itself: never faulted
+        if here.crash_after is not None:
+            here.calls += 1
+            if here.crashed or here.calls > here.crash_after:
+                here.crashed = True
+                self._in_window(here.effects)  # whatever it performed, its guards may not be committed
+                raise SimulatedCrash(f"{here.caller} died after {here.crash_after} AWS calls")
+        table = _table(service, params)
+        if table and table == self.plan.ledger_table:
+            return self._ledger_write(here, api, params or b"")
+        n = self._next(here.caller, api)
+        if self.plan.roll(here.caller, api, n) >= self.plan.aws_rate:
+            return None
+        kinds: tuple[str, ...] = AWS_KINDS
+        if api in BATCH_APIS:
+            kinds = (*kinds, PARTIAL_BATCH, PARTIAL_BATCH)
+        elif api in READ_APIS and service == "s3":
+            kinds = (*kinds, NO_SUCH_KEY)
+        kind = self.plan.pick(kinds, here.caller, api, n)
+        self._count(kind, here.caller, api)
+        if table and table == self.plan.guard_table:
+            self._in_window(here.effects)  # a guard's commit may have failed after its effect
+        return kind
+
+    def _ledger_write(self, here: Scope, api: str, params: bytes) -> str | None:
+        if api != "PutItem":
+            return None
+        item = json.loads(params).get("Item", {})
+        key = str((item.get("effect_key") or {}).get("S", ""))
+        here.effects.append(key)
+        if not self.plan.sabotage_ledger:
+            return None
+        with self._lock:
+            if key in self._sabotaged:
+                return None
+            self._sabotaged.add(key)
+        self._count(SABOTAGED, here.caller, api)
+        return SABOTAGED
+
+    def _in_window(self, effects: list[str]) -> None:
+        with self._lock:
+            self.in_window.update(effects)
+
+    def drop_entries(self, api: str, body: bytes) -> tuple[bytes, list[str]]:
+        """The request without some of its entries, and their ids (reported failed)."""
+        doc = json.loads(body)
+        entries = doc.get("Entries") or []
+        if len(entries) < 2:  # one entry: it is dropped, the call reports it failed
+            return body, [e["Id"] for e in entries]
+        dropped = [e["Id"] for i, e in enumerate(entries) if self.plan.roll("drop", api, e["Id"], i) < 0.5]
+        dropped = dropped or [entries[0]["Id"]]
+        doc["Entries"] = [e for e in entries if e["Id"] not in dropped]
+        return json.dumps(doc).encode(), dropped
+
+
+def _table(service: str, params: bytes | None) -> str:
+    if service != "dynamodb" or not params:
+        return ""
+    try:
+        return str(json.loads(params).get("TableName", ""))
+    except ValueError:
+        return ""
+
+
+# --- installing ----------------------------------------------------------------------------------
+
+
+class _Raw:
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield b""
+
+
+def _error(request: Any, status: int, code: str, message: str) -> tuple[tuple[Any, dict[str, Any]], None]:
+    response = AWSResponse(request.url, status, HTTPHeaders(), _Raw())
+    parsed = {
+        "Error": {"Code": code, "Message": message},
+        "ResponseMetadata": {"HTTPStatusCode": status, "HTTPHeaders": {}},
+    }
+    return (response, parsed), None
+
+
+def _refused(kind: str, service: str, request: Any) -> Any:
+    """``(response, error)`` for a call that fails before it reaches AWS; None for kinds that do reach it."""
+    if kind == THROTTLE:
+        code, status = ("SlowDown", 503) if service == "s3" else ("ThrottlingException", 400)
+        return _error(request, status, code, f"injected {kind}")
+    if kind == SERVER_ERROR:
+        code = "InternalServerError" if service == "dynamodb" else "InternalError"
+        return _error(request, 500, code, f"injected {kind}")
+    if kind == CONNECTION_ERROR:
+        return None, EndpointConnectionError(endpoint_url=request.url)
+    if kind == NO_SUCH_KEY:
+        return _error(request, 404, "NoSuchKey", "injected: The specified key does not exist.")
+    return None
+
+
+def _faulty_response(
+    injector: Injector, kind: str, request: Any, operation_model: Any, send: Callable[[], Any]
+) -> Any:
+    """What ``Endpoint._do_get_response`` returns for a call hit by ``kind``: ``(response, error)``."""
+    refused = _refused(kind, operation_model.service_model.service_id.hyphenize(), request)
+    if refused is not None:
+        return refused
+    if kind == PARTIAL_BATCH and isinstance(request.body, bytes):
+        request.body, dropped = injector.drop_entries(operation_model.name, request.body)
+        request.headers["Content-Length"] = str(len(request.body))
+        result, error = send()
+        if error is None and result[0].status_code < HTTP_REDIRECT:
+            failed = {"SenderFault": False, "Code": "InternalError", "Message": "injected"}
+            result[1].setdefault("Failed", []).extend({"Id": i, **failed} for i in dropped)
+        return result, error
+    result, error = send()  # LOST_RESPONSE or SABOTAGED: the call took effect
+    if error is not None:
+        return result, error
+    if kind == SABOTAGED:
+        return _error(request, 400, "InjectedFailureAfterEffect", "sabotage: it happened")
+    return None, ReadTimeoutError(endpoint_url=request.url)
+
+
+def install(injector: Injector) -> Callable[[], None]:
+    """Route every AWS call, invocation, mapping poll and thread start of this process through
+    ``injector``; returns the undo."""
+    original_get = Endpoint._do_get_response  # type: ignore[attr-defined]
+    original_start = threading.Thread.start
+    original_run = threading.Thread.run
+    original_invoke = FunctionHost._run
+    original_poll = SqsPoller._poll_once
+
+    def do_get_response(self: Endpoint, request: Any, operation_model: Any, context: Any) -> Any:
+        service = operation_model.service_model.service_id.hyphenize()
+        body = request.body if isinstance(request.body, bytes) else None
+        kind = injector.aws(service, operation_model.name, body)
+        if kind is None:
+            return original_get(self, request, operation_model, context)
+        send = functools.partial(original_get, self, request, operation_model, context)
+        return _faulty_response(injector, kind, request, operation_model, send)
+
+    def invoke(self: FunctionHost, event: Any) -> str:
+        kind, inner = injector.invocation(self.spec.logical_id)
+        if kind == INVOKE_ERROR:  # as Lambda's service reports it (Step Functions retries it by name)
+            raise FunctionError({"errorType": SERVICE_EXCEPTION, "errorMessage": "injected: not run"})
+        with scope(inner):
+            result = original_invoke(self, event)
+        if kind == LOST_INVOKE_RESPONSE:
+            raise FunctionError({"errorType": SERVICE_EXCEPTION, "errorMessage": "injected: ran, lost"})
+        return result
+
+    def poll_once(self: SqsPoller) -> None:
+        with scope(Scope(f"esm:{self.spec.function.spec.logical_id}")):
+            original_poll(self)
+
+    def start(self: threading.Thread) -> None:
+        self._sluice_scope = current()  # type: ignore[attr-defined]
+        original_start(self)
+
+    def run(self: threading.Thread) -> None:
+        with scope(getattr(self, "_sluice_scope", None)):
+            original_run(self)
+
+    patches: list[tuple[Any, str, Any, Any]] = [
+        (Endpoint, "_do_get_response", do_get_response, original_get),
+        (threading.Thread, "start", start, original_start),
+        (threading.Thread, "run", run, original_run),
+        (FunctionHost, "_run", invoke, original_invoke),
+        (SqsPoller, "_poll_once", poll_once, original_poll),
+    ]
+    for owner, name, new, _ in patches:
+        setattr(owner, name, new)
+
+    def undo() -> None:
+        for owner, name, _, old in reversed(patches):
+            setattr(owner, name, old)
+
+    return undo

@@ -1,0 +1,421 @@
+"""Seeded fault schedules through the real wiring, checked on the whole history (issue 11).
+
+For each seed: a workload of orders goes through the deployed template (consumer, long delays,
+dead-lettering and redrive) while :mod:`sluice_local.faults` breaks AWS calls and invocations as the
+seed decides; the run drains to quiescence; the checker then reads the ledger (every side effect the
+example processor performed, one item per performance) and the queues, and reports, like Jepsen's
+total-queue checker and one step beyond it:
+
+- **lost**: sent, never processed, not in the poison queue or a dead-letter queue;
+- **duplicated side effects**: more than one ledger item for one order's guarded effect, except where
+  the injector saw the invocation that performed it die, or its guard's commit fail, right after it
+  (the at-least-once window no guard can close: reported apart, as ``at_least_once``);
+- **unexpected**: processed but never sent;
+- the conservation line ``sent = processed + poison + dead-lettered``.
+
+Seeds run one after another on one stack per process (a seed's business ids are ``s<seed>-<n>``);
+``python -m sluice_local soak`` runs a range of them in worker processes, one per RedriveMode.
+
+Time scale: the work and delay queues' visibility timeouts are set to :data:`VISIBILITY_SECONDS` after
+deploy (the consumer's ``SLUICE_VISIBILITY_TIMEOUT_SECONDS`` with it), so a batch lost with a failed
+invocation is back in seconds instead of minutes; everything else is the ``--fast`` stack.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sluice import claimcheck
+from sluice.delay import send_delayed
+from sluice.envelope import split
+from sluice_local import faults
+from sluice_local.cloud import LocalCloud
+from sluice_local.fast import FAST
+from sluice_local.pollers import SqsPoller
+from sluice_local.scenarios import runner
+from sluice_local.scenarios.observer import Stack
+
+VISIBILITY_SECONDS = 6
+SEED_DEADLINE_SECONDS = 240.0  # a deadline for one seed to drain, only reached when something is stuck
+POLL_SECONDS = 0.3
+EFFECTS = ("charge", "reward", "notify")
+KINDS = (
+    "normal", "normal", "duplicate", "permanent", "transient", "exhausts-retries",
+    "claim-check", "delay-direct", "delay-parked",
+)  # fmt: skip
+ORDERS_PER_SEED = 8
+SABOTAGE = {
+    "ledger": "every ledger write loses its response: a side effect that happened but reported an error is "
+    "performed again when its record is retried (unguarded by design): the checker must report duplicated "
+    "side effects",
+    "delete-failed": "the event source mapping deletes records the batch reported failed: the checker "
+    "must report them lost",
+}
+
+
+@dataclass
+class Sent:
+    order_id: str
+    kind: str
+    message_ids: list[str] = field(default_factory=list)
+    upload_at: float | None = None  # monotonic time its claim-check object appears (transient kinds)
+    key: str = ""
+
+
+@dataclass
+class SeedResult:
+    seed: int
+    mode: str
+    sent: int
+    processed: int
+    poison: int
+    dead_lettered: int
+    lost: list[str]
+    duplicated: list[str]
+    at_least_once: list[str]
+    unexpected: list[str]
+    faults: dict[str, int]
+    faults_at: dict[str, int]
+    seconds: float
+    stuck: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not (self.lost or self.duplicated or self.unexpected or self.stuck) and (
+            self.sent == self.processed + self.poison + self.dead_lettered
+        )
+
+    def to_json(self) -> str:
+        return json.dumps({**self.__dict__, "ok": self.ok})
+
+
+class Soak:
+    """One deployed stack, seeds run on it one after another."""
+
+    def __init__(self, cloud: LocalCloud, log_path: Path, *, mode: str, sabotage: str = "") -> None:
+        self.cloud = cloud
+        self.mode = mode
+        self.sabotage = sabotage
+        """'' (the real thing), or a fault the checker must catch (:data:`SABOTAGE`)."""
+        self.stack = Stack(cloud.endpoint, cloud.outputs, log_path)
+        self._compress_time()
+
+    def _compress_time(self) -> None:
+        sqs = self.stack.client("sqs")
+        for output in ("WorkQueueUrl", "DelayQueueUrl"):
+            sqs.set_queue_attributes(
+                QueueUrl=self.stack.outputs[output], Attributes={"VisibilityTimeout": str(VISIBILITY_SECONDS)}
+            )
+        for host in self.cloud.functions.values():
+            if "SLUICE_VISIBILITY_TIMEOUT_SECONDS" in host.spec.environment:
+                host.spec.environment["SLUICE_VISIBILITY_TIMEOUT_SECONDS"] = str(VISIBILITY_SECONDS)
+
+    # --- one seed ------------------------------------------------------------------------------
+
+    def run(self, seed: int, *, aws_rate: float = 0.05, lambda_rate: float = 0.08) -> SeedResult:
+        plan = faults.FaultPlan(
+            seed, aws_rate=aws_rate, lambda_rate=lambda_rate,
+            ledger_table=self.stack.outputs["LedgerTableName"],
+            guard_table=self.stack.outputs["IdempotencyTableName"],
+            sabotage_ledger=self.sabotage == "ledger",
+        )  # fmt: skip
+        injector = faults.Injector(plan)
+        started = time.monotonic()
+        undo = faults.install(injector)
+        if self.sabotage == "delete-failed":  # the mapping deletes records the batch reported failed
+            original = SqsPoller._failures
+            SqsPoller._failures = staticmethod(lambda result, ids: set())  # type: ignore[method-assign]
+        try:
+            sent = self._send(plan)
+            stuck = self._drain(sent)
+        finally:
+            undo()
+            if self.sabotage == "delete-failed":
+                SqsPoller._failures = original  # type: ignore[method-assign]
+        result = self._check(seed, sent, injector, time.monotonic() - started, stuck)
+        self._clean_up()
+        return result
+
+    def _send(self, plan: faults.FaultPlan) -> list[Sent]:
+        outputs, sqs = self.stack.outputs, self.stack.client("sqs")
+        work, bucket = outputs["WorkQueueUrl"], outputs["ClaimCheckBucketName"]
+        out: list[Sent] = []
+        for n in range(ORDERS_PER_SEED):
+            kind = plan.pick(KINDS, "workload", n)
+            s = Sent(f"s{plan.seed}-{n}", kind)
+            body = json.dumps(runner.order(s.order_id))
+            if kind == "permanent":
+                body = json.dumps(runner.order(s.order_id, amount_cents=99_000_000))
+            if kind in ("transient", "exhausts-retries"):
+                s.key = f"soak/{s.order_id}-{uuid.uuid4().hex[:6]}"
+                # transient: back within the consumer's retries; exhausts-retries: after its third receive
+                # (--fast: 3 receives, backoff 1-2 s), so it is dead-lettered and re-driven first
+                low, spread = (1, 3) if kind == "transient" else (6, 4)
+                wait = low + spread * plan.roll("upload", n)
+                s.upload_at = time.monotonic() + wait
+                body = runner.claim_check(bucket, s.key)
+            if kind == "claim-check":
+                big = json.dumps(runner.order(s.order_id, reward_points=5, note="x" * 300_000))
+                s.message_ids.append(
+                    claimcheck.send(
+                        sqs, self.stack.client("s3"), queue_url=work, body=big, bucket=bucket, prefix=""
+                    )
+                )
+            elif kind.startswith("delay-"):
+                seconds = 2.0 if kind == "delay-direct" else 8.0  # --fast: parked beyond 6 s
+                s.message_ids.append(
+                    send_delayed(
+                        sqs,
+                        delay_queue_url=outputs["DelayQueueUrl"],
+                        target=work,
+                        body=body,
+                        delay_seconds=seconds,
+                    )
+                )
+            else:
+                copies = 2 if kind == "duplicate" else 1
+                for _ in range(copies):
+                    s.message_ids.append(sqs.send_message(QueueUrl=work, MessageBody=body)["MessageId"])
+            out.append(s)
+        return out
+
+    def _upload_due(self, sent: list[Sent]) -> None:
+        for s in sent:
+            if s.upload_at is not None and time.monotonic() >= s.upload_at:
+                body = json.dumps(runner.order(s.order_id)).encode()
+                self.stack.client("s3").put_object(
+                    Bucket=self.stack.outputs["ClaimCheckBucketName"], Key=s.key, Body=body
+                )
+                s.upload_at = None
+
+    def _drain(self, sent: list[Sent]) -> str:
+        """Wait for quiescence; '' when reached, else what is still moving at the deadline."""
+        deadline = time.monotonic() + SEED_DEADLINE_SECONDS
+        busy = "not polled"
+        while time.monotonic() < deadline:
+            self._upload_due(sent)
+            busy = self._busy(sent)
+            if not busy:
+                return ""
+            time.sleep(POLL_SECONDS)  # between polls of the quiescence condition
+        return busy
+
+    def _busy(self, sent: list[Sent]) -> str:
+        if any(s.upload_at is not None for s in sent):
+            return "claim-check objects not uploaded yet"
+        sqs = self.stack.client("sqs")
+        names = [
+            "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed",
+        ]  # fmt: skip
+        # The delay DLQ is an end (alarmed; drained by an operator): what lands there counts as dead-lettered.
+        for output in ("WorkQueueUrl", "DelayQueueUrl", "WorkDeadLetterQueueUrl"):
+            attributes = sqs.get_queue_attributes(QueueUrl=self.stack.outputs[output], AttributeNames=names)
+            depth = {k: int(v) for k, v in attributes["Attributes"].items()}
+            if any(depth.values()):
+                return f"{output}: {depth}"
+        parked = self.stack.client("s3").list_objects_v2(
+            Bucket=self.stack.outputs["DelayBucketName"], Prefix="delayed/"
+        )
+        pending = [o["Key"] for o in parked.get("Contents", []) if "/quarantine/" not in o["Key"]]
+        if pending:
+            return f"parked objects: {pending[:3]}"
+        sfn = self.stack.client("stepfunctions")
+        for output in ("DelayStateMachineArn", "RedriveStateMachineArn"):
+            arn = self.stack.outputs.get(output)
+            if arn and sfn.list_executions(stateMachineArn=arn, statusFilter="RUNNING").get("executions"):
+                return f"{output}: executions running"
+        return ""
+
+    # --- the checker ---------------------------------------------------------------------------
+
+    def _ledger(self, order_id: str, effect: str) -> int:
+        response = self.stack.client("dynamodb").query(
+            TableName=self.stack.outputs["LedgerTableName"],
+            KeyConditionExpression="effect_key = :k",
+            ExpressionAttributeValues={":k": {"S": f"{order_id}#{effect}"}},
+            ConsistentRead=True,
+        )
+        return int(response["Count"])
+
+    def _in_queue(self, output: str, by_message: dict[str, str]) -> set[str]:
+        """Order ids of the seed found on a queue (by origin id, or the order id in the body)."""
+        found: set[str] = set()
+        for message in self.stack.every_message(output):
+            attributes = {k: dict(v) for k, v in message.get("MessageAttributes", {}).items()}
+            _, env, _ = split(attributes, body=message["Body"], seal=self.stack.seal())
+            origin = env.origin_id if env is not None else None
+            if origin in by_message:
+                found.add(by_message[origin])
+            elif message["MessageId"] in by_message:
+                found.add(by_message[message["MessageId"]])
+        return found
+
+    def _check(
+        self, seed: int, sent: list[Sent], injector: faults.Injector, seconds: float, stuck: str
+    ) -> SeedResult:
+        by_message = {mid: s.order_id for s in sent for mid in s.message_ids}
+        ids = {s.order_id for s in sent}
+        processed: set[str] = set()
+        duplicated: list[str] = []
+        window: list[str] = []
+        for s in sent:
+            for effect in EFFECTS:
+                n = self._ledger(s.order_id, effect)
+                if n > 1:
+                    key = f"{s.order_id}#{effect}"
+                    (window if key in injector.in_window else duplicated).append(f"{key} x{n}")
+                if effect == "charge" and n:
+                    processed.add(s.order_id)
+        poison = self._in_queue("PoisonPillQueueUrl", by_message)
+        dead = self._in_queue("WorkDeadLetterQueueUrl", by_message) | self._in_queue(
+            "DelayDeadLetterQueueUrl", by_message
+        )
+        charged_anywhere = {e.order_id for e in self.stack.side_effects(f"s{seed}-")}
+        return SeedResult(
+            seed=seed, mode=self.mode, sent=len(ids), processed=len(processed),
+            poison=len(poison - processed),
+            dead_lettered=len(dead - processed - poison),
+            lost=sorted(ids - processed - poison - dead), duplicated=duplicated, at_least_once=window,
+            unexpected=sorted(charged_anywhere - ids), faults=dict(injector.counts),
+            faults_at=dict(injector.where), seconds=round(seconds, 1), stuck=stuck,
+        )  # fmt: skip
+
+    def _clean_up(self) -> None:
+        sqs = self.stack.client("sqs")
+        for output in ("PoisonPillQueueUrl",):
+            for message in self.stack.every_message(output):
+                sqs.delete_message(
+                    QueueUrl=self.stack.outputs[output], ReceiptHandle=message["ReceiptHandle"]
+                )
+
+
+def mode_of(seed: int) -> str:
+    """Even seeds run with RedriveMode=lambda, odd ones with stepfunctions."""
+    return "lambda" if seed % 2 == 0 else "stepfunctions"
+
+
+def run_worker(
+    seeds: list[int], *, mode: str, log_dir: Path, aws_rate: float, lambda_rate: float, sabotage: str = ""
+) -> int:
+    """Run ``seeds`` on one stack; one JSON line per seed on stdout. Exit 1 when any seed failed."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"soak-{mode}-{seeds[0] if seeds else 0}.functions.log"
+    console = sys.stdout
+    sys.stdout = log_path.open("a", buffering=1, encoding="utf-8")  # the functions' JSON logs and EMF
+    failed = 0
+    params = {**FAST, "RedriveMode": mode}
+    with LocalCloud(parameters=params, stack_name=f"sluice-soak-{mode}") as cloud:
+        soak = Soak(cloud, log_path, mode=mode, sabotage=sabotage)
+        for seed in seeds:
+            result = soak.run(seed, aws_rate=aws_rate, lambda_rate=lambda_rate)
+            failed += not result.ok
+            print(result.to_json(), file=console, flush=True)
+    return 1 if failed else 0
+
+
+@dataclass
+class Summary:
+    results: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def add(self, line: str) -> None:
+        try:
+            self.results.append(json.loads(line))
+        except ValueError:
+            self.errors.append(line)
+
+    def lines(self, *, rates: str) -> list[str]:
+        faults_by_kind: Counter[str] = Counter()
+        for r in self.results:
+            faults_by_kind.update(r["faults"])
+        total = {k: sum(r[k] for r in self.results) for k in ("sent", "processed", "poison", "dead_lettered")}
+        lost = sum(len(r["lost"]) for r in self.results)
+        duplicated = sum(len(r["duplicated"]) for r in self.results)
+        unexpected = sum(len(r["unexpected"]) for r in self.results)
+        out = [
+            f"seeds run: {len(self.results)} ({rates})",
+            f"messages: {total['sent']} orders",
+            f"faults injected: {sum(faults_by_kind.values())} — "
+            + ", ".join(f"{k} {v}" for k, v in sorted(faults_by_kind.items())),
+            f"lost = {lost}, duplicated side effects = {duplicated}, unexpected = {unexpected}",
+            f"performed again inside the at-least-once window (a fault between an effect and its guard's "
+            f"commit; not a violation): {sum(len(r['at_least_once']) for r in self.results)}",
+            f"conservation: sent {total['sent']} = processed {total['processed']} + poison {total['poison']}"
+            f" + dead-lettered {total['dead_lettered']}"
+            + (
+                " ✓"
+                if total["sent"] == total["processed"] + total["poison"] + total["dead_lettered"]
+                else " ✗"
+            ),
+        ]
+        for r in self.results:
+            if not r["ok"]:
+                out.append(
+                    f"FAILED seed {r['seed']} ({r['mode']}): lost {r['lost']} duplicated {r['duplicated']} "
+                    f"unexpected {r['unexpected']} stuck {r['stuck']!r}; replay it alone: "
+                    f"python -m sluice_local soak --seed {r['seed']}"
+                )
+        where: Counter[str] = Counter()
+        for r in self.results:
+            where.update(r["faults_at"])
+        out.append(f"faults by call site ({len(where)} sites), most hit first:")
+        out += [f"  {n:5d}  {site}" for site, n in where.most_common(25)]
+        out += [f"worker error: {e}" for e in self.errors]
+        return out
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.results) and not self.errors and all(r["ok"] for r in self.results)
+
+
+def run(
+    seeds: list[int], *, workers: int, log_dir: Path, aws_rate: float, lambda_rate: float, sabotage: str = ""
+) -> Summary:
+    """Run ``seeds`` in ``workers`` processes (each its own stack, one RedriveMode) and gather them."""
+    by_mode: dict[str, list[int]] = {"lambda": [], "stepfunctions": []}
+    for seed in seeds:
+        by_mode[mode_of(seed)].append(seed)
+    jobs: list[tuple[str, list[int]]] = []
+    per_mode = max(1, workers // 2)
+    for mode, mode_seeds in by_mode.items():
+        for i in range(per_mode):
+            chunk = mode_seeds[i::per_mode]
+            if chunk:
+                jobs.append((mode, chunk))
+    processes: list[tuple[str, subprocess.Popen[str]]] = []
+    for mode, chunk in jobs:
+        cmd = [
+            sys.executable, "-m", "sluice_local", "soak-worker", "--mode", mode,
+            "--seeds", ",".join(map(str, chunk)), "--log-dir", str(log_dir),
+            "--aws-rate", str(aws_rate), "--lambda-rate", str(lambda_rate), "--sabotage", sabotage,
+        ]  # fmt: skip
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SLUICE_", "MOTO_"))}
+        log_dir.mkdir(parents=True, exist_ok=True)
+        with (log_dir / f"worker-{mode}-{chunk[0]}.stderr").open("wb") as stderr:
+            processes.append(
+                (
+                    " ".join(cmd[1:]),
+                    subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env),
+                )
+            )
+    summary = Summary()
+    for command, process in processes:
+        for line in process.stdout or ():
+            summary.add(line.strip())
+        if process.wait() not in (0, 1):
+            summary.errors.append(f"{command} exited {process.returncode} (see its .stderr in {log_dir})")
+    summary.results.sort(key=lambda r: r["seed"])
+    return summary
+
+
+__all__ = ["KINDS", "SeedResult", "Soak", "Summary", "mode_of", "run", "run_worker"]
