@@ -12,7 +12,7 @@ export AWS_DEFAULT_REGION ?= $(REGION)
 # sam build runs the layer's Makefile with this PATH, so it finds the venv's pip.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help venv lint typecheck validate asl build test unit functional e2e demo up bench deploy clean
+.PHONY: help venv lint typecheck validate asl build test unit functional e2e demo up soak bench deploy clean
 
 help:
 	@echo "make demo      the whole app on this machine (embedded AWS, no Docker): scenarios, expected vs observed"
@@ -20,6 +20,7 @@ help:
 	@echo "make test      lint + types + sam validate --lint + sam build + all tests (what CI runs)"
 	@echo "make build     sam build (no Docker needed)"
 	@echo "make deploy    sam build && sam deploy (guided when the stack does not exist yet; ENV=prod for production)"
+	@echo "make soak      seeded fault schedules through the stack (SOAK_SEEDS=500): lost, duplicated, unexpected"
 	@echo "make bench     run the benchmarks in benchmarks/"
 
 # Create or reuse .venv with Python 3.13 where the machine has it (the Lambda runtime's version).
@@ -76,6 +77,11 @@ demo: $(STAMP)
 
 up: $(STAMP)
 	$(PY) -m sluice_local up --fast $(UP_ARGS)
+
+SOAK_SEEDS ?= 500
+SOAK_WORKERS ?= 10
+soak: $(STAMP)
+	$(PY) -m sluice_local soak --seeds $(SOAK_SEEDS) --workers $(SOAK_WORKERS) $(SOAK_ARGS)
 
 bench: $(STAMP)
 	$(PY) benchmarks/cold_start.py

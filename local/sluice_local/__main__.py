@@ -75,6 +75,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(Path(args.log_file), _params(args.param))
 
 
+DEFAULT_AWS_RATE = 0.05
+DEFAULT_LAMBDA_RATE = 0.08
+
+
 def cmd_soak(args: argparse.Namespace) -> int:
     from sluice_local import soak  # noqa: PLC0415 - the fault injector patches botocore: only when asked
 
@@ -88,9 +92,17 @@ def cmd_soak(args: argparse.Namespace) -> int:
         lambda_rate=args.lambda_rate,
         sabotage=args.sabotage,
     )
-    for line in summary.lines(
-        rates=f"AWS calls faulted {args.aws_rate:.0%}, invocations {args.lambda_rate:.0%}"
-    ):
+    flags = "".join(
+        f" {flag} {value}"
+        for flag, value, default in (
+            ("--aws-rate", args.aws_rate, DEFAULT_AWS_RATE),
+            ("--lambda-rate", args.lambda_rate, DEFAULT_LAMBDA_RATE),
+            ("--sabotage", args.sabotage, ""),
+        )
+        if value != default
+    )
+    rates = f"AWS calls faulted {args.aws_rate:.0%}, invocations {args.lambda_rate:.0%}"
+    for line in summary.lines(rates=rates, flags=flags):
         print(line)
     return 0 if summary.ok else 1
 
@@ -110,8 +122,10 @@ def cmd_soak_worker(args: argparse.Namespace) -> int:
 
 
 def _rates(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--aws-rate", type=float, default=0.05, help="share of AWS calls faulted")
-    parser.add_argument("--lambda-rate", type=float, default=0.08, help="share of invocations faulted")
+    parser.add_argument("--aws-rate", type=float, default=DEFAULT_AWS_RATE, help="share of AWS calls faulted")
+    parser.add_argument(
+        "--lambda-rate", type=float, default=DEFAULT_LAMBDA_RATE, help="share of invocations faulted"
+    )
     parser.add_argument("--log-dir", default=str(ROOT / ".sluice-local" / "soak"))
     parser.add_argument(
         "--sabotage", default="", choices=["", "ledger", "delete-failed"],

@@ -86,6 +86,8 @@ class FaultPlan:
     faulted; its writes are noted, so a duplicate can be traced to a fault inside its guard's window."""
     guard_table: str = ""
     """The idempotency table that holds the side effects' guards."""
+    only: tuple[str, ...] = ()
+    """When set, the kinds that may be injected (the others never are): for a targeted run or a test."""
     sabotage_ledger: bool = False
     """Check the checker: the first ledger write of each item takes effect, then fails with an error
     the SDK does not retry (an unguarded side effect, performed again when its record is retried)."""
@@ -163,8 +165,9 @@ class Injector:
         n = self._next(function, "Invoke")
         crash_after = None
         kind = None
-        if self.plan.roll(function, "Invoke", n) < self.plan.lambda_rate:
-            kind = self.plan.pick(LAMBDA_KINDS, function, "Invoke", n)
+        kinds = tuple(k for k in LAMBDA_KINDS if not self.plan.only or k in self.plan.only)
+        if kinds and self.plan.roll(function, "Invoke", n) < self.plan.lambda_rate:
+            kind = self.plan.pick(kinds, function, "Invoke", n)
             self._count(kind, function, "Invoke")
             if kind == CRASH:
                 crash_after = int(self.plan.roll("crash-after", function, n) * 12)
@@ -195,6 +198,10 @@ class Injector:
             kinds = (*kinds, PARTIAL_BATCH, PARTIAL_BATCH)
         elif api in READ_APIS and service == "s3":
             kinds = (*kinds, NO_SUCH_KEY)
+        if self.plan.only:
+            kinds = tuple(k for k in kinds if k in self.plan.only)
+            if not kinds:
+                return None
         kind = self.plan.pick(kinds, here.caller, api, n)
         self._count(kind, here.caller, api)
         if table and table == self.plan.guard_table:

@@ -334,7 +334,8 @@ class Summary:
         except ValueError:
             self.errors.append(line)
 
-    def lines(self, *, rates: str) -> list[str]:
+    def lines(self, *, rates: str, flags: str = "") -> list[str]:
+        """The report; ``flags`` are the options a replay needs besides the seed (rates, sabotage)."""
         faults_by_kind: Counter[str] = Counter()
         for r in self.results:
             faults_by_kind.update(r["faults"])
@@ -363,7 +364,7 @@ class Summary:
                 out.append(
                     f"FAILED seed {r['seed']} ({r['mode']}): lost {r['lost']} duplicated {r['duplicated']} "
                     f"unexpected {r['unexpected']} stuck {r['stuck']!r}; replay it alone: "
-                    f"python -m sluice_local soak --seed {r['seed']}"
+                    f"python -m sluice_local soak --seed {r['seed']}{flags}"
                 )
         where: Counter[str] = Counter()
         for r in self.results:

@@ -1,0 +1,64 @@
+"""Issue 11 in ``make test``: the soak's short version, and proof that its checker is not blind.
+
+``python -m sluice_local soak`` deploys the template once per worker process, runs each seed's workload
+while the seed's fault schedule breaks AWS calls and invocations, drains to quiescence and checks the
+whole history (docs/guarantees.md). ``make soak`` runs 500 seeds; this runs 50 (``SLUICE_TEST_SOAK_SEEDS``).
+Two sabotaged runs show the checker reports what it exists to catch: a side effect performed twice, a
+message lost.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SEEDS = int(os.environ.get("SLUICE_TEST_SOAK_SEEDS", "50"))
+TIMEOUT = 900  # a deadline, only reached when something hangs
+
+
+def soak(tmp_path: Path, *args: str) -> tuple[int, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SLUICE_", "MOTO_"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "sluice_local", "soak", "--log-dir", str(tmp_path), *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT, check=False,
+    )  # fmt: skip
+    return done.returncode, done.stdout + done.stderr
+
+
+def counted(output: str, what: str) -> int:
+    match = re.search(rf"{what} = (\d+)", output)
+    assert match, f"no '{what} = N' in:\n{output}"
+    return int(match.group(1))
+
+
+def test_the_short_soak_loses_nothing_and_duplicates_no_side_effect(tmp_path, capsys):
+    code, output = soak(tmp_path, "--seeds", str(SEEDS), "--first", "0", "--workers", "10")
+    with capsys.disabled():
+        print("\n" + "\n".join("  " + line for line in output.splitlines()))
+    assert code == 0, output
+    assert f"seeds run: {SEEDS} " in output
+    found = [counted(output, what) for what in ("lost", "duplicated side effects", "unexpected")]
+    assert found == [0, 0, 0]
+    [conservation] = [line for line in output.splitlines() if line.startswith("conservation:")]
+    assert conservation.endswith("✓"), conservation
+    faults = int(re.search(r"faults injected: (\d+)", output).group(1))  # type: ignore[union-attr]
+    assert faults >= SEEDS, "the schedules injected almost nothing"
+
+
+@pytest.mark.parametrize(
+    ("sabotage", "what"),
+    [("ledger", "duplicated side effects"), ("delete-failed", "lost")],
+)
+def test_given_a_sabotaged_stack_then_the_checker_reports_it_and_names_the_replay(tmp_path, sabotage, what):
+    code, output = soak(tmp_path, "--seeds", "2", "--first", "200", "--workers", "2", "--sabotage", sabotage)
+    assert code == 1, output
+    assert counted(output, what) > 0, output
+    replay = [line for line in output.splitlines() if "replay it alone" in line]
+    assert replay, output
+    assert all(f"--sabotage {sabotage}" in line for line in replay)

@@ -1,0 +1,168 @@
+"""The fault injector (sluice_local.faults): seeded, replayable, and faithful to what each fault means."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
+from moto import mock_aws
+
+from sluice_local import faults
+
+REGION = "us-east-1"
+
+
+def decisions(plan: faults.FaultPlan, calls: int = 400) -> list[str | None]:
+    injector = faults.Injector(plan)
+    out: list[str | None] = []
+    with faults.scope(faults.Scope("ConsumerFunction")):
+        for i in range(calls):
+            out.append(injector.aws("sqs", ("SendMessageBatch", "DeleteMessage", "PutItem")[i % 3], b"{}"))
+    return out
+
+
+def test_given_the_same_seed_when_replayed_then_every_decision_is_the_same():
+    plan = faults.FaultPlan(seed=42, aws_rate=0.2)
+    assert decisions(plan) == decisions(plan)
+    assert decisions(plan) != decisions(faults.FaultPlan(seed=43, aws_rate=0.2))
+
+
+def test_given_a_rate_when_many_calls_are_made_then_about_that_share_is_faulted():
+    made = decisions(faults.FaultPlan(seed=7, aws_rate=0.1), calls=6000)
+    share = sum(d is not None for d in made) / len(made)
+    assert 0.08 < share < 0.12
+    assert {d for d in made if d} >= {faults.THROTTLE, faults.LOST_RESPONSE, faults.PARTIAL_BATCH}
+
+
+def test_given_no_scope_when_called_then_never_faulted():
+    injector = faults.Injector(faults.FaultPlan(seed=1, aws_rate=1.0))
+    assert injector.aws("sqs", "SendMessage", b"{}") is None  # the harness and the runtime itself
+
+
+def test_given_a_crash_after_two_calls_then_every_later_call_dies_and_its_effects_are_in_the_window():
+    injector = faults.Injector(faults.FaultPlan(seed=1, aws_rate=0.0, ledger_table="ledger"))
+    inner = faults.Scope("ConsumerFunction", crash_after=2)
+    with faults.scope(inner):
+        injector.aws(
+            "dynamodb", "PutItem", b'{"TableName": "ledger", "Item": {"effect_key": {"S": "o-1#charge"}}}'
+        )
+        injector.aws("sqs", "ChangeMessageVisibility", b"{}")
+        for _ in range(2):
+            with pytest.raises(faults.SimulatedCrash):
+                injector.aws("dynamodb", "UpdateItem", b'{"TableName": "guards"}')
+    assert injector.in_window == {"o-1#charge"}
+
+
+def test_given_a_guard_fault_after_an_effect_then_the_effect_is_in_the_window_and_the_ledger_never_faulted():
+    plan = faults.FaultPlan(seed=3, aws_rate=1.0, ledger_table="ledger", guard_table="guards")
+    injector = faults.Injector(plan)
+    with faults.scope(faults.Scope("ConsumerFunction")):
+        ledger = b'{"TableName": "ledger", "Item": {"effect_key": {"S": "o-2#notify"}}}'
+        assert injector.aws("dynamodb", "PutItem", ledger) is None
+        assert injector.aws("dynamodb", "UpdateItem", b'{"TableName": "guards"}') is not None
+    assert injector.in_window == {"o-2#notify"}
+
+
+def test_given_a_batch_when_entries_are_dropped_then_at_least_one_goes_and_the_rest_stay_valid():
+    injector = faults.Injector(faults.FaultPlan(seed=5))
+    body = b'{"QueueUrl": "q", "Entries": [{"Id": "a"}, {"Id": "b"}, {"Id": "c"}]}'
+    rest, dropped = injector.drop_entries("SendMessageBatch", body)
+    kept = [e["Id"] for e in json.loads(rest)["Entries"]]
+    assert dropped
+    assert sorted(kept + dropped) == ["a", "b", "c"]
+
+
+# --- through botocore (moto answers) ----------------------------------------------------------------
+
+
+@pytest.fixture
+def sqs() -> Iterator[tuple[Any, str]]:
+    with mock_aws():
+        client = boto3.client(
+            "sqs", region_name=REGION, config=Config(retries={"mode": "standard", "max_attempts": 2})
+        )
+        url = client.create_queue(QueueName="faults")["QueueUrl"]
+        yield client, url
+
+
+def installed(only: tuple[str, ...], rate: float = 1.0) -> tuple[faults.Injector, Callable[[], None]]:
+    injector = faults.Injector(faults.FaultPlan(seed=11, aws_rate=rate, only=only))
+    return injector, faults.install(injector)
+
+
+def depth(client: Any, url: str) -> int:
+    attributes = client.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+    return int(attributes["Attributes"]["ApproximateNumberOfMessages"])
+
+
+def test_given_a_lost_response_when_a_message_is_sent_then_it_was_sent_and_the_caller_sees_a_timeout(sqs):
+    client, url = sqs
+    injector, undo = installed((faults.LOST_RESPONSE,))
+    try:
+        with faults.scope(faults.Scope("ConsumerFunction")), pytest.raises(ReadTimeoutError):
+            client.send_message(QueueUrl=url, MessageBody="x")
+    finally:
+        undo()
+    # Then SQS holds it once per attempt the SDK made: a lost response makes a retried send a duplicate
+    attempts = injector.counts[faults.LOST_RESPONSE]
+    assert attempts >= 2
+    assert depth(client, url) == attempts
+
+
+@pytest.mark.parametrize(
+    ("kind", "error"),
+    [
+        (faults.THROTTLE, ClientError),
+        (faults.SERVER_ERROR, ClientError),
+        (faults.CONNECTION_ERROR, EndpointConnectionError),
+    ],
+)
+def test_given_a_fault_before_the_request_when_sent_then_nothing_happened(sqs, kind, error):
+    client, url = sqs
+    _, undo = installed((kind,))
+    try:
+        with faults.scope(faults.Scope("ConsumerFunction")), pytest.raises(error):
+            client.send_message(QueueUrl=url, MessageBody="x")
+    finally:
+        undo()
+    assert depth(client, url) == 0
+
+
+def test_given_a_partial_batch_when_sent_then_the_entries_reported_failed_were_not_sent(sqs):
+    client, url = sqs
+    _, undo = installed((faults.PARTIAL_BATCH,))
+    entries = [{"Id": str(i), "MessageBody": f"m{i}"} for i in range(6)]
+    try:
+        with faults.scope(faults.Scope("ConsumerFunction")):
+            response = client.send_message_batch(QueueUrl=url, Entries=entries)
+    finally:
+        undo()
+    failed = {f["Id"] for f in response["Failed"]}
+    assert failed
+    assert all(not f["SenderFault"] for f in response["Failed"])
+    assert {s["Id"] for s in response["Successful"]} == {e["Id"] for e in entries} - failed
+    assert depth(client, url) == len(entries) - len(failed)
+
+
+def test_given_a_scope_when_a_thread_is_started_inside_it_then_the_thread_runs_in_it_until_undone():
+    injector, undo = installed((faults.THROTTLE,), rate=0.0)
+    seen: list[faults.Scope | None] = []
+    outer = faults.Scope("ConsumerFunction")
+    try:
+        with faults.scope(outer):
+            thread = threading.Thread(target=lambda: seen.append(faults.current()))
+            thread.start()
+            thread.join()
+    finally:
+        undo()
+    thread = threading.Thread(target=lambda: seen.append(faults.current()))
+    thread.start()
+    thread.join()
+    assert seen == [outer, None]
+    assert not injector.counts
