@@ -66,6 +66,7 @@ LAMBDA_KINDS = (INVOKE_ERROR, LOST_INVOKE_RESPONSE, CRASH)
 BATCH_APIS = frozenset({"SendMessageBatch", "DeleteMessageBatch"})
 READ_APIS = frozenset({"GetObject", "HeadObject"})
 HTTP_REDIRECT = 300
+RECEIVE = "ReceiveMessage"
 SERVICE_EXCEPTION = "Lambda.ServiceException"
 
 
@@ -181,15 +182,12 @@ class Injector:
         here = current()
         if here is None:
             return None  # the test harness, the runtime itself: never faulted
-        if here.crash_after is not None:
-            here.calls += 1
-            if here.crashed or here.calls > here.crash_after:
-                here.crashed = True
-                self._in_window(here.effects)  # whatever it performed, its guards may not be committed
-                raise SimulatedCrash(f"{here.caller} died after {here.crash_after} AWS calls")
+        self._survives(here, api)
         table = _table(service, params)
         if table and table == self.plan.ledger_table:
             return self._ledger_write(here, api, params or b"")
+        if api == RECEIVE:
+            return None  # decided once it is known to have received something (:meth:`received`)
         n = self._next(here.caller, api)
         if self.plan.roll(here.caller, api, n) >= self.plan.aws_rate:
             return None
@@ -207,6 +205,34 @@ class Injector:
         if table and table == self.plan.guard_table:
             self._in_window(here.effects)  # a guard's commit may have failed after its effect
         return kind
+
+    def _survives(self, here: Scope, api: str) -> None:
+        """Raises :class:`SimulatedCrash` once the invocation has made the calls it may make."""
+        if here.crash_after is None:
+            return
+        here.calls += 1
+        if here.crashed or here.calls > here.crash_after:
+            if not here.crashed:  # where it died: the call it never made
+                with self._lock:
+                    self.where[f"{here.caller} {api} {CRASH} (died before it)"] += 1
+            here.crashed = True
+            self._in_window(here.effects)  # whatever it performed, its guards may not be committed
+            raise SimulatedCrash(f"{here.caller} died after {here.crash_after} AWS calls")
+
+    def received(self) -> bool:
+        """Whether the response of a receive that returned messages is lost (they stay in flight until
+        their visibility timeout, their receive count up). Empty polls are never counted nor faulted, so
+        a mapping's decisions follow the messages it gets, not how often it polled an empty queue."""
+        here = current()
+        if here is None:
+            return False
+        n = self._next(here.caller, RECEIVE)
+        if self.plan.roll(here.caller, RECEIVE, n) >= self.plan.aws_rate or (
+            self.plan.only and LOST_RESPONSE not in self.plan.only
+        ):
+            return False
+        self._count(LOST_RESPONSE, here.caller, RECEIVE)
+        return True
 
     def _ledger_write(self, here: Scope, api: str, params: bytes) -> str | None:
         if api != "PutItem":
@@ -281,9 +307,11 @@ def _refused(kind: str, service: str, request: Any) -> Any:
 
 
 def _faulty_response(
-    injector: Injector, kind: str, request: Any, operation_model: Any, send: Callable[[], Any]
+    injector: Injector, kind: str | None, request: Any, operation_model: Any, send: Callable[[], Any]
 ) -> Any:
     """What ``Endpoint._do_get_response`` returns for a call hit by ``kind``: ``(response, error)``."""
+    if kind is None:
+        return _receive(injector, request, send) if operation_model.name == RECEIVE else send()
     refused = _refused(kind, operation_model.service_model.service_id.hyphenize(), request)
     if refused is not None:
         return refused
@@ -303,6 +331,13 @@ def _faulty_response(
     return None, ReadTimeoutError(endpoint_url=request.url)
 
 
+def _receive(injector: Injector, request: Any, send: Callable[[], Any]) -> Any:
+    result, error = send()
+    if error is None and result[1].get("Messages") and injector.received():
+        return None, ReadTimeoutError(endpoint_url=request.url)
+    return result, error
+
+
 def install(injector: Injector) -> Callable[[], None]:
     """Route every AWS call, invocation, mapping poll and thread start of this process through
     ``injector``; returns the undo."""
@@ -316,8 +351,6 @@ def install(injector: Injector) -> Callable[[], None]:
         service = operation_model.service_model.service_id.hyphenize()
         body = request.body if isinstance(request.body, bytes) else None
         kind = injector.aws(service, operation_model.name, body)
-        if kind is None:
-            return original_get(self, request, operation_model, context)
         send = functools.partial(original_get, self, request, operation_model, context)
         return _faulty_response(injector, kind, request, operation_model, send)
 

@@ -24,6 +24,7 @@ invocation is back in seconds instead of minutes; everything else is the ``--fas
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -312,6 +313,10 @@ def run_worker(
     log_path = log_dir / f"soak-{mode}-{seeds[0] if seeds else 0}.functions.log"
     console = sys.stdout
     sys.stdout = log_path.open("a", buffering=1, encoding="utf-8")  # the functions' JSON logs and EMF
+    faults_log = logging.FileHandler(log_path.with_suffix(".faults.log"), encoding="utf-8")
+    faults_log.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    logging.getLogger("sluice_local.faults").addHandler(faults_log)  # every fault, with its seed
+    logging.getLogger("sluice_local.faults").setLevel(logging.INFO)
     failed = 0
     params = {**FAST, "RedriveMode": mode}
     with LocalCloud(parameters=params, stack_name=f"sluice-soak-{mode}") as cloud:

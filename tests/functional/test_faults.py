@@ -166,3 +166,21 @@ def test_given_a_scope_when_a_thread_is_started_inside_it_then_the_thread_runs_i
     thread.join()
     assert seen == [outer, None]
     assert not injector.counts
+
+
+def test_given_a_lost_receive_response_then_its_messages_are_in_flight_and_empty_polls_are_never_counted(sqs):
+    client, url = sqs
+    injector, undo = installed((faults.LOST_RESPONSE,))
+    try:
+        with faults.scope(faults.Scope("esm:ConsumerFunction")):
+            assert client.receive_message(QueueUrl=url).get("Messages", []) == []  # empty: not counted
+        client.send_message(QueueUrl=url, MessageBody="x")  # by the harness (no scope): never faulted
+        with faults.scope(faults.Scope("esm:ConsumerFunction")):
+            # the SDK retries the lost receive; the retry finds nothing visible
+            assert client.receive_message(QueueUrl=url).get("Messages", []) == []
+    finally:
+        undo()
+    names = ["ApproximateNumberOfMessagesNotVisible"]
+    in_flight = client.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"][names[0]]
+    assert in_flight == "1"
+    assert injector.counts == {faults.LOST_RESPONSE: 1}
