@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from sluice_cli.samconfig import parse_overrides
 from sluice_local.cloud import ROOT, LocalCloud
@@ -75,33 +76,29 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(Path(args.log_file), _params(args.param))
 
 
-DEFAULT_AWS_RATE = 0.05
-DEFAULT_LAMBDA_RATE = 0.08
+def _options(args: argparse.Namespace) -> Any:
+    from sluice_local import faults, soak  # noqa: PLC0415 - the fault injector patches botocore: only when asked
+
+    only = tuple(k for k in args.only.split(",") if k)
+    unknown = sorted(set(only) - set(faults.ALL_KINDS))
+    if unknown:
+        raise SystemExit(f"--only: unknown fault kind(s) {unknown}; known: {', '.join(faults.ALL_KINDS)}")
+    return soak.Options(
+        aws_rate=args.aws_rate, lambda_rate=args.lambda_rate, sabotage=args.sabotage, only=only
+    )
 
 
 def cmd_soak(args: argparse.Namespace) -> int:
     from sluice_local import soak  # noqa: PLC0415 - the fault injector patches botocore: only when asked
 
+    options = _options(args)
     seeds = [args.seed] if args.seed is not None else list(range(args.first, args.first + args.seeds))
     workers = 2 if args.seed is not None else args.workers
-    summary = soak.run(
-        seeds,
-        workers=workers,
-        log_dir=Path(args.log_dir),
-        aws_rate=args.aws_rate,
-        lambda_rate=args.lambda_rate,
-        sabotage=args.sabotage,
-    )
-    flags = "".join(
-        f" {flag} {value}"
-        for flag, value, default in (
-            ("--aws-rate", args.aws_rate, DEFAULT_AWS_RATE),
-            ("--lambda-rate", args.lambda_rate, DEFAULT_LAMBDA_RATE),
-            ("--sabotage", args.sabotage, ""),
-        )
-        if value != default
-    )
-    rates = f"AWS calls faulted {args.aws_rate:.0%}, invocations {args.lambda_rate:.0%}"
+    summary = soak.run(seeds, workers=workers, log_dir=Path(args.log_dir), options=options)
+    rates = f"AWS calls faulted {options.aws_rate:.0%}, invocations {options.lambda_rate:.0%}"
+    if options.only:
+        rates += f", only {', '.join(options.only)}"
+    flags = "".join(f" {arg}" for arg in options.argv())
     for line in summary.lines(rates=rates, flags=flags):
         print(line)
     return 0 if summary.ok else 1
@@ -111,21 +108,13 @@ def cmd_soak_worker(args: argparse.Namespace) -> int:
     from sluice_local import soak  # noqa: PLC0415 - the fault injector patches botocore: only when asked
 
     seeds = [int(s) for s in args.seeds.split(",") if s]
-    return soak.run_worker(
-        seeds,
-        mode=args.mode,
-        log_dir=Path(args.log_dir),
-        aws_rate=args.aws_rate,
-        lambda_rate=args.lambda_rate,
-        sabotage=args.sabotage,
-    )
+    return soak.run_worker(seeds, mode=args.mode, log_dir=Path(args.log_dir), options=_options(args))
 
 
 def _rates(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--aws-rate", type=float, default=DEFAULT_AWS_RATE, help="share of AWS calls faulted")
-    parser.add_argument(
-        "--lambda-rate", type=float, default=DEFAULT_LAMBDA_RATE, help="share of invocations faulted"
-    )
+    parser.add_argument("--aws-rate", type=float, default=0.05, help="share of AWS calls faulted")
+    parser.add_argument("--lambda-rate", type=float, default=0.08, help="share of invocations faulted")
+    parser.add_argument("--only", default="", help="comma-separated fault kinds to inject (default: all)")
     parser.add_argument("--log-dir", default=str(ROOT / ".sluice-local" / "soak"))
     parser.add_argument(
         "--sabotage", default="", choices=["", "ledger", "delete-failed"],
@@ -155,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     soak.add_argument("--seeds", type=int, default=500, help="how many seeds (default 500)")
     soak.add_argument("--first", type=int, default=0, help="the first seed (default 0)")
     soak.add_argument("--seed", type=int, default=None, help="replay this one seed alone")
-    soak.add_argument("--workers", type=int, default=6, help="processes, each its own stack (default 6)")
+    soak.add_argument("--workers", type=int, default=10, help="processes, each its own stack (default 10)")
     _rates(soak)
     soak.set_defaults(func=cmd_soak)
     worker = sub.add_parser("soak-worker", help=argparse.SUPPRESS)

@@ -63,6 +63,7 @@ SABOTAGED = "sabotage-took-effect-then-failed"
 
 AWS_KINDS = (THROTTLE, SERVER_ERROR, CONNECTION_ERROR, LOST_RESPONSE)
 LAMBDA_KINDS = (INVOKE_ERROR, LOST_INVOKE_RESPONSE, CRASH)
+ALL_KINDS = (*AWS_KINDS, PARTIAL_BATCH, NO_SUCH_KEY, *LAMBDA_KINDS)
 BATCH_APIS = frozenset({"SendMessageBatch", "DeleteMessageBatch"})
 READ_APIS = frozenset({"GetObject", "HeadObject"})
 HTTP_REDIRECT = 300

@@ -99,14 +99,36 @@ class SeedResult:
         return json.dumps({**self.__dict__, "ok": self.ok})
 
 
+@dataclass(frozen=True)
+class Options:
+    """How a soak breaks things: the same for every seed of a run, and part of a seed's replay."""
+
+    aws_rate: float = 0.05
+    lambda_rate: float = 0.08
+    sabotage: str = ""
+    """'' (the real thing), or something the checker must catch (:data:`SABOTAGE`)."""
+    only: tuple[str, ...] = ()
+    """Fault kinds to inject (all when empty): a targeted run."""
+
+    def argv(self) -> list[str]:
+        """The command-line options that differ from the defaults."""
+        out: list[str] = []
+        default = Options()
+        for name in ("aws_rate", "lambda_rate", "sabotage"):
+            if getattr(self, name) != getattr(default, name):
+                out += [f"--{name.replace('_', '-')}", str(getattr(self, name))]
+        if self.only:
+            out += ["--only", ",".join(self.only)]
+        return out
+
+
 class Soak:
     """One deployed stack, seeds run on it one after another."""
 
-    def __init__(self, cloud: LocalCloud, log_path: Path, *, mode: str, sabotage: str = "") -> None:
+    def __init__(self, cloud: LocalCloud, log_path: Path, *, mode: str, options: Options) -> None:
         self.cloud = cloud
         self.mode = mode
-        self.sabotage = sabotage
-        """'' (the real thing), or a fault the checker must catch (:data:`SABOTAGE`)."""
+        self.options = options
         self.stack = Stack(cloud.endpoint, cloud.outputs, log_path)
         self._compress_time()
 
@@ -122,17 +144,18 @@ class Soak:
 
     # --- one seed ------------------------------------------------------------------------------
 
-    def run(self, seed: int, *, aws_rate: float = 0.05, lambda_rate: float = 0.08) -> SeedResult:
+    def run(self, seed: int) -> SeedResult:
+        o = self.options
         plan = faults.FaultPlan(
-            seed, aws_rate=aws_rate, lambda_rate=lambda_rate,
+            seed, aws_rate=o.aws_rate, lambda_rate=o.lambda_rate, only=o.only,
             ledger_table=self.stack.outputs["LedgerTableName"],
             guard_table=self.stack.outputs["IdempotencyTableName"],
-            sabotage_ledger=self.sabotage == "ledger",
+            sabotage_ledger=o.sabotage == "ledger",
         )  # fmt: skip
         injector = faults.Injector(plan)
         started = time.monotonic()
         undo = faults.install(injector)
-        if self.sabotage == "delete-failed":  # the mapping deletes records the batch reported failed
+        if o.sabotage == "delete-failed":  # the mapping deletes records the batch reported failed
             original = SqsPoller._failures
             SqsPoller._failures = staticmethod(lambda result, ids: set())  # type: ignore[method-assign]
         try:
@@ -140,7 +163,7 @@ class Soak:
             stuck = self._drain(sent)
         finally:
             undo()
-            if self.sabotage == "delete-failed":
+            if o.sabotage == "delete-failed":
                 SqsPoller._failures = original  # type: ignore[method-assign]
         result = self._check(seed, sent, injector, time.monotonic() - started, stuck)
         self._clean_up()
@@ -305,9 +328,7 @@ def mode_of(seed: int) -> str:
     return "lambda" if seed % 2 == 0 else "stepfunctions"
 
 
-def run_worker(
-    seeds: list[int], *, mode: str, log_dir: Path, aws_rate: float, lambda_rate: float, sabotage: str = ""
-) -> int:
+def run_worker(seeds: list[int], *, mode: str, log_dir: Path, options: Options) -> int:
     """Run ``seeds`` on one stack; one JSON line per seed on stdout. Exit 1 when any seed failed."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"soak-{mode}-{seeds[0] if seeds else 0}.functions.log"
@@ -320,9 +341,9 @@ def run_worker(
     failed = 0
     params = {**FAST, "RedriveMode": mode}
     with LocalCloud(parameters=params, stack_name=f"sluice-soak-{mode}") as cloud:
-        soak = Soak(cloud, log_path, mode=mode, sabotage=sabotage)
+        soak = Soak(cloud, log_path, mode=mode, options=options)
         for seed in seeds:
-            result = soak.run(seed, aws_rate=aws_rate, lambda_rate=lambda_rate)
+            result = soak.run(seed)
             failed += not result.ok
             print(result.to_json(), file=console, flush=True)
     return 1 if failed else 0
@@ -384,9 +405,7 @@ class Summary:
         return bool(self.results) and not self.errors and all(r["ok"] for r in self.results)
 
 
-def run(
-    seeds: list[int], *, workers: int, log_dir: Path, aws_rate: float, lambda_rate: float, sabotage: str = ""
-) -> Summary:
+def run(seeds: list[int], *, workers: int, log_dir: Path, options: Options) -> Summary:
     """Run ``seeds`` in ``workers`` processes (each its own stack, one RedriveMode) and gather them."""
     by_mode: dict[str, list[int]] = {"lambda": [], "stepfunctions": []}
     for seed in seeds:
@@ -403,7 +422,7 @@ def run(
         cmd = [
             sys.executable, "-m", "sluice_local", "soak-worker", "--mode", mode,
             "--seeds", ",".join(map(str, chunk)), "--log-dir", str(log_dir),
-            "--aws-rate", str(aws_rate), "--lambda-rate", str(lambda_rate), "--sabotage", sabotage,
+            *options.argv(),
         ]  # fmt: skip
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SLUICE_", "MOTO_"))}
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -424,4 +443,4 @@ def run(
     return summary
 
 
-__all__ = ["KINDS", "SeedResult", "Soak", "Summary", "mode_of", "run", "run_worker"]
+__all__ = ["KINDS", "Options", "SeedResult", "Soak", "Summary", "mode_of", "run", "run_worker"]

@@ -184,3 +184,42 @@ def test_given_a_lost_receive_response_then_its_messages_are_in_flight_and_empty
     in_flight = client.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"][names[0]]
     assert in_flight == "1"
     assert injector.counts == {faults.LOST_RESPONSE: 1}
+
+
+# --- the soak's report -------------------------------------------------------------------------------
+
+
+def result(seed: int, **changes: Any) -> dict[str, Any]:
+    from sluice_local.soak import SeedResult  # noqa: PLC0415 - the soak imports the local runtime
+
+    base = SeedResult(
+        seed=seed, mode="lambda", sent=8, processed=7, poison=1, dead_lettered=0, lost=[], duplicated=[],
+        at_least_once=[], unexpected=[], faults={"throttle": 2},
+        faults_at={"ConsumerFunction PutItem throttle": 2},
+        seconds=1.0,
+    )  # fmt: skip
+    for name, value in changes.items():
+        setattr(base, name, value)
+    return json.loads(base.to_json())
+
+
+def test_given_a_failing_seed_when_reported_then_the_totals_say_so_and_name_its_replay():
+    from sluice_local.soak import Summary  # noqa: PLC0415 - the soak imports the local runtime
+
+    summary = Summary(results=[result(1), result(2, lost=["s2-3"], processed=6)])
+    lines = summary.lines(rates="r", flags=" --aws-rate 0.2")
+    assert not summary.ok
+    assert "lost = 1, duplicated side effects = 0, unexpected = 0" in lines
+    [conservation] = [line for line in lines if line.startswith("conservation:")]
+    assert conservation == "conservation: sent 16 = processed 13 + poison 2 + dead-lettered 0 ✗"
+    [failed] = [line for line in lines if line.startswith("FAILED")]
+    assert failed.endswith("python -m sluice_local soak --seed 2 --aws-rate 0.2")
+
+
+def test_given_only_passing_seeds_then_the_summary_is_ok_and_balanced():
+    from sluice_local.soak import Summary  # noqa: PLC0415 - the soak imports the local runtime
+
+    summary = Summary(results=[result(1), result(3)])
+    assert summary.ok
+    assert "conservation: sent 16 = processed 14 + poison 2 + dead-lettered 0 ✓" in summary.lines(rates="r")
+    assert not Summary().ok  # no seed ran: not a pass
