@@ -66,6 +66,7 @@ LAMBDA_KINDS = (INVOKE_ERROR, LOST_INVOKE_RESPONSE, CRASH)
 ALL_KINDS = (*AWS_KINDS, PARTIAL_BATCH, NO_SUCH_KEY, *LAMBDA_KINDS)
 BATCH_APIS = frozenset({"SendMessageBatch", "DeleteMessageBatch"})
 READ_APIS = frozenset({"GetObject", "HeadObject"})
+GUARD_COMMITS = frozenset({"UpdateItem", "DeleteItem"})  # Powertools: COMPLETED, or removed when fn raised
 HTTP_REDIRECT = 300
 RECEIVE = "ReceiveMessage"
 SERVICE_EXCEPTION = "Lambda.ServiceException"
@@ -113,8 +114,9 @@ class Scope:
     """Calls this invocation may make before it dies (None: it does not)."""
     calls: int = 0
     crashed: bool = False
-    effects: list[str] = field(default_factory=list)
-    """Ledger items (side effects) this invocation performed, in order."""
+    uncommitted: dict[int, str] = field(default_factory=dict)
+    """Per thread of the invocation: the side effect (ledger ``effect_key``) it performed whose guard
+    it has not committed yet (``once``: guard in progress → effect → commit)."""
 
 
 _local = threading.local()
@@ -144,8 +146,9 @@ class Injector:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _sabotaged: set[str] = field(default_factory=set)
     in_window: set[str] = field(default_factory=set)
-    """Side effects (ledger ``effect_key``) performed by an invocation that then died, or whose guard's
-    commit was faulted: performing one again is the at-least-once window no guard can close
+    """Side effects (ledger ``effect_key``) whose invocation died after performing them and before
+    committing their guard, or whose guard's commit call was faulted: performing one again is the
+    at-least-once window no guard can close
     (docs/guarantees.md), not a violation."""
 
     def _next(self, caller: str, api: str) -> int:
@@ -189,6 +192,9 @@ class Injector:
             return self._ledger_write(here, api, params or b"")
         if api == RECEIVE:
             return None  # decided once it is known to have received something (:meth:`received`)
+        committing = None
+        if table and table == self.plan.guard_table and api in GUARD_COMMITS:
+            committing = here.uncommitted.pop(threading.get_ident(), None)
         n = self._next(here.caller, api)
         if self.plan.roll(here.caller, api, n) >= self.plan.aws_rate:
             return None
@@ -203,8 +209,8 @@ class Injector:
                 return None
         kind = self.plan.pick(kinds, here.caller, api, n)
         self._count(kind, here.caller, api)
-        if table and table == self.plan.guard_table:
-            self._in_window(here.effects)  # a guard's commit may have failed after its effect
+        if committing:
+            self._in_window([committing])  # this guard's commit may fail after its effect happened
         return kind
 
     def _survives(self, here: Scope, api: str) -> None:
@@ -217,7 +223,7 @@ class Injector:
                 with self._lock:
                     self.where[f"{here.caller} {api} {CRASH} (died before it)"] += 1
             here.crashed = True
-            self._in_window(here.effects)  # whatever it performed, its guards may not be committed
+            self._in_window(list(here.uncommitted.values()))  # effects done, their guards not committed
             raise SimulatedCrash(f"{here.caller} died after {here.crash_after} AWS calls")
 
     def received(self) -> bool:
@@ -240,7 +246,7 @@ class Injector:
             return None
         item = json.loads(params).get("Item", {})
         key = str((item.get("effect_key") or {}).get("S", ""))
-        here.effects.append(key)
+        here.uncommitted[threading.get_ident()] = key
         if not self.plan.sabotage_ledger:
             return None
         with self._lock:
@@ -251,6 +257,7 @@ class Injector:
         return SABOTAGED
 
     def _in_window(self, effects: list[str]) -> None:
+        """Performing these effects again is the at-least-once window, not a violation."""
         with self._lock:
             self.in_window.update(effects)
 

@@ -223,3 +223,17 @@ def test_given_only_passing_seeds_then_the_summary_is_ok_and_balanced():
     assert summary.ok
     assert "conservation: sent 16 = processed 14 + poison 2 + dead-lettered 0 ✓" in summary.lines(rates="r")
     assert not Summary().ok  # no seed ran: not a pass
+
+
+def test_given_an_effect_whose_guard_committed_then_a_later_fault_or_crash_does_not_excuse_its_duplicate():
+    plan = faults.FaultPlan(seed=3, aws_rate=0.0, ledger_table="ledger", guard_table="guards")
+    injector = faults.Injector(plan)
+    with faults.scope(faults.Scope("ConsumerFunction", crash_after=3)):
+        injector.aws(
+            "dynamodb", "PutItem", b'{"TableName": "ledger", "Item": {"effect_key": {"S": "o-3#charge"}}}'
+        )
+        injector.aws("dynamodb", "UpdateItem", b'{"TableName": "guards"}')  # its guard committed
+        injector.aws("sqs", "ChangeMessageVisibility", b"{}")
+        with pytest.raises(faults.SimulatedCrash):
+            injector.aws("dynamodb", "PutItem", b'{"TableName": "guards"}')
+    assert injector.in_window == set()
