@@ -4,9 +4,8 @@ A delay request lands there when the batch-delay function failed it ``MaxReceive
 Step Functions down, a bug). Once the cause is fixed, ``redrive`` sends each request back to the delay
 queue with its envelope re-sealed; a request whose due time passed while it waited is due *now* (it
 was valid when sent: the wait is sluice's, and the batch-delay function would otherwise refuse it as
-"in the past"). The batch-delay function then checks it as any new request (allowlist, due time): a
-delay queue backed up for longer than ``DelayPastGraceSeconds`` makes it "in the past" again, and
-it is isolated to the poison queue with that reason (``sluice poison list``), never dropped.
+"in the past" when it was sent). The batch-delay function then checks it as any new request
+(allowlist, due time).
 """
 
 from __future__ import annotations

@@ -329,6 +329,32 @@ def test_invalid_requests_go_to_the_poison_queue_with_a_clear_reason(delays, sec
     assert env.source == event["Records"][0]["eventSourceARN"]
 
 
+def test_given_a_request_valid_when_sent_but_retried_past_the_grace_then_it_is_sent_now_not_poisoned(delays):
+    # Given a request due 10 s after it was sent, whose first batch-delay invocation failed: it is back
+    # after the delay queue's visibility timeout (360 s), longer than the 300 s grace (found by the soak)
+    mid = delays.request("late", 10)
+    event = delays.batch(1)
+    event["Records"][0]["attributes"]["SentTimestamp"] = str(int(NOW.timestamp() * 1000))
+    delays.clock.now = NOW + timedelta(seconds=370)
+    # When batch-delay handles it now
+    assert delays.delayer().handle(event, LambdaContext()) == {"batchItemFailures": []}
+    # Then it is delivered at once (late, never lost to the poison queue for a wait that was not its own)
+    [call] = delays.calls.params("SendMessageBatch")
+    [entry] = call["Entries"]
+    assert (entry["MessageBody"], entry.get("DelaySeconds", 0)) == ("late", 0)
+    assert drain(delays.sqs, delays.poison) == []
+    assert envelope_of(drain(delays.sqs, delays.target)[0]).origin_id == mid
+
+
+def test_given_a_request_already_past_the_grace_when_sent_then_it_is_still_refused(delays):
+    delays.request("stale", -400)
+    event = delays.batch(1)
+    event["Records"][0]["attributes"]["SentTimestamp"] = str(int(NOW.timestamp() * 1000))
+    assert delays.delayer().handle(event, LambdaContext()) == {"batchItemFailures": []}
+    [poisoned] = drain(delays.sqs, delays.poison)
+    assert "was more than 300s in the past when it was sent" in last_error_of(poisoned).message
+
+
 def test_a_message_without_an_envelope_is_isolated(delays):
     mid = delays.sqs.send_message(QueueUrl=delays.delay_url, MessageBody="raw")["MessageId"]
     event = delays.batch(1)

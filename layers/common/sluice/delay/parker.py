@@ -12,7 +12,7 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from sluice import metrics
@@ -138,7 +138,7 @@ class BatchDelay:
                 problem or "delayed message has no sluice envelope (use sluice.delay.send_delayed)"
             )
         target = check_target(envelope.target, self._s.delay_targets)
-        due = due_time(envelope, now=now, grace_seconds=self._s.past_grace_seconds)
+        due = due_time(envelope, now=now, grace_seconds=self._s.past_grace_seconds, sent_at=sent_at(record))
         envelope = identified(envelope, record)
         body = record.get("body") or ""
         is_direct = (due - now).total_seconds() <= self._s.direct_send_threshold_seconds
@@ -313,6 +313,15 @@ class BatchDelay:
             extra={"message_id": record["messageId"], "reason": str(exc)},
         )
         return True
+
+
+def sent_at(record: Mapping[str, Any]) -> datetime | None:
+    """When SQS accepted the record (``SentTimestamp``, epoch milliseconds), if it says."""
+    raw = (record.get("attributes") or {}).get("SentTimestamp")
+    try:
+        return datetime.fromtimestamp(int(raw) / 1000, tz=UTC) if raw else None
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def identified(envelope: Envelope | None, record: Mapping[str, Any]) -> Envelope:

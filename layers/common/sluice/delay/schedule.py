@@ -95,8 +95,13 @@ def check_target(target: str | None, allowlist: Iterable[str]) -> str:
     return target
 
 
-def due_time(envelope: Envelope, *, now: datetime, grace_seconds: int) -> datetime:
-    """The message's due time, validated: within a year, not further in the past than the grace."""
+def due_time(
+    envelope: Envelope, *, now: datetime, grace_seconds: int, sent_at: datetime | None = None
+) -> datetime:
+    """The message's due time, validated: within a year, and not further in the past than the grace
+    **when it was sent** (``sent_at``, SQS's ``SentTimestamp``; ``now`` when unknown). A request that was
+    valid when sent and is overdue only because its delivery was retried (a failed invocation returns
+    it after the delay queue's visibility timeout) is due now, never poisoned for the wait."""
     due = envelope.deliver_at
     if due is None:
         raise PermanentError("delayed message has no deliver_at in its envelope")
@@ -104,8 +109,10 @@ def due_time(envelope: Envelope, *, now: datetime, grace_seconds: int) -> dateti
         raise PermanentError(f"deliver_at {due.isoformat()} has no time zone")
     if due - now > MAX_DELAY:
         raise PermanentError(f"deliver_at {due.isoformat()} is more than 365 days away")
-    if now - due > timedelta(seconds=grace_seconds):
-        raise PermanentError(f"deliver_at {due.isoformat()} is more than {grace_seconds}s in the past")
+    if min(now, sent_at or now) - due > timedelta(seconds=grace_seconds):
+        raise PermanentError(
+            f"deliver_at {due.isoformat()} was more than {grace_seconds}s in the past when it was sent"
+        )
     return due
 
 
