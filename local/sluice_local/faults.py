@@ -53,6 +53,9 @@ THROTTLE = "throttle"
 SERVER_ERROR = "server-error"
 CONNECTION_ERROR = "connection-error"
 LOST_RESPONSE = "lost-response"
+LOST_EVERY_ATTEMPT = "lost-response-every-attempt"
+"""The call takes effect and its response is lost on every attempt the SDK makes: the caller sees
+the error although the effect happened (a lost response alone is usually retried away)."""
 PARTIAL_BATCH = "partial-batch"
 NO_SUCH_KEY = "no-such-key"
 INVOKE_ERROR = "invoke-error"
@@ -61,13 +64,16 @@ CRASH = "crash-mid-invocation"
 SABOTAGED = "sabotage-took-effect-then-failed"
 """Only to check the checker: the call takes effect, then fails with an error the SDK does not retry."""
 
-AWS_KINDS = (THROTTLE, SERVER_ERROR, CONNECTION_ERROR, LOST_RESPONSE)
+AWS_KINDS = (THROTTLE, SERVER_ERROR, CONNECTION_ERROR, LOST_RESPONSE, LOST_EVERY_ATTEMPT)
 LAMBDA_KINDS = (INVOKE_ERROR, LOST_INVOKE_RESPONSE, CRASH)
 ALL_KINDS = (*AWS_KINDS, PARTIAL_BATCH, NO_SUCH_KEY, *LAMBDA_KINDS)
 BATCH_APIS = frozenset({"SendMessageBatch", "DeleteMessageBatch"})
 READ_APIS = frozenset({"GetObject", "HeadObject"})
 GUARD_COMMITS = frozenset({"UpdateItem", "DeleteItem"})  # Powertools: COMPLETED, or removed when fn raised
 HTTP_REDIRECT = 300
+CRASH_WITHIN_CALLS = 8
+"""A crashing invocation dies before one of its handler's first 8 AWS calls (a consumer batch makes
+dozens; the redriver's send and delete, the rehydrator's reads, sends and rewrites come early)."""
 RECEIVE = "ReceiveMessage"
 SERVICE_EXCEPTION = "Lambda.ServiceException"
 
@@ -173,9 +179,10 @@ class Injector:
         kinds = tuple(k for k in LAMBDA_KINDS if not self.plan.only or k in self.plan.only)
         if kinds and self.plan.roll(function, "Invoke", n) < self.plan.lambda_rate:
             kind = self.plan.pick(kinds, function, "Invoke", n)
-            self._count(kind, function, "Invoke")
-            if kind == CRASH:
-                crash_after = int(self.plan.roll("crash-after", function, n) * 12)
+            if kind == CRASH:  # counted where it happens (:meth:`_survives`): it may finish first
+                crash_after = int(self.plan.roll("crash-after", function, n) * CRASH_WITHIN_CALLS)
+            else:
+                self._count(kind, function, "Invoke")
         return kind, Scope(function, crash_after=crash_after)
 
     # --- the AWS boundary ------------------------------------------------------------------------
@@ -214,17 +221,28 @@ class Injector:
         return kind
 
     def _survives(self, here: Scope, api: str) -> None:
-        """Raises :class:`SimulatedCrash` once the invocation has made the calls it may make."""
-        if here.crash_after is None:
+        """Raises :class:`SimulatedCrash` once the invocation's handler has made the calls it may make
+        (calls of its cold start, on the invoking thread, do not count: the crash lands in the handler)."""
+        if here.crash_after is None or getattr(threading.current_thread(), "_sluice_scope", None) is not here:
             return
-        here.calls += 1
-        if here.crashed or here.calls > here.crash_after:
-            if not here.crashed:  # where it died: the call it never made
-                with self._lock:
-                    self.where[f"{here.caller} {api} {CRASH} (died before it)"] += 1
-            here.crashed = True
+        with self._lock:
+            here.calls += 1
+            first = not here.crashed and here.calls > here.crash_after
+            if first:
+                here.crashed = True
+                self.counts[CRASH] += 1
+                self.where[f"{here.caller} {api} {CRASH} (died before it)"] += 1
+        if here.crashed:
+            if first:
+                log.info("seed %d: %s died before %s", self.plan.seed, here.caller, api)
             self._in_window(list(here.uncommitted.values()))  # effects done, their guards not committed
             raise SimulatedCrash(f"{here.caller} died after {here.crash_after} AWS calls")
+
+    def again(self, kind: str, api: str) -> None:
+        """Count a fault that continues one already decided (the retries of a call)."""
+        here = current()
+        if here is not None:
+            self._count(kind, here.caller, api)
 
     def received(self) -> bool:
         """Whether the response of a receive that returned messages is lost (they stay in flight until
@@ -265,8 +283,9 @@ class Injector:
         """The request without some of its entries, and their ids (reported failed)."""
         doc = json.loads(body)
         entries = doc.get("Entries") or []
-        if len(entries) < 2:  # one entry: it is dropped, the call reports it failed
-            return body, [e["Id"] for e in entries]
+        if len(entries) < 2:  # one entry: it is dropped (nothing sent), the call reports it failed
+            doc["Entries"] = []
+            return json.dumps(doc).encode(), [e["Id"] for e in entries]
         dropped = [e["Id"] for i, e in enumerate(entries) if self.plan.roll("drop", api, e["Id"], i) < 0.5]
         dropped = dropped or [entries[0]["Id"]]
         doc["Entries"] = [e for e in entries if e["Id"] not in dropped]
@@ -326,7 +345,12 @@ def _faulty_response(
     if kind == PARTIAL_BATCH and isinstance(request.body, bytes):
         request.body, dropped = injector.drop_entries(operation_model.name, request.body)
         request.headers["Content-Length"] = str(len(request.body))
-        result, error = send()
+        result: Any
+        error: Any
+        if not json.loads(request.body).get("Entries"):  # every entry dropped: nothing is sent
+            result, error = (AWSResponse(request.url, 200, HTTPHeaders(), _Raw()), {"Successful": []}), None
+        else:
+            result, error = send()
         if error is None and result[0].status_code < HTTP_REDIRECT:
             failed = {"SenderFault": False, "Code": "InternalError", "Message": "injected"}
             result[1].setdefault("Failed", []).extend({"Id": i, **failed} for i in dropped)
@@ -346,6 +370,20 @@ def _receive(injector: Injector, request: Any, send: Callable[[], Any]) -> Any:
     return result, error
 
 
+def _decide(
+    injector: Injector, service: str, api: str, body: bytes | None, context: dict[str, Any]
+) -> str | None:
+    """The fault for this attempt; ``context`` is botocore's, shared by the attempts of one call."""
+    if context.get(LOST_EVERY_ATTEMPT):  # a retry of a call whose every response is lost
+        injector.again(LOST_EVERY_ATTEMPT, api)
+        return LOST_RESPONSE
+    kind = injector.aws(service, api, body)
+    if kind == LOST_EVERY_ATTEMPT:
+        context[LOST_EVERY_ATTEMPT] = True
+        return LOST_RESPONSE
+    return kind
+
+
 def install(injector: Injector) -> Callable[[], None]:
     """Route every AWS call, invocation, mapping poll and thread start of this process through
     ``injector``; returns the undo."""
@@ -358,16 +396,21 @@ def install(injector: Injector) -> Callable[[], None]:
     def do_get_response(self: Endpoint, request: Any, operation_model: Any, context: Any) -> Any:
         service = operation_model.service_model.service_id.hyphenize()
         body = request.body if isinstance(request.body, bytes) else None
-        kind = injector.aws(service, operation_model.name, body)
         send = functools.partial(original_get, self, request, operation_model, context)
+        kind = _decide(injector, service, operation_model.name, body, context)
         return _faulty_response(injector, kind, request, operation_model, send)
 
     def invoke(self: FunctionHost, event: Any) -> str:
         kind, inner = injector.invocation(self.spec.logical_id)
         if kind == INVOKE_ERROR:  # as Lambda's service reports it (Step Functions retries it by name)
             raise FunctionError({"errorType": SERVICE_EXCEPTION, "errorMessage": "injected: not run"})
-        with scope(inner):
-            result = original_invoke(self, event)
+        try:
+            with scope(inner):
+                result = original_invoke(self, event)
+        except SimulatedCrash as exc:  # raised on the invoking thread: the runtime process is gone
+            raise FunctionError(
+                {"errorType": "Runtime.ExitError", "errorMessage": f"injected: {exc}"}
+            ) from None
         if kind == LOST_INVOKE_RESPONSE:
             raise FunctionError({"errorType": SERVICE_EXCEPTION, "errorMessage": "injected: ran, lost"})
         return result

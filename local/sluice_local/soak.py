@@ -48,6 +48,7 @@ from sluice_local.scenarios.observer import Stack
 VISIBILITY_SECONDS = 6
 SEED_DEADLINE_SECONDS = 240.0  # a deadline for one seed to drain, only reached when something is stuck
 POLL_SECONDS = 0.3
+IDLE_POLLS = 2
 EFFECTS = ("charge", "reward", "notify")
 KINDS = (
     "normal", "normal", "duplicate", "permanent", "transient", "exhausts-retries",
@@ -88,10 +89,15 @@ class SeedResult:
     faults_at: dict[str, int]
     seconds: float
     stuck: str = ""
+    misrouted: list[str] = field(default_factory=list)
+    """Orders that ended somewhere their kind must not: a valid order poisoned as permanently bad, a
+    permanent failure processed, an order processed without all its side effects."""
+    exhausted: list[str] = field(default_factory=list)
+    """Valid orders isolated because their retries and redrives ran out under the faults (allowed)."""
 
     @property
     def ok(self) -> bool:
-        return not (self.lost or self.duplicated or self.unexpected or self.stuck) and (
+        return not (self.lost or self.duplicated or self.unexpected or self.stuck or self.misrouted) and (
             self.sent == self.processed + self.poison + self.dead_lettered
         )
 
@@ -141,6 +147,9 @@ class Soak:
         for host in self.cloud.functions.values():
             if "SLUICE_VISIBILITY_TIMEOUT_SECONDS" in host.spec.environment:
                 host.spec.environment["SLUICE_VISIBILITY_TIMEOUT_SECONDS"] = str(VISIBILITY_SECONDS)
+        for poller in self.cloud.pollers:  # as AWS requires of an SQS trigger: timeout ≤ visibility
+            spec = poller.spec.function.spec
+            spec.timeout = min(spec.timeout, VISIBILITY_SECONDS - 1)
 
     # --- one seed ------------------------------------------------------------------------------
 
@@ -225,10 +234,12 @@ class Soak:
         """Wait for quiescence; '' when reached, else what is still moving at the deadline."""
         deadline = time.monotonic() + SEED_DEADLINE_SECONDS
         busy = "not polled"
+        idle = 0
         while time.monotonic() < deadline:
             self._upload_due(sent)
             busy = self._busy(sent)
-            if not busy:
+            idle = 0 if busy else idle + 1
+            if idle >= IDLE_POLLS:  # each poll reads the queues one after another: agree twice
                 return ""
             time.sleep(POLL_SECONDS)  # between polls of the quiescence condition
         return busy
@@ -271,17 +282,19 @@ class Soak:
         )
         return int(response["Count"])
 
-    def _in_queue(self, output: str, by_message: dict[str, str]) -> set[str]:
-        """Order ids of the seed found on a queue (by origin id, or the order id in the body)."""
-        found: set[str] = set()
+    def _in_queue(self, output: str, by_message: dict[str, str]) -> dict[str, str]:
+        """Order ids of the seed found on a queue (by origin id, or the message id it was sent with),
+        each with the type of its envelope's last error ('' when none)."""
+        found: dict[str, str] = {}
         for message in self.stack.every_message(output):
             attributes = {k: dict(v) for k, v in message.get("MessageAttributes", {}).items()}
             _, env, _ = split(attributes, body=message["Body"], seal=self.stack.seal())
             origin = env.origin_id if env is not None else None
-            if origin in by_message:
-                found.add(by_message[origin])
-            elif message["MessageId"] in by_message:
-                found.add(by_message[message["MessageId"]])
+            error = env.last_error.type if env is not None and env.last_error is not None else ""
+            for key in (origin, message["MessageId"]):
+                if key in by_message:
+                    found.setdefault(by_message[key], error)
+                    break
         return found
 
     def _check(
@@ -292,17 +305,32 @@ class Soak:
         processed: set[str] = set()
         duplicated: list[str] = []
         window: list[str] = []
+        misrouted: list[str] = []
         for s in sent:
-            for effect in EFFECTS:
-                n = self._ledger(s.order_id, effect)
+            performed = {effect: self._ledger(s.order_id, effect) for effect in EFFECTS}
+            for effect, n in performed.items():
                 if n > 1:
                     key = f"{s.order_id}#{effect}"
                     (window if key in injector.in_window else duplicated).append(f"{key} x{n}")
-                if effect == "charge" and n:
-                    processed.add(s.order_id)
-        poison = self._in_queue("PoisonPillQueueUrl", by_message)
-        dead = self._in_queue("WorkDeadLetterQueueUrl", by_message) | self._in_queue(
-            "DelayDeadLetterQueueUrl", by_message
+            if performed["charge"]:
+                processed.add(s.order_id)
+                expected = {"charge", "notify"} | ({"reward"} if s.kind == "claim-check" else set())
+                missing = sorted(e for e in expected if not performed[e])
+                if missing or s.kind == "permanent":
+                    misrouted.append(f"{s.order_id} ({s.kind}) processed, missing {missing}")
+        poisoned = self._in_queue("PoisonPillQueueUrl", by_message)
+        exhausted: list[str] = []
+        for s in sent:
+            error = poisoned.get(s.order_id)
+            if error is None or s.order_id in processed or s.kind == "permanent":
+                continue
+            if error == "PermanentError":  # a valid order refused as permanently bad
+                misrouted.append(f"{s.order_id} ({s.kind}) poisoned with a PermanentError")
+            else:
+                exhausted.append(f"{s.order_id} ({s.kind}): {error or 'no error'}")
+        poison = set(poisoned)
+        dead = set(self._in_queue("WorkDeadLetterQueueUrl", by_message)) | set(
+            self._in_queue("DelayDeadLetterQueueUrl", by_message)
         )
         charged_anywhere = {e.order_id for e in self.stack.side_effects(f"s{seed}-")}
         return SeedResult(
@@ -312,6 +340,7 @@ class Soak:
             lost=sorted(ids - processed - poison - dead), duplicated=duplicated, at_least_once=window,
             unexpected=sorted(charged_anywhere - ids), faults=dict(injector.counts),
             faults_at=dict(injector.where), seconds=round(seconds, 1), stuck=stuck,
+            misrouted=misrouted, exhausted=exhausted,
         )  # fmt: skip
 
     def _clean_up(self) -> None:
@@ -369,12 +398,16 @@ class Summary:
         lost = sum(len(r["lost"]) for r in self.results)
         duplicated = sum(len(r["duplicated"]) for r in self.results)
         unexpected = sum(len(r["unexpected"]) for r in self.results)
+        misrouted = sum(len(r.get("misrouted", [])) for r in self.results)
+        exhausted = sum(len(r.get("exhausted", [])) for r in self.results)
         out = [
             f"seeds run: {len(self.results)} ({rates})",
             f"messages: {total['sent']} orders",
             f"faults injected: {sum(faults_by_kind.values())} — "
             + ", ".join(f"{k} {v}" for k, v in sorted(faults_by_kind.items())),
-            f"lost = {lost}, duplicated side effects = {duplicated}, unexpected = {unexpected}",
+            f"lost = {lost}, duplicated side effects = {duplicated}, unexpected = {unexpected}, "
+            f"misrouted = {misrouted}",
+            f"valid orders isolated after their retries and redrives ran out under the faults: {exhausted}",
             f"performed again inside the at-least-once window (a fault between an effect and its guard's "
             f"commit; not a violation): {sum(len(r['at_least_once']) for r in self.results)}",
             f"conservation: sent {total['sent']} = processed {total['processed']} + poison {total['poison']}"
@@ -389,7 +422,8 @@ class Summary:
             if not r["ok"]:
                 out.append(
                     f"FAILED seed {r['seed']} ({r['mode']}): lost {r['lost']} duplicated {r['duplicated']} "
-                    f"unexpected {r['unexpected']} stuck {r['stuck']!r}; replay it alone: "
+                    f"unexpected {r['unexpected']} misrouted {r.get('misrouted', [])} stuck {r['stuck']!r}; "
+                    "replay it alone: "
                     f"python -m sluice_local soak --seed {r['seed']}{flags}"
                 )
         where: Counter[str] = Counter()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import boto3
@@ -25,6 +26,18 @@ def decisions(plan: faults.FaultPlan, calls: int = 400) -> list[str | None]:
         for i in range(calls):
             out.append(injector.aws("sqs", ("SendMessageBatch", "DeleteMessage", "PutItem")[i % 3], b"{}"))
     return out
+
+
+@contextmanager
+def handler(inner: faults.Scope) -> Iterator[None]:
+    """This thread as the handler thread of ``inner`` (what a thread started inside the scope is)."""
+    thread: Any = threading.current_thread()
+    thread._sluice_scope = inner
+    try:
+        with faults.scope(inner):
+            yield
+    finally:
+        del thread._sluice_scope
 
 
 def test_given_the_same_seed_when_replayed_then_every_decision_is_the_same():
@@ -48,7 +61,9 @@ def test_given_no_scope_when_called_then_never_faulted():
 def test_given_a_crash_after_two_calls_then_every_later_call_dies_and_its_effects_are_in_the_window():
     injector = faults.Injector(faults.FaultPlan(seed=1, aws_rate=0.0, ledger_table="ledger"))
     inner = faults.Scope("ConsumerFunction", crash_after=2)
-    with faults.scope(inner):
+    with faults.scope(inner):  # the cold start, on the invoking thread: never dies
+        injector.aws("secrets-manager", "GetSecretValue", b"{}")
+    with handler(inner):
         injector.aws(
             "dynamodb", "PutItem", b'{"TableName": "ledger", "Item": {"effect_key": {"S": "o-1#charge"}}}'
         )
@@ -57,6 +72,7 @@ def test_given_a_crash_after_two_calls_then_every_later_call_dies_and_its_effect
             with pytest.raises(faults.SimulatedCrash):
                 injector.aws("dynamodb", "UpdateItem", b'{"TableName": "guards"}')
     assert injector.in_window == {"o-1#charge"}
+    assert injector.counts[faults.CRASH] == 1  # counted once, where it happened
 
 
 def test_given_a_guard_fault_after_an_effect_then_the_effect_is_in_the_window_and_the_ledger_never_faulted():
@@ -101,16 +117,16 @@ def depth(client: Any, url: str) -> int:
     return int(attributes["Attributes"]["ApproximateNumberOfMessages"])
 
 
-def test_given_a_lost_response_when_a_message_is_sent_then_it_was_sent_and_the_caller_sees_a_timeout(sqs):
+def test_given_every_response_lost_when_a_message_is_sent_then_it_was_sent_and_the_caller_sees_a_timeout(sqs):
     client, url = sqs
-    injector, undo = installed((faults.LOST_RESPONSE,))
+    injector, undo = installed((faults.LOST_EVERY_ATTEMPT,))
     try:
         with faults.scope(faults.Scope("ConsumerFunction")), pytest.raises(ReadTimeoutError):
             client.send_message(QueueUrl=url, MessageBody="x")
     finally:
         undo()
     # Then SQS holds it once per attempt the SDK made: a lost response makes a retried send a duplicate
-    attempts = injector.counts[faults.LOST_RESPONSE]
+    attempts = injector.counts[faults.LOST_EVERY_ATTEMPT]
     assert attempts >= 2
     assert depth(client, url) == attempts
 
@@ -209,7 +225,7 @@ def test_given_a_failing_seed_when_reported_then_the_totals_say_so_and_name_its_
     summary = Summary(results=[result(1), result(2, lost=["s2-3"], processed=6)])
     lines = summary.lines(rates="r", flags=" --aws-rate 0.2")
     assert not summary.ok
-    assert "lost = 1, duplicated side effects = 0, unexpected = 0" in lines
+    assert "lost = 1, duplicated side effects = 0, unexpected = 0, misrouted = 0" in lines
     [conservation] = [line for line in lines if line.startswith("conservation:")]
     assert conservation == "conservation: sent 16 = processed 13 + poison 2 + dead-lettered 0 ✗"
     [failed] = [line for line in lines if line.startswith("FAILED")]
@@ -228,7 +244,7 @@ def test_given_only_passing_seeds_then_the_summary_is_ok_and_balanced():
 def test_given_an_effect_whose_guard_committed_then_a_later_fault_or_crash_does_not_excuse_its_duplicate():
     plan = faults.FaultPlan(seed=3, aws_rate=0.0, ledger_table="ledger", guard_table="guards")
     injector = faults.Injector(plan)
-    with faults.scope(faults.Scope("ConsumerFunction", crash_after=3)):
+    with handler(faults.Scope("ConsumerFunction", crash_after=3)):
         injector.aws(
             "dynamodb", "PutItem", b'{"TableName": "ledger", "Item": {"effect_key": {"S": "o-3#charge"}}}'
         )
@@ -237,3 +253,30 @@ def test_given_an_effect_whose_guard_committed_then_a_later_fault_or_crash_does_
         with pytest.raises(faults.SimulatedCrash):
             injector.aws("dynamodb", "PutItem", b'{"TableName": "guards"}')
     assert injector.in_window == set()
+
+
+def test_given_a_lost_response_once_when_sent_then_the_sdk_retry_succeeds_and_it_is_sent_twice(sqs):
+    client, url = sqs
+    injector = faults.Injector(faults.FaultPlan(seed=11, aws_rate=0.5, only=(faults.LOST_RESPONSE,)))
+    undo = faults.install(injector)
+    try:
+        with faults.scope(faults.Scope("ConsumerFunction")):
+            for _ in range(6):
+                client.send_message(QueueUrl=url, MessageBody="x")  # no error reaches the caller
+    finally:
+        undo()
+    assert injector.counts[faults.LOST_RESPONSE] >= 1
+    assert depth(client, url) == 6 + injector.counts[faults.LOST_RESPONSE]  # each lost one: a duplicate
+
+
+def test_given_a_one_entry_partial_batch_then_nothing_is_sent_and_it_is_reported_failed(sqs):
+    client, url = sqs
+    _, undo = installed((faults.PARTIAL_BATCH,))
+    try:
+        with faults.scope(faults.Scope("ConsumerFunction")):
+            response = client.send_message_batch(QueueUrl=url, Entries=[{"Id": "a", "MessageBody": "m"}])
+    finally:
+        undo()
+    assert response.get("Successful", []) == []
+    assert [f["Id"] for f in response["Failed"]] == ["a"]
+    assert depth(client, url) == 0
