@@ -67,3 +67,22 @@ def test_given_a_sabotaged_stack_then_the_checker_reports_it_and_names_the_repla
     replay = [line for line in output.splitlines() if "replay it alone" in line]
     assert replay, output
     assert all(f"--sabotage {sabotage}" in line for line in replay)
+
+
+# Seeds whose schedule found a real bug, each replayed alone with the options it ran with.
+REGRESSION_SEEDS = {
+    # A delay due in 2 s whose batch-delay invocations failed came back after the delay queue's
+    # visibility timeout, later than DelayPastGraceSeconds, and was poisoned as "in the past"
+    # (misrouted s5104-6): fixed by judging the due time against the request's SentTimestamp (9198d68).
+    "5104-delay-poisoned-after-retries": [
+        "--seed", "5104", "--lambda-rate", "0.5", "--only", "invoke-error,lost-invoke-response,crash-mid-invocation",
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.timeout(TIMEOUT)
+@pytest.mark.parametrize("argv", list(REGRESSION_SEEDS.values()), ids=list(REGRESSION_SEEDS))
+def test_a_seed_that_found_a_bug_passes(tmp_path, argv):
+    code, output = soak(tmp_path, *argv)
+    assert code == 0, output
+    assert "seeds run: 1 " in output
