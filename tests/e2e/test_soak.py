@@ -75,7 +75,8 @@ REGRESSION_SEEDS = {
     # visibility timeout, later than DelayPastGraceSeconds, and was poisoned as "in the past"
     # (misrouted s5104-6): fixed by judging the due time against the request's SentTimestamp (9198d68).
     "5104-delay-poisoned-after-retries": [
-        "--seed", "5104", "--lambda-rate", "0.5", "--only", "invoke-error,lost-invoke-response,crash-mid-invocation",
+        "--seed", "5104", "--lambda-rate", "0.5",
+        "--only", "invoke-error,lost-invoke-response,crash-mid-invocation",
     ],
 }  # fmt: skip
 
