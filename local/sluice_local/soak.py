@@ -378,6 +378,40 @@ def run_worker(seeds: list[int], *, mode: str, log_dir: Path, options: Options) 
     return 1 if failed else 0
 
 
+def _site(apis: tuple[str, ...], kinds: tuple[str, ...], caller: str = "") -> Any:
+    def hit(site: str) -> bool:
+        who, api, kind = [*site.split(" ", 2), "", ""][:3]
+        return api in apis and kind.startswith(kinds) and who.startswith(caller)
+
+    return hit
+
+
+LOST = (faults.LOST_RESPONSE,)  # and lost-response-every-attempt
+DIED = (faults.CRASH,)
+NAMED_POINTS: tuple[tuple[str, Any], ...] = (
+    ("DeleteMessage(Batch): response lost", _site(("DeleteMessage", "DeleteMessageBatch"), LOST)),
+    ("SendMessage(Batch): response lost", _site(("SendMessage", "SendMessageBatch"), LOST)),
+    ("PutObject/DeleteObject: response lost", _site(("PutObject", "DeleteObject"), LOST)),
+    ("StartExecution: response lost", _site(("StartExecution",), LOST)),
+    ("DynamoDB writes: response lost", _site(("PutItem", "UpdateItem", "DeleteItem"), LOST)),
+    (
+        "SendMessageBatch/DeleteMessageBatch: partial",
+        _site(("SendMessageBatch", "DeleteMessageBatch"), ("partial",)),
+    ),
+    ("claim-check GetObject: NoSuchKey", _site(("GetObject",), ("no-such-key",), "ConsumerFunction")),
+    ("consumer died before a guard's commit", _site(("UpdateItem",), DIED, "ConsumerFunction")),
+    (
+        "rehydrator died part-way through an object",
+        _site(("SendMessageBatch", "PutObject", "DeleteObject"), DIED, "Rehydrator"),
+    ),
+    (
+        "redriver died between its send and its delete",
+        _site(("DeleteMessageBatch",), DIED, "RedriverFunction"),
+    ),
+)
+"""(what, does a fault site ``"<caller> <API> <kind>"`` count for it)"""
+
+
 @dataclass
 class Summary:
     results: list[dict[str, Any]] = field(default_factory=list)
@@ -429,6 +463,10 @@ class Summary:
         where: Counter[str] = Counter()
         for r in self.results:
             where.update(r["faults_at"])
+        out.append("the fault points issue 11 names, hits:")
+        out += [
+            f"  {sum(n for site, n in where.items() if hit(site)):5d}  {name}" for name, hit in NAMED_POINTS
+        ]
         out.append(f"faults by call site ({len(where)} sites), most hit first:")
         out += [f"  {n:5d}  {site}" for site, n in where.most_common(25)]
         out += [f"worker error: {e}" for e in self.errors]
@@ -474,6 +512,7 @@ def run(seeds: list[int], *, workers: int, log_dir: Path, options: Options) -> S
         if process.wait() not in (0, 1):
             summary.errors.append(f"{command} exited {process.returncode} (see its .stderr in {log_dir})")
     summary.results.sort(key=lambda r: r["seed"])
+    (log_dir / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in summary.results))
     return summary
 
 
