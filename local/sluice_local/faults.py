@@ -118,6 +118,8 @@ class Scope:
     caller: str
     crash_after: int | None = None
     """Calls this invocation may make before it dies (None: it does not)."""
+    crash_before: str = ""
+    """An API the invocation dies before calling (a targeted crash: a test, a replay of a point)."""
     calls: int = 0
     crashed: bool = False
     uncommitted: dict[int, str] = field(default_factory=dict)
@@ -223,11 +225,13 @@ class Injector:
     def _survives(self, here: Scope, api: str) -> None:
         """Raises :class:`SimulatedCrash` once the invocation's handler has made the calls it may make
         (calls of its cold start, on the invoking thread, do not count: the crash lands in the handler)."""
-        if here.crash_after is None or getattr(threading.current_thread(), "_sluice_scope", None) is not here:
+        planned = here.crash_after is not None or here.crash_before
+        if not planned or getattr(threading.current_thread(), "_sluice_scope", None) is not here:
             return
         with self._lock:
             here.calls += 1
-            first = not here.crashed and here.calls > here.crash_after
+            due = api == here.crash_before or (here.crash_after is not None and here.calls > here.crash_after)
+            first = not here.crashed and due
             if first:
                 here.crashed = True
                 self.counts[CRASH] += 1

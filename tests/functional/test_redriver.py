@@ -16,6 +16,7 @@ import io
 import itertools
 import json
 import logging
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -34,6 +35,7 @@ from sluice.redrive.breaker import Breaker
 from sluice.redrive.runner import Redriver
 from sluice.redrive.settings import RedriveSettings
 from sluice.sqs import message_bytes
+from sluice_local import faults
 from sluice_local.sqs_events import drain
 from tests.conftest import TEST_SEAL, envelope_key_secret
 from tests.doubles import RecordingMetrics, envelope_of, sealed
@@ -872,3 +874,28 @@ def test_given_an_entry_sqs_would_refuse_beside_healthy_ones_when_run_then_it_al
     assert env.last_error is not None
     assert env.last_error.type == "RedriveRefused"
     assert env.origin_id == "o-broken"
+
+
+def test_given_the_redriver_dies_between_its_send_and_its_delete_then_nothing_is_lost_and_copies_keep_ids(
+    stack,
+):
+    # Given three dead-lettered messages, and a redriver whose process dies just before its delete
+    # (sluice_local.faults, as the soak injects it: every later call of the invocation fails)
+    ids = stack.dead_letter(3)
+    injector = faults.Injector(faults.FaultPlan(seed=0, aws_rate=0.0))
+    undo = faults.install(injector)
+    inner = faults.Scope("RedriverFunction", crash_before="DeleteMessageBatch")
+    thread: Any = threading.current_thread()
+    thread._sluice_scope = inner  # this thread is the invocation's handler thread
+    try:
+        with faults.scope(inner), pytest.raises(faults.SimulatedCrash):
+            stack.redriver().run()
+    finally:
+        del thread._sluice_scope
+        undo()
+    # Then all three were sent back and are still in the DLQ (in flight, back after their visibility):
+    # the next run sends them again, and every copy carries the identity the consumer dedupes on
+    assert injector.where == {"RedriverFunction DeleteMessageBatch crash-mid-invocation (died before it)": 1}
+    entries = stack.sent_entries(stack.work_url)
+    assert sorted(envelope_of(e).origin_id or "" for e in entries) == sorted(ids)
+    assert stack.counts(stack.dlq_url)["NotVisible"] == 3
