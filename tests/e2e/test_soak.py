@@ -60,20 +60,6 @@ def test_the_short_soak_loses_nothing_and_duplicates_no_side_effect(tmp_path, ca
     assert faults >= SEEDS, "the schedules injected almost nothing"
 
 
-@pytest.mark.timeout(TIMEOUT)
-@pytest.mark.parametrize(
-    ("sabotage", "what"),
-    [("ledger", "duplicated side effects"), ("delete-failed", "lost")],
-)
-def test_given_a_sabotaged_stack_then_the_checker_reports_it_and_names_the_replay(tmp_path, sabotage, what):
-    code, output = soak(tmp_path, "--seeds", "1", "--first", "200", "--workers", "2", "--sabotage", sabotage)
-    assert code == 1, output
-    assert counted(output, what) > 0, output
-    replay = [line for line in output.splitlines() if "replay it alone" in line]
-    assert replay, output
-    assert all(f"--sabotage {sabotage}" in line for line in replay)
-
-
 # Seeds whose schedule found a real bug, each replayed alone with the options it ran with.
 REGRESSION_SEEDS = {
     # A delay due in 2 s whose batch-delay invocations failed came back after the delay queue's
@@ -84,11 +70,54 @@ REGRESSION_SEEDS = {
         "--only", "invoke-error,lost-invoke-response,crash-mid-invocation",
     ],
 }  # fmt: skip
+SABOTAGE = {"ledger": "duplicated side effects", "delete-failed": "lost"}
+
+
+@pytest.fixture(scope="module")
+def small_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str]]:
+    """The sabotaged runs and the regression seeds, one stack each, all at once (they are small)."""
+    runs = {f"sabotage-{name}": ["--seeds", "1", "--first", "200", "--workers", "2", "--sabotage", name]
+            for name in SABOTAGE}  # fmt: skip
+    runs.update({f"seed-{name}": argv for name, argv in REGRESSION_SEEDS.items()})
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SLUICE_", "MOTO_"))}
+    started = {
+        name: subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "sluice_local",
+                "soak",
+                "--log-dir",
+                str(tmp_path_factory.mktemp(name)),
+                *argv,
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for name, argv in runs.items()
+    }
+    return {
+        name: (process.wait(timeout=TIMEOUT), process.communicate()[0]) for name, process in started.items()
+    }
 
 
 @pytest.mark.timeout(TIMEOUT)
-@pytest.mark.parametrize("argv", list(REGRESSION_SEEDS.values()), ids=list(REGRESSION_SEEDS))
-def test_a_seed_that_found_a_bug_passes(tmp_path, argv):
-    code, output = soak(tmp_path, *argv)
+@pytest.mark.parametrize("sabotage", list(SABOTAGE))
+def test_given_a_sabotaged_stack_then_the_checker_reports_it_and_names_the_replay(small_runs, sabotage):
+    code, output = small_runs[f"sabotage-{sabotage}"]
+    assert code == 1, output
+    assert counted(output, SABOTAGE[sabotage]) > 0, output
+    replay = [line for line in output.splitlines() if "replay it alone" in line]
+    assert replay, output
+    assert all(f"--sabotage {sabotage}" in line for line in replay)
+
+
+@pytest.mark.timeout(TIMEOUT)
+@pytest.mark.parametrize("name", list(REGRESSION_SEEDS))
+def test_a_seed_that_found_a_bug_passes(small_runs, name):
+    code, output = small_runs[f"seed-{name}"]
     assert code == 0, output
     assert "seeds run: 1 " in output
