@@ -25,8 +25,13 @@ SEEDS = int(os.environ.get("SLUICE_TEST_SOAK_SEEDS", "50"))
 TIMEOUT = 900  # a deadline, only reached when something hangs
 
 
+def clean_env() -> dict[str, str]:
+    """This process's environment without AWS/sluice/moto settings: the soak deploys its own stacks."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SLUICE_", "MOTO_"))}
+
+
 def soak(tmp_path: Path, *args: str) -> tuple[int, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SLUICE_", "MOTO_"))}
+    env = clean_env()
     done = subprocess.run(
         [sys.executable, "-m", "sluice_local", "soak", "--log-dir", str(tmp_path), *args],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT, check=False,
@@ -79,7 +84,7 @@ def small_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int,
     runs = {f"sabotage-{name}": ["--seeds", "1", "--first", "200", "--workers", "2", "--sabotage", name]
             for name in SABOTAGE}  # fmt: skip
     runs.update({f"seed-{name}": argv for name, argv in REGRESSION_SEEDS.items()})
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SLUICE_", "MOTO_"))}
+    env = clean_env()
     started = {
         name: subprocess.Popen(
             [
