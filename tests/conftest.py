@@ -183,3 +183,28 @@ def make_resources(visibility_timeout: int = 180, suffix: str = "") -> Resources
 def aws() -> Iterator[Resources]:
     with mock_aws():
         yield make_resources()
+
+
+# --- PostgreSQL (the job store) ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> str:
+    """The real PostgreSQL the job tests use; skips them with the printed reason when none answers."""
+    from sluice_local import postgres  # noqa: PLC0415
+
+    url = postgres.database_url()
+    reason = postgres.unreachable_reason(url)
+    if reason is not None:
+        pytest.skip(reason)
+    return url
+
+
+@pytest.fixture
+def jobs_schema(pg_url: str) -> Iterator[str]:
+    """A schema of its own holding a migrated job store; dropped after the test."""
+    from sluice_local import postgres  # noqa: PLC0415
+
+    name = postgres.new_schema(pg_url, prefix="sluice_t_")
+    yield name
+    postgres.drop_schema(pg_url, name)

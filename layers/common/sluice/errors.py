@@ -46,3 +46,30 @@ class RetryAfter(TransientError):  # noqa: N818 - reads as an instruction: raise
             raise ValueError(f"RetryAfter seconds must be within 0..{MAX_VISIBILITY_SECONDS}, got {seconds}")
         self.seconds = int(seconds)
         super().__init__(reason or f"retry after {seconds}s")
+
+
+class JobError(SluiceError):
+    """A job-store transition did not happen; the subclass says why (see docs/jobs.md)."""
+
+
+class AlreadyHandled(JobError):  # noqa: N818 - names the outcome, like the article's ErrAlreadyHandled
+    """The job is no longer pending (another worker claimed or finished it, or it waits for its retry
+    time): this delivery is a duplicate. Swallow it and delete the message."""
+
+
+class LostClaim(JobError):  # noqa: N818 - names the outcome a fenced transition reports
+    """The claim this worker held is gone (reaped after its lease, or the job moved on): the worker
+    must not commit or fail the job; whoever holds the current claim owns it."""
+
+
+class JobNotFound(PermanentError, JobError):  # noqa: N818 - reads as the fact it reports
+    """A message names a job id the store does not have (forged, stale or for another database)."""
+
+
+class JobStoreUnavailable(TransientError):  # noqa: N818 - reads as the fact it reports
+    """The database could not be reached or did not answer in time: the message goes back to SQS."""
+
+
+class JobContention(JobStoreUnavailable):
+    """A transition kept failing with a serialization failure or deadlock (SQLSTATE 40001 / 40P01)
+    after its bounded retries."""

@@ -1,0 +1,130 @@
+"""The job reaper and the job retry sweeper (scheduled functions).
+
+- ``reap``: claims older than the lease go back to pending (or to dead on their last attempt) —
+  fenced on the token read, so a job that committed meanwhile stays completed — and the pending ones
+  are enqueued again.
+- ``sweep``: error rows whose retry time has come go back to pending and are enqueued; pending rows
+  nobody touched for ``orphan_seconds`` (their message was lost, or an earlier enqueue failed) are
+  enqueued again. Messages go out in SendMessageBatch chunks of ten.
+
+An enqueue SQS refuses leaves its row pending: the next sweep finds it as an orphan. Nothing is lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sluice import metrics
+from sluice.batchsend import Outgoing, send_batch
+from sluice.jobs.worker import job_message
+
+if TYPE_CHECKING:
+    import uuid
+
+    from aws_lambda_powertools import Logger
+    from mypy_boto3_sqs import SQSClient
+
+    from sluice.jobs.store import JobStore
+    from sluice.metrics import MetricSink
+
+__all__ = ["JobMaintenance", "MaintenanceReport"]
+
+RESERVE_MS = 10_000
+"""Stop taking new rows when less than this much of the invocation is left."""
+
+
+@dataclass
+class MaintenanceReport:
+    reaped: int = 0
+    dead: int = 0
+    retried: int = 0
+    reenqueued: int = 0
+    not_enqueued: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class JobMaintenance:
+    def __init__(
+        self,
+        store: JobStore,
+        *,
+        sqs: SQSClient,
+        queue_url: str,
+        logger: Logger,
+        metrics_sink: MetricSink,
+        lease_seconds: int,
+        orphan_seconds: int,
+        limit: int = 500,
+    ) -> None:
+        if not queue_url:
+            raise ValueError("the job queue URL is required to re-enqueue jobs (SLUICE_JOB_QUEUE_URL)")
+        self._store = store
+        self._sqs = sqs
+        self._queue_url = queue_url
+        self._log = logger
+        self._metrics = metrics_sink
+        self._lease = lease_seconds
+        self._orphan = orphan_seconds
+        self._limit = limit
+
+    def reap(self, remaining_ms: Callable[[], int] | None = None) -> MaintenanceReport:
+        report = MaintenanceReport()
+        while True:
+            reaped = self._store.reap(self._lease, limit=self._limit)
+            report.reaped += len(reaped.pending)
+            report.dead += len(reaped.dead)
+            if reaped.dead:
+                self._log.error(
+                    "jobs dead: their last attempt's claim expired",
+                    extra={"job_ids": [str(i) for i in reaped.dead[:50]]},
+                )
+            self._enqueue(reaped.pending, report)
+            if len(reaped.pending) + len(reaped.dead) < self._limit or _out_of_time(remaining_ms):
+                break
+        self._metrics.add_metric(name=metrics.JOBS_REAPED, unit="Count", value=report.reaped)
+        self._metrics.add_metric(name=metrics.JOBS_DEAD, unit="Count", value=report.dead)
+        self._log.info("reaper done", extra=report.to_dict())
+        return report
+
+    def sweep(self, remaining_ms: Callable[[], int] | None = None) -> MaintenanceReport:
+        report = MaintenanceReport()
+        while True:
+            due = self._store.due_for_retry(limit=self._limit)
+            report.retried += len(due)
+            self._enqueue(due, report)
+            if len(due) < self._limit or _out_of_time(remaining_ms):
+                break
+        while not _out_of_time(remaining_ms):
+            lost = self._store.orphans(self._orphan, limit=self._limit)
+            report.reenqueued += len(lost)
+            if lost:
+                self._log.warning("pending jobs without a message enqueued again", extra={"count": len(lost)})
+            self._enqueue(lost, report)
+            if len(lost) < self._limit:
+                break
+        self._metrics.add_metric(name=metrics.JOBS_RETRIED, unit="Count", value=report.retried)
+        self._metrics.add_metric(name=metrics.JOBS_REENQUEUED, unit="Count", value=report.reenqueued)
+        self._log.info("retry sweeper done", extra=report.to_dict())
+        return report
+
+    def _enqueue(self, ids: list[uuid.UUID], report: MaintenanceReport) -> None:
+        if not ids:
+            return
+        refused = send_batch(
+            self._sqs, self._queue_url, [Outgoing(key=str(i), body=job_message(i)) for i in ids]
+        )
+        if refused:
+            keys = [r.message.key for r in refused]
+            report.not_enqueued.extend(keys)
+            self._log.error(
+                "jobs not enqueued; they stay pending and the next sweep enqueues them",
+                extra={"job_ids": keys[:50], "reason": refused[0].reason[:300], "code": refused[0].code},
+            )
+
+
+def _out_of_time(remaining_ms: Callable[[], int] | None) -> bool:
+    return remaining_ms is not None and remaining_ms() < RESERVE_MS

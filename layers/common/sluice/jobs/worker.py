@@ -1,0 +1,323 @@
+"""Job mode: an SQS message names a job id; the row decides what happens.
+
+Per job kind, one of the article's two primitives (docs/jobs.md):
+
+- ``single``: run the handler, then ``complete_if_pending`` (one UPDATE … WHERE status = 'pending').
+  For side effects that tolerate a repeat: two racing deliveries may both run the handler; exactly one
+  completes the row, the other gets :class:`~sluice.errors.AlreadyHandled`.
+- ``two_phase``: ``claim`` (pending → processing, new token), run the handler, ``commit`` under the
+  token. For side effects that must not repeat: only the claimant runs the handler; a worker whose
+  claim was reaped meanwhile gets :class:`~sluice.errors.LostClaim` and changes nothing.
+
+Always-delete: a job that fails is recorded in its row (error with a retry time, or dead) and its
+message counts as handled; duplicates and lost claims are handled too. Only the database being
+unreachable sends a message back to SQS (``batchItemFailures``). A message that names no job
+(malformed, forged, or a job this database does not have) goes to the poison queue.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Literal
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+
+from sluice import metrics
+from sluice.envelope import Envelope, Seal, from_event_attributes, split
+from sluice.errors import (
+    AlreadyHandled,
+    JobNotFound,
+    JobStoreUnavailable,
+    LostClaim,
+    PermanentError,
+    RetryAfter,
+)
+from sluice.poison import isolate
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools import Logger
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+    from mypy_boto3_sqs import SQSClient
+
+    from sluice.jobs.store import Job, JobStore
+    from sluice.metrics import MetricSink
+
+__all__ = ["JobConsumer", "JobKinds", "JobWorker", "Mode", "Outcome", "job_message", "parse_job_message"]
+
+Mode = Literal["single", "two_phase"]
+Handler = Callable[["Job"], Any]
+MAX_JOB_MESSAGE_BYTES = 4096
+"""A job message only names a job; anything longer is not one."""
+
+
+class Outcome(StrEnum):
+    COMPLETED = "completed"
+    FAILED = "failed"
+    """Recorded as error: the sweeper re-enqueues it when its retry time comes."""
+    DEAD = "dead"
+    ALREADY_HANDLED = "already_handled"
+    LOST_CLAIM = "lost_claim"
+
+
+_METRIC = {
+    Outcome.COMPLETED: metrics.JOBS_COMPLETED,
+    Outcome.FAILED: metrics.JOBS_FAILED,
+    Outcome.DEAD: metrics.JOBS_DEAD,
+    Outcome.ALREADY_HANDLED: metrics.JOBS_ALREADY_HANDLED,
+    Outcome.LOST_CLAIM: metrics.LOST_CLAIMS,
+}
+
+
+@dataclass(frozen=True)
+class _Kind:
+    handler: Handler
+    mode: Mode
+
+
+class JobKinds:
+    """Which handler runs a job kind, and in which mode::
+
+    kinds = JobKinds()
+
+    @kinds.register("charge-card", mode="two_phase")
+    def charge(job: Job) -> dict: ...
+    """
+
+    def __init__(self) -> None:
+        self._kinds: dict[str, _Kind] = {}
+
+    def register(self, kind: str, *, mode: Mode = "two_phase") -> Callable[[Handler], Handler]:
+        if mode not in ("single", "two_phase"):
+            raise ValueError(f"mode must be 'single' or 'two_phase', got {mode!r}")
+
+        def decorate(handler: Handler) -> Handler:
+            if kind in self._kinds:
+                raise ValueError(f"job kind {kind!r} is registered twice")
+            self._kinds[kind] = _Kind(handler, mode)
+            return handler
+
+        return decorate
+
+    def get(self, kind: str) -> _Kind | None:
+        return self._kinds.get(kind)
+
+    def __contains__(self, kind: object) -> bool:
+        return kind in self._kinds
+
+
+def job_message(job_id: uuid.UUID | str) -> str:
+    """The body of a message that asks a job consumer to look at ``job_id``."""
+    return json.dumps({"job_id": str(job_id)}, separators=(",", ":"))
+
+
+def parse_job_message(body: str) -> uuid.UUID:
+    """The job id a message names; :class:`~sluice.errors.PermanentError` for anything else."""
+    if len(body.encode("utf-8", "surrogatepass")) > MAX_JOB_MESSAGE_BYTES:
+        raise PermanentError(f"a job message is at most {MAX_JOB_MESSAGE_BYTES} bytes; this one is longer")
+    try:
+        data = json.loads(body)
+    except ValueError:
+        raise PermanentError('job message is not JSON (expected {"job_id": "<uuid>"})') from None
+    raw = data.get("job_id") if isinstance(data, dict) else None
+    if not isinstance(raw, str):
+        raise PermanentError('job message has no string job_id (expected {"job_id": "<uuid>"})')
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise PermanentError(f"job_id is not a UUID: {raw[:64]!r}") from None
+
+
+class JobWorker:
+    """Runs one job by id in its kind's mode; returns what happened (never raises for a job's own
+    failure). Raises :class:`~sluice.errors.JobStoreUnavailable` when the database is unreachable and
+    :class:`~sluice.errors.JobNotFound` when there is no such job."""
+
+    def __init__(self, store: JobStore, kinds: JobKinds, *, logger: Logger | None = None) -> None:
+        self._store = store
+        self._kinds = kinds
+        self._log = logger
+
+    def run(self, job_id: uuid.UUID) -> Outcome:
+        job = self._store.get(job_id)
+        if job is None:
+            raise JobNotFound(f"no job {job_id}")
+        if job.status != "pending":  # the common duplicate: no write, no handler
+            self._info("job already handled", job_id, status=job.status)
+            return Outcome.ALREADY_HANDLED
+        kind = self._kinds.get(job.kind)
+        try:
+            if kind is None:
+                return self._no_handler(job)
+            if kind.mode == "single":
+                return self._single(job, kind.handler)
+            return self._two_phase(job, kind.handler)
+        except AlreadyHandled as exc:
+            self._info("job already handled", job_id, reason=str(exc))
+            return Outcome.ALREADY_HANDLED
+        except LostClaim as exc:
+            if self._log is not None:
+                self._log.error(
+                    "job claim lost; result discarded", extra={"job_id": str(job_id), "reason": str(exc)}
+                )
+            return Outcome.LOST_CLAIM
+
+    def _single(self, job: Job, handler: Handler) -> Outcome:
+        try:
+            result = handler(job)
+        except JobStoreUnavailable:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a job's failure is recorded in its row
+            failed = self._store.fail_if_pending(
+                job.id, _describe(exc), attempt=job.attempt + 1, **_retry(exc)
+            )
+            return self._failed(job, exc, failed.status)
+        self._store.complete_if_pending(job.id, result)
+        return Outcome.COMPLETED
+
+    def _two_phase(self, job: Job, handler: Handler) -> Outcome:
+        claim = self._store.claim(job.id)
+        try:
+            result = handler(claim.job)
+        except JobStoreUnavailable:
+            raise  # the claim stays; the reaper takes it back after the lease
+        except Exception as exc:  # noqa: BLE001 - a job's failure is recorded in its row
+            failed = self._store.fail(claim, _describe(exc), **_retry(exc))
+            return self._failed(claim.job, exc, failed.status)
+        self._store.commit(claim, result)
+        return Outcome.COMPLETED
+
+    def _no_handler(self, job: Job) -> Outcome:
+        error = f"no handler is registered for job kind {job.kind!r}"
+        self._store.fail_if_pending(job.id, error, attempt=job.attempt + 1, permanent=True)
+        if self._log is not None:
+            self._log.error("job is dead: unknown kind", extra={"job_id": str(job.id), "kind": job.kind})
+        return Outcome.DEAD
+
+    def _failed(self, job: Job, exc: Exception, status: str) -> Outcome:
+        if self._log is not None:
+            self._log.warning(
+                "job failed" if status == "error" else "job is dead",
+                extra={
+                    "job_id": str(job.id),
+                    "kind": job.kind,
+                    "attempt": job.attempt,
+                    "error": _describe(exc),
+                },
+            )
+        return Outcome.DEAD if status == "dead" else Outcome.FAILED
+
+    def _info(self, message: str, job_id: uuid.UUID, **extra: Any) -> None:
+        if self._log is not None:
+            self._log.info(message, extra={"job_id": str(job_id), **extra})
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{exc.__class__.__name__}: {exc}"
+
+
+def _retry(exc: BaseException) -> dict[str, Any]:
+    if isinstance(exc, RetryAfter):
+        return {"retry_in": exc.seconds}
+    return {"permanent": isinstance(exc, PermanentError)}
+
+
+class JobConsumer:
+    """The job-mode Lambda handler's logic: one SQS batch of job messages."""
+
+    def __init__(
+        self,
+        worker: JobWorker,
+        *,
+        sqs: SQSClient,
+        poison_queue_url: str,
+        logger: Logger,
+        metrics_sink: MetricSink,
+        seal: Seal | None = None,
+    ) -> None:
+        self._worker = worker
+        self._sqs = sqs
+        self._poison = poison_queue_url
+        self._log = logger
+        self._metrics = metrics_sink
+        self._seal = seal
+
+    def handle(self, event: Mapping[str, Any], context: LambdaContext | None) -> dict[str, Any]:
+        counts: Counter[str] = Counter()
+        down: list[JobStoreUnavailable] = []
+
+        def record_handler(record: SQSRecord) -> None:
+            self._log.append_keys(message_id=record.message_id)
+            try:
+                self._record(record, counts, down)
+            except JobStoreUnavailable as exc:
+                if not down:
+                    down.append(exc)
+                    self._log.error(
+                        "job store unavailable; the batch's jobs go back to SQS", extra={"reason": str(exc)}
+                    )
+                counts[metrics.JOB_STORE_UNAVAILABLE] += 1
+                raise
+            finally:
+                self._log.remove_keys(["message_id"])
+
+        response = process_partial_response(
+            event=dict(event),
+            record_handler=record_handler,
+            processor=BatchProcessor(EventType.SQS, raise_on_entire_batch_failure=False),
+            context=context,
+        )
+        for name in metrics.JOB_CONSUMER_COUNTERS:
+            self._metrics.add_metric(name=name, unit="Count", value=counts[name])
+        self._log.info("job batch done", extra={"records": len(event.get("Records", [])), **counts})
+        return dict(response)
+
+    def _record(self, record: SQSRecord, counts: Counter[str], down: list[JobStoreUnavailable]) -> None:
+        if down:  # the database is unreachable: don't spend a connect timeout on every record
+            raise JobStoreUnavailable(f"not tried: {down[0]}")
+        try:
+            outcome = self._worker.run(parse_job_message(record.body or ""))
+        except PermanentError as exc:  # malformed message or no such job: isolate, never retry
+            self._reject(record, exc)
+            counts[metrics.JOB_MESSAGES_REJECTED] += 1
+            return
+        counts[_METRIC[outcome]] += 1
+
+    def _reject(self, record: SQSRecord, exc: PermanentError) -> None:
+        raw = record.raw_event.get("messageAttributes") or {}
+        attributes, envelope, _problem = split(
+            from_event_attributes(raw), body=record.body or "", seal=self._seal
+        )
+        envelope = envelope or Envelope()
+        if envelope.origin_id is None:
+            envelope = envelope.model_copy(
+                update={"origin_id": record.message_id, "source": envelope.source or record.event_source_arn}
+            )
+        poison_id = isolate(  # raises when it cannot: the record is retried, then dead-lettered by SQS
+            self._sqs,
+            poison_queue_url=self._poison,
+            body=record.body or "",
+            attributes=attributes,
+            envelope=envelope.failed(exc, receives=_receives(record)),
+            seal=self._seal,
+        )
+        self._log.error(
+            "job message rejected to the poison queue",
+            extra={
+                "reason": str(exc)[:512],
+                "error_type": exc.__class__.__name__,
+                "poison_message_id": poison_id,
+            },
+        )
+
+
+def _receives(record: SQSRecord) -> int:
+    try:
+        return max(1, int(record.attributes.approximate_receive_count))
+    except (TypeError, ValueError):
+        return 1

@@ -1,0 +1,647 @@
+"""The job store against a real PostgreSQL (never a mock: the locks are Postgres's).
+
+Skipped, with the reason printed, when no PostgreSQL answers (``SLUICE_DATABASE_URL``, else
+127.0.0.1:5432).
+"""
+
+from __future__ import annotations
+
+import queue
+import random
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from sluice.errors import (
+    AlreadyHandled,
+    JobContention,
+    JobNotFound,
+    JobStoreUnavailable,
+    LostClaim,
+    PermanentError,
+    RetryAfter,
+    TransientError,
+)
+from sluice.jobs import Connector, JobKinds, JobStore, JobWorker, Outcome, migrate
+
+JOIN_SECONDS = 90  # generous: a loaded 2-core machine
+
+
+def store_for(url: str, schema: str, *, worker: str = "w", **kw) -> JobStore:
+    return JobStore(
+        Connector(lambda _refresh: url, application_name=worker), schema=schema, worker=worker, **kw
+    )
+
+
+def run_threads(n: int, target: Callable[[int], None]) -> None:
+    errors: list[BaseException] = []
+
+    def guarded(i: int) -> None:
+        try:
+            target(i)
+        except BaseException as exc:  # noqa: BLE001 - reported to the test below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(JOIN_SECONDS)
+        assert not t.is_alive(), "a worker thread hung"
+    assert not errors, errors
+
+
+def table(schema: str) -> sql.Composed:
+    return sql.SQL("{}").format(sql.Identifier(schema, "jobs"))
+
+
+# --- schema ------------------------------------------------------------------------------------------
+
+
+def test_migrations_apply_once_even_when_raced(pg_url):
+    # Given a schema nobody has migrated
+    schema = f"sluice_t_{uuid.uuid4().hex[:12]}"
+    applied: list[list[int]] = []
+    try:
+        # When eight cold starts migrate it at once
+        def one(_i: int) -> None:
+            with psycopg.connect(pg_url, autocommit=True) as conn:
+                applied.append(migrate(conn, schema))
+
+        run_threads(8, one)
+        # Then exactly one of them applied version 1, and running it again applies nothing
+        assert sorted(map(tuple, applied)) == [()] * 7 + [(1,)]
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            assert migrate(conn, schema) == []
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+def test_the_claim_reaper_and_sweeper_queries_use_their_indexes(pg_url, jobs_schema):
+    # Given 20 000 finished jobs and a handful in each working state, analyzed
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {} (id, kind, status, completed_at)"
+                " SELECT gen_random_uuid(), 'k', 'completed', now()"
+                " FROM generate_series(1, 20000)"
+            ).format(table(jobs_schema))
+        )
+        store = store_for(pg_url, jobs_schema)
+        for _ in range(5):
+            store.claim(store.create("k").id)
+        conn.execute(sql.SQL("ANALYZE {}").format(table(jobs_schema)))
+
+        def plan(query: str) -> str:
+            rows = conn.execute(sql.SQL("EXPLAIN " + query).format(jobs=table(jobs_schema))).fetchall()
+            return "\n".join(r[0] for r in rows)
+
+        # Then each maintenance query reads its partial index, and a claim reads an index (never the table)
+        assert "jobs_processing_claimed_at" in plan(
+            "SELECT id, claim_token FROM {jobs} WHERE status = 'processing'"
+            " AND claimed_at < now() - interval '15 minutes' ORDER BY claimed_at LIMIT 500"
+        )
+        assert "jobs_error_next_attempt_at" in plan(
+            "SELECT id FROM {jobs} WHERE status = 'error' AND next_attempt_at <= now()"
+            " ORDER BY next_attempt_at LIMIT 500 FOR UPDATE SKIP LOCKED"
+        )
+        assert "jobs_pending_updated_at" in plan(
+            "SELECT id FROM {jobs} WHERE status = 'pending' AND updated_at < now() - interval '15 minutes'"
+            " ORDER BY updated_at LIMIT 500 FOR UPDATE SKIP LOCKED"
+        )
+        claim_plan = plan(
+            "UPDATE {jobs} SET status = 'processing'"
+            " WHERE id = '00000000-0000-4000-8000-000000000000' AND status = 'pending'"
+        )
+        assert "Index Scan" in claim_plan
+        assert "Seq Scan" not in claim_plan
+
+
+# --- create ------------------------------------------------------------------------------------------
+
+
+def test_create_is_idempotent_on_the_unique_key(pg_url, jobs_schema):
+    store = store_for(pg_url, jobs_schema)
+    first = store.create("email", {"to": "a@example.com"}, unique_key="order-42:email")
+    again = store.create("email", {"to": "a@example.com"}, unique_key="order-42:email")
+    assert first.created
+    assert not again.created
+    assert again.id == first.id
+    job = store.get(first.id)
+    assert job is not None
+    assert job.status == "pending"
+    assert job.attempt == 0
+    assert job.max_attempts == 5
+
+
+# --- the races ---------------------------------------------------------------------------------------
+
+
+def test_16_workers_racing_on_one_two_phase_job_run_its_side_effect_once(pg_url, jobs_schema):
+    # Given one two-phase job whose side effect must not repeat
+    job_id = store_for(pg_url, jobs_schema).create("charge", {"cents": 500}).id
+    charges: list[str] = []
+    kinds = JobKinds()
+
+    @kinds.register("charge", mode="two_phase")
+    def charge(job):
+        charges.append(str(job.id))
+        time.sleep(0.05)  # widen the window the losers race in
+        return {"charged": job.payload["cents"]}
+
+    start = threading.Barrier(16, timeout=JOIN_SECONDS)
+    outcomes: list[Outcome] = []
+
+    # When 16 workers, each with its own connection, deliver the same job at once
+    def worker(i: int) -> None:
+        w = JobWorker(store_for(pg_url, jobs_schema, worker=f"w{i}"), kinds)
+        start.wait()
+        outcomes.append(w.run(job_id))
+
+    run_threads(16, worker)
+
+    # Then the side effect ran exactly once, one worker completed and 15 were already handled
+    assert charges == [str(job_id)]
+    assert Counter(outcomes) == {Outcome.COMPLETED: 1, Outcome.ALREADY_HANDLED: 15}
+    job = store_for(pg_url, jobs_schema).get(job_id)
+    assert job is not None
+    assert job.status == "completed"
+    assert job.attempt == 1
+    assert job.result == {"charged": 500}
+
+
+def test_16_workers_claiming_one_job_directly_one_claim_15_already_handled(pg_url, jobs_schema):
+    job_id = store_for(pg_url, jobs_schema).create("charge").id
+    start = threading.Barrier(16, timeout=JOIN_SECONDS)
+    won: list[int] = []
+    lost: list[str] = []
+
+    def worker(i: int) -> None:
+        store = store_for(pg_url, jobs_schema, worker=f"w{i}")
+        store.get(job_id)  # connected before the start line
+        start.wait()
+        try:
+            claim = store.claim(job_id)
+        except AlreadyHandled as exc:
+            lost.append(str(exc))
+        else:
+            won.append(i)
+            store.commit(claim, {"by": i})
+
+    run_threads(16, worker)
+    assert len(won) == 1
+    assert len(lost) == 15
+    assert all("not pending" in reason for reason in lost)
+
+
+def test_16_workers_racing_in_single_update_mode_complete_the_row_once(pg_url, jobs_schema):
+    # Given a single-UPDATE job (its side effect tolerates a repeat), and a handler every worker enters
+    # before any may finish: all 16 really race to the UPDATE
+    job_id = store_for(pg_url, jobs_schema).create("thumbnail").id
+    inside = threading.Barrier(16, timeout=JOIN_SECONDS)
+    kinds = JobKinds()
+    runs: list[int] = []
+
+    @kinds.register("thumbnail", mode="single")
+    def thumbnail(job):
+        runs.append(1)
+        inside.wait()
+        return {"ok": True}
+
+    outcomes: list[Outcome] = []
+
+    def worker(i: int) -> None:
+        outcomes.append(JobWorker(store_for(pg_url, jobs_schema, worker=f"w{i}"), kinds).run(job_id))
+
+    run_threads(16, worker)
+
+    # Then the tolerated side effect ran 16 times, but exactly one UPDATE completed the row
+    assert len(runs) == 16
+    assert Counter(outcomes) == {Outcome.COMPLETED: 1, Outcome.ALREADY_HANDLED: 15}
+    job = store_for(pg_url, jobs_schema).get(job_id)
+    assert job is not None
+    assert job.status == "completed"
+    assert job.attempt == 1
+
+
+@pytest.mark.parametrize("workers", [1, 4, 16])
+@pytest.mark.parametrize("mode", ["two_phase", "single"])
+def test_workers_draining_duplicated_deliveries_complete_every_job_exactly_once(
+    pg_url, jobs_schema, workers, mode
+):
+    # Given 150 jobs, each delivered twice in random order (at-least-once delivery)
+    n = 150
+    creator = store_for(pg_url, jobs_schema)
+    ids = [creator.create("work", {"n": i}).id for i in range(n)]
+    deliveries: queue.Queue[uuid.UUID] = queue.Queue()
+    for job_id in random.Random(workers).sample(ids * 2, 2 * n):
+        deliveries.put(job_id)
+    completions: Counter[str] = Counter()
+    lock = threading.Lock()
+    kinds = JobKinds()
+
+    @kinds.register("work", mode=mode)
+    def work(job):
+        return {"n": job.payload["n"]}
+
+    outcomes: Counter[Outcome] = Counter()
+
+    # When 1, 4 or 16 workers drain the deliveries
+    def worker(i: int) -> None:
+        w = JobWorker(store_for(pg_url, jobs_schema, worker=f"w{i}"), kinds)
+        while True:
+            try:
+                job_id = deliveries.get_nowait()
+            except queue.Empty:
+                return
+            outcome = w.run(job_id)
+            with lock:
+                outcomes[outcome] += 1
+                if outcome is Outcome.COMPLETED:
+                    completions[str(job_id)] += 1
+
+    run_threads(workers, worker)
+
+    # Then every job completed exactly once: none lost, none completed twice
+    assert set(completions) == {str(i) for i in ids}
+    assert max(completions.values()) == 1
+    assert outcomes == {Outcome.COMPLETED: n, Outcome.ALREADY_HANDLED: n}
+    with psycopg.connect(pg_url) as conn:
+        rows = conn.execute(
+            sql.SQL("SELECT status, attempt, count(*) FROM {} GROUP BY 1, 2").format(table(jobs_schema))
+        ).fetchall()
+    assert rows == [("completed", 1, n)]
+
+
+# --- crash, reaper, fencing --------------------------------------------------------------------------
+
+
+def test_a_claimed_then_crashed_job_is_reaped_and_completed_later(pg_url, jobs_schema):
+    store = store_for(pg_url, jobs_schema)
+    job_id = store.create("charge").id
+    # Given a worker that claimed the job and crashed before committing
+    store_for(pg_url, jobs_schema, worker="crashed").claim(job_id)
+    kinds = JobKinds()
+    kinds.register("charge")(lambda job: {"ok": job.attempt})
+    # When a redelivery arrives, it finds the job taken
+    assert JobWorker(store, kinds).run(job_id) is Outcome.ALREADY_HANDLED
+    # When the lease has passed and the reaper runs
+    reaped = store.reap(lease_seconds=0)
+    # Then the job is pending again, with the expired claim in its history, and completes on the next try
+    assert reaped.pending == [job_id]
+    assert reaped.dead == []
+    job = store.get(job_id)
+    assert job is not None
+    assert job.status == "pending"
+    assert [e["attempt"] for e in job.errors] == [1]
+    assert "claim expired" in job.errors[0]["error"]
+    assert job.errors[0]["worker"] == "crashed"
+    assert JobWorker(store, kinds).run(job_id) is Outcome.COMPLETED
+    done = store.get(job_id)
+    assert done is not None
+    assert done.status == "completed"
+    assert done.attempt == 2
+    assert done.result == {"ok": 2}
+
+
+def test_the_reaper_leaves_a_job_that_commits_between_its_read_and_its_update_completed(pg_url, jobs_schema):
+    store = store_for(pg_url, jobs_schema)
+    job_id = store.create("charge").id
+    slow = store_for(pg_url, jobs_schema, worker="slow")
+    claim = slow.claim(job_id)
+    seen: list[list[tuple[uuid.UUID, uuid.UUID]]] = []
+
+    # Given the reaper has read the claim as expired, when the slow worker commits right then
+    def commit_in_between(read):
+        seen.append(read)
+        slow.commit(claim, {"done": "by the slow worker"})
+
+    reaped = store_for(pg_url, jobs_schema, worker="reaper").reap(lease_seconds=0, between=commit_in_between)
+
+    # Then the reaper read the claim but changed nothing: the job stays completed (River #1302)
+    assert seen == [[(job_id, claim.token)]]
+    assert reaped.pending == []
+    assert reaped.dead == []
+    job = store.get(job_id)
+    assert job is not None
+    assert job.status == "completed"
+    assert job.result == {"done": "by the slow worker"}
+    assert job.errors == []
+
+
+def test_a_reaper_racing_a_new_claim_leaves_the_new_claim_alone(pg_url, jobs_schema):
+    store = store_for(pg_url, jobs_schema)
+    job_id = store.create("charge").id
+    first = store_for(pg_url, jobs_schema, worker="first").claim(job_id)
+
+    # Given the reaper read the first claim; meanwhile another reaper took it back and a worker claimed
+    def reclaimed_in_between(_read):
+        assert store_for(pg_url, jobs_schema, worker="reaper-2").reap(lease_seconds=0).pending == [job_id]
+        store_for(pg_url, jobs_schema, worker="second").claim(job_id)
+
+    reaped = store.reap(lease_seconds=0, between=reclaimed_in_between)
+
+    # Then the second claim is untouched (Procrastinate #1585: recovery must not take running jobs)
+    assert reaped.pending == []
+    job = store.get(job_id)
+    assert job is not None
+    assert job.status == "processing"
+    assert job.claimed_by == "second"
+    assert job.claim_token != first.token
+
+
+def test_a_worker_whose_claim_was_reaped_gets_lost_claim_and_changes_nothing(pg_url, jobs_schema):
+    store = store_for(pg_url, jobs_schema)
+    job_id = store.create("charge").id
+    stale = store_for(pg_url, jobs_schema, worker="stale")
+    old = stale.claim(job_id)
+    store.reap(lease_seconds=0)
+
+    # The reaped worker cannot commit while the job waits to be claimed again ...
+    with pytest.raises(LostClaim, match="reaped from this claim"):
+        stale.commit(old, {"late": True})
+    # ... nor once a new worker holds it: neither commit nor fail touches the new claim
+    fresh = store_for(pg_url, jobs_schema, worker="fresh")
+    new = fresh.claim(job_id)
+    with pytest.raises(LostClaim, match="under another claim"):
+        stale.commit(old, {"late": True})
+    with pytest.raises(LostClaim):
+        stale.fail(old, "late failure")
+    fresh.commit(new, {"by": "fresh"})
+    job = store.get(job_id)
+    assert job is not None
+    assert job.status == "completed"
+    assert job.result == {"by": "fresh"}
+    assert job.claim_token == new.token
+    assert job.attempt == 2
+
+
+def test_a_claim_reaped_on_its_last_attempt_is_dead(pg_url, jobs_schema):
+    store = store_for(pg_url, jobs_schema)
+    job_id = store.create("charge", max_attempts=1).id
+    store.claim(job_id)
+    reaped = store.reap(lease_seconds=0)
+    assert reaped.dead == [job_id]
+    assert reaped.pending == []
+    job = store.get(job_id)
+    assert job is not None
+    assert job.status == "dead"
+    assert len(job.errors) == 1
+
+
+def test_a_live_claim_is_not_reaped(pg_url, jobs_schema):
+    store = store_for(pg_url, jobs_schema)
+    job_id = store.create("charge").id
+    store.claim(job_id)
+    assert store.reap(lease_seconds=3600).pending == []
+    job = store.get(job_id)
+    assert job is not None
+    assert job.status == "processing"
+
+
+# --- failures and retries ----------------------------------------------------------------------------
+
+
+def _make_due(url: str, schema: str, job_id: uuid.UUID) -> None:
+    """Move the retry time into the past (instead of waiting for it)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("UPDATE {} SET next_attempt_at = now() - interval '1 second' WHERE id = %s").format(
+                table(schema)
+            ),
+            (job_id,),
+        )
+
+
+def _retry_gap(url: str, schema: str, job_id: uuid.UUID) -> float:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            sql.SQL("SELECT extract(epoch FROM next_attempt_at - updated_at) FROM {} WHERE id = %s").format(
+                table(schema)
+            ),
+            (job_id,),
+        ).fetchone()
+    assert row is not None
+    return float(row[0])
+
+
+@pytest.mark.parametrize("mode", ["two_phase", "single"])
+def test_failed_jobs_retry_with_growing_delays_then_die_with_their_error_history(pg_url, jobs_schema, mode):
+    # Given a job that always fails transiently, 4 attempts, backoff base 10 s (jitter at its ceiling)
+    store = store_for(
+        pg_url, jobs_schema, backoff_base_seconds=10, backoff_cap_seconds=1000, uniform=lambda _lo, hi: hi
+    )
+    job_id = store.create("flaky", max_attempts=4).id
+    kinds = JobKinds()
+
+    @kinds.register("flaky", mode=mode)
+    def flaky(job):
+        raise TransientError(f"downstream unavailable (attempt {job.attempt})")
+
+    worker = JobWorker(store, kinds)
+    gaps = []
+    # When it runs, and the sweeper re-enqueues it each time its retry is due
+    for _ in range(3):
+        assert worker.run(job_id) is Outcome.FAILED
+        job = store.get(job_id)
+        assert job is not None
+        assert job.status == "error"
+        assert store.due_for_retry() == []  # not due yet
+        gaps.append(_retry_gap(pg_url, jobs_schema, job_id))
+        _make_due(pg_url, jobs_schema, job_id)
+        assert store.due_for_retry() == [job_id]
+    assert worker.run(job_id) is Outcome.DEAD
+
+    # Then next_attempt_at grew 10 s, 20 s, 40 s, and the dead job keeps every attempt's error
+    assert gaps == pytest.approx([10, 20, 40], abs=0.01)
+    job = store.get(job_id)
+    assert job is not None
+    assert job.status == "dead"
+    assert job.attempt == 4
+    assert job.next_attempt_at is None
+    assert [e["attempt"] for e in job.errors] == [1, 2, 3, 4]
+    assert all("TransientError: downstream unavailable" in e["error"] for e in job.errors)
+    assert store.due_for_retry() == []
+
+
+def test_a_permanent_error_is_dead_at_once_and_retry_after_sets_the_exact_delay(pg_url, jobs_schema):
+    store = store_for(pg_url, jobs_schema)
+    kinds = JobKinds()
+
+    @kinds.register("bad")
+    def bad(job):
+        raise PermanentError("card number is invalid")
+
+    @kinds.register("later")
+    def later(job):
+        raise RetryAfter(7, "429 from the provider")
+
+    bad_id, later_id = store.create("bad").id, store.create("later").id
+    worker = JobWorker(store, kinds)
+    assert worker.run(bad_id) is Outcome.DEAD
+    assert worker.run(later_id) is Outcome.FAILED
+    assert _retry_gap(pg_url, jobs_schema, later_id) == pytest.approx(7, abs=0.01)
+    dead = store.get(bad_id)
+    assert dead is not None
+    assert dead.attempt == 1
+    assert "card number is invalid" in dead.errors[0]["error"]
+
+
+def test_a_job_of_an_unknown_kind_is_dead_with_the_reason(pg_url, jobs_schema):
+    store = store_for(pg_url, jobs_schema)
+    job_id = store.create("nobody-handles-this").id
+    assert JobWorker(store, JobKinds()).run(job_id) is Outcome.DEAD
+    job = store.get(job_id)
+    assert job is not None
+    assert "no handler is registered" in job.errors[0]["error"]
+
+
+def test_a_message_for_a_job_that_does_not_exist_raises_job_not_found(pg_url, jobs_schema):
+    with pytest.raises(JobNotFound):
+        JobWorker(store_for(pg_url, jobs_schema), JobKinds()).run(uuid.uuid4())
+    with pytest.raises(JobNotFound):
+        store_for(pg_url, jobs_schema).claim(uuid.uuid4())
+
+
+def test_pending_rows_nobody_touched_are_found_as_orphans_once_per_age(pg_url, jobs_schema):
+    store = store_for(pg_url, jobs_schema)
+    job_id = store.create("lost-message").id
+    assert store.orphans(3600) == []
+    assert store.orphans(0) == [job_id]
+
+
+# --- 40001 under SERIALIZABLE ------------------------------------------------------------------------
+
+
+def _wait_until_blocked(url: str, application_name: str) -> None:
+    """Poll until the named session waits on a row lock (a condition, not a fixed sleep)."""
+    deadline = time.monotonic() + JOIN_SECONDS
+    with psycopg.connect(url, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE application_name = %s AND wait_event_type = 'Lock'",
+                (application_name,),
+            ).fetchone()
+            if row and row[0]:
+                return
+            time.sleep(0.01)
+    raise AssertionError(f"{application_name} never waited on a lock")
+
+
+def _race_a_concurrent_update(
+    url: str, schema: str, job_id: uuid.UUID, name: str, step: Callable[[], object]
+):
+    """Hold the row in another transaction, start ``step`` (it blocks on the row), then commit the other
+    transaction: under SERIALIZABLE the step's statement fails with 40001."""
+    result: list[object] = []
+    with psycopg.connect(url) as blocker:
+        blocker.execute(
+            sql.SQL("UPDATE {} SET updated_at = now() WHERE id = %s").format(table(schema)), (job_id,)
+        )
+        thread = threading.Thread(target=lambda: result.append(_capture(step)), daemon=True)
+        thread.start()
+        _wait_until_blocked(url, name)
+        blocker.commit()
+    thread.join(JOIN_SECONDS)
+    assert not thread.is_alive()
+    return result[0]
+
+
+def _capture(step: Callable[[], object]) -> object:
+    try:
+        return step()
+    except Exception as exc:  # noqa: BLE001 - handed to the test
+        return exc
+
+
+def test_40001_under_serializable_is_retried_on_claim_and_on_commit(pg_url, jobs_schema):
+    name = f"ser-{uuid.uuid4().hex[:8]}"
+    store = store_for(pg_url, jobs_schema, worker=name, isolation="serializable")
+    job_id = store.create("charge").id
+
+    # When a concurrent transaction updates the row while the claim waits for it
+    claim = _race_a_concurrent_update(pg_url, jobs_schema, job_id, name, lambda: store.claim(job_id))
+    # Then the claim's serialization failure was retried and the claim holds
+    assert not isinstance(claim, Exception), claim
+    assert store.contention_retries == 1
+
+    # And the same on commit
+    outcome = _race_a_concurrent_update(
+        pg_url, jobs_schema, job_id, name, lambda: store.commit(claim, {"ok": 1})
+    )
+    assert not isinstance(outcome, Exception), outcome
+    assert store.contention_retries == 2
+    job = store.get(job_id)
+    assert job is not None
+    assert job.status == "completed"
+    assert job.result == {"ok": 1}
+
+
+def test_40001_beyond_the_retry_budget_is_a_clear_error_not_a_crash(pg_url, jobs_schema):
+    name = f"ser-{uuid.uuid4().hex[:8]}"
+    store = store_for(pg_url, jobs_schema, worker=name, isolation="serializable", serialization_retries=0)
+    job_id = store.create("charge").id
+    outcome = _race_a_concurrent_update(pg_url, jobs_schema, job_id, name, lambda: store.claim(job_id))
+    assert isinstance(outcome, JobContention)
+    assert "40001" in str(outcome)
+    assert "0 retries" in str(outcome)
+    assert isinstance(outcome, JobStoreUnavailable)  # so a job consumer sends the message back to SQS
+    job = store.get(job_id)
+    assert job is not None
+    assert job.status == "pending"
+
+
+# --- connections -------------------------------------------------------------------------------------
+
+
+def test_a_broken_connection_is_replaced_and_the_transition_still_lands(pg_url, jobs_schema):
+    store = store_for(pg_url, jobs_schema, worker="reconnect")
+    job_id = store.create("charge").id
+    # Given the server dropped the environment's connection while it was idle (proxy, failover)
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'reconnect'"
+        )
+    # When the next transition runs, it reconnects and lands, once
+    claim = store.claim(job_id)
+    store.commit(claim, {"ok": True})
+    job = store.get(job_id)
+    assert job is not None
+    assert job.status == "completed"
+    assert job.attempt == 1
+
+
+def test_an_unreachable_database_is_job_store_unavailable():
+    store = JobStore(
+        Connector(lambda _r: "postgresql://postgres@127.0.0.1:1/test", connect_timeout_seconds=2)
+    )
+    with pytest.raises(JobStoreUnavailable, match="cannot connect"):
+        store.get(uuid.uuid4())
+
+
+def test_statement_timeouts_are_set_on_a_direct_connection(pg_url):
+    conn = Connector(lambda _r: pg_url, statement_timeout_ms=4321, lock_timeout_ms=1234).connection()
+    try:
+        assert conn.execute("SHOW statement_timeout").fetchone() == ("4321ms",)
+        assert conn.execute("SHOW lock_timeout").fetchone() == ("1234ms",)
+        assert conn.prepare_threshold is None  # no server-side prepared statements (RDS Proxy pins on them)
+    finally:
+        conn.close()
+
+
+def test_behind_a_proxy_no_startup_options_are_sent(pg_url):
+    connector = Connector(lambda _r: pg_url, statement_timeout_ms=4321, behind_proxy=True)
+    conn = connector.connection()
+    try:
+        assert conn.execute("SHOW statement_timeout").fetchone() != ("4321ms",)
+        assert "options" not in conn.info.get_parameters()
+    finally:
+        connector.discard()
