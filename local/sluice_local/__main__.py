@@ -29,6 +29,16 @@ def _redirect_function_output(log_file: Path) -> None:
     sys.stdout = log_file.open("a", buffering=1, encoding="utf-8")
 
 
+def _database_url(args: argparse.Namespace) -> str | None:
+    if args.database_url:
+        return str(args.database_url)
+    if args.jobs:
+        from sluice_local.postgres import database_url  # noqa: PLC0415 - psycopg only with --jobs
+
+        return database_url()
+    return None
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     console = sys.__stdout__ or sys.stderr
     params = {**(FAST if args.fast else {}), **_params(args.param)}
@@ -42,6 +52,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         parameters=params,
         stack_name=args.stack_name,
         port=args.port,
+        database_url=_database_url(args),
     ) as cloud:
         info = {
             "endpoint": cloud.endpoint,
@@ -133,6 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument(
         "--fast", action="store_true", help="small backoff/timeout parameters (seconds, not minutes)"
     )
+    up.add_argument(
+        "--jobs", action="store_true",
+        help="attach the job store: SLUICE_DATABASE_URL, else postgresql://postgres@127.0.0.1:5432/test",
+    )  # fmt: skip
+    up.add_argument("--database-url", default=None, help="attach the job store to this PostgreSQL")
     up.add_argument("--ready-file", default=None, help="write endpoint + outputs as JSON here once up")
     up.add_argument("--log-file", default=None, help="send the functions' stdout (JSON logs, EMF) here")
     up.set_defaults(func=cmd_up)

@@ -69,8 +69,14 @@ class LocalCloud:
         region: str = "us-east-1",
         port: int | None = None,
         config_env: str = "default",
+        database_url: str | None = None,
     ) -> None:
+        """``database_url``: a real PostgreSQL for the job store. The stack gets a schema of its own
+        (dropped on stop) and a secret holding the DSN, passed as ``DatabaseSecretArn``, so the job
+        functions exist and read the DSN as in AWS."""
         self.project = project
+        self.database_url = database_url
+        self.jobs_schema: str | None = None
         self.template_path = template or project / "template.yaml"
         self.parameters = {**samconfig_parameters(project, config_env), **(parameters or {})}
         self.stack_name = stack_name
@@ -102,6 +108,7 @@ class LocalCloud:
     def start(self) -> LocalCloud:
         try:
             self._start_server()
+            self._attach_database()
             self._deploy()
             self._start_pollers()
             self._start_emulation()
@@ -133,6 +140,14 @@ class LocalCloud:
             else:
                 os.environ[key] = value
         self._saved_env.clear()
+        if self.jobs_schema is not None and self.database_url is not None:
+            from sluice_local import postgres  # noqa: PLC0415 - only with a database
+
+            try:
+                postgres.drop_schema(self.database_url, self.jobs_schema)
+            except Exception:  # stopping must finish; the schema name is in the log
+                log.warning("could not drop job store schema %s", self.jobs_schema, exc_info=True)
+            self.jobs_schema = None
 
     def seal(self) -> Seal:
         """The stack's envelope key, as its functions load it (for tests that write what sluice writes)."""
@@ -175,6 +190,21 @@ class LocalCloud:
         self._server = moto_adapter.start_server(self.port)
         # moto's backends are process-wide: a stack started earlier in this process must not leak in.
         moto_adapter.reset()
+
+    def _attach_database(self) -> None:
+        if self.database_url is None:
+            return
+        from sluice_local import postgres  # noqa: PLC0415 - psycopg only with a database
+
+        reason = postgres.unreachable_reason(self.database_url)
+        if reason is not None:
+            raise DeployError(reason)
+        self.jobs_schema = postgres.new_schema(self.database_url, prefix="sluice_local_")
+        secret = self.client("secretsmanager").create_secret(
+            Name=f"{self.stack_name}-database", SecretString=self.database_url
+        )
+        self.parameters.setdefault("DatabaseSecretArn", str(secret["ARN"]))
+        self.parameters["JobsSchema"] = self.jobs_schema
 
     def _invoke(
         self, function_name: str, body: Any, request_headers: Any, response_headers: dict[str, Any]

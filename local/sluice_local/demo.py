@@ -11,10 +11,12 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from sluice_local import postgres
 from sluice_local.cloud import LocalCloud
 from sluice_local.fast import FAST
 from sluice_local.scenarios.consumer import consumer_scenarios
 from sluice_local.scenarios.delay import delay_scenarios
+from sluice_local.scenarios.jobs import job_scenarios
 from sluice_local.scenarios.observer import SENT_BACK, Stack
 from sluice_local.scenarios.redrive import exclusive_redrive_scenarios, redrive_scenarios
 from sluice_local.scenarios.runner import Outcome, run
@@ -38,7 +40,12 @@ def run_demo(log_file: Path, overrides: dict[str, str]) -> int:
     started = time.monotonic()
     settings = ", ".join(f"{k}={v}" for k, v in params.items())
     console.print(f"[bold]sluice demo[/]: deploying template.yaml into embedded AWS ({settings})")
-    with LocalCloud(parameters=params, stack_name="sluice-demo") as cloud:
+    database, skipped = _database()
+    if database is not None:
+        console.print(
+            f"job store: PostgreSQL at {postgres.redacted(database)} (own schema, dropped at the end)"
+        )
+    with LocalCloud(parameters=params, stack_name="sluice-demo", database_url=database) as cloud:
         console.print(
             f"stack up at {cloud.endpoint} in {time.monotonic() - started:.1f} s; function logs → {log_file}"
         )
@@ -48,6 +55,7 @@ def run_demo(log_file: Path, overrides: dict[str, str]) -> int:
         phases = [
             [
                 *consumer_scenarios(),
+                *(job_scenarios() if database is not None else []),
                 *delay_scenarios(float(params["DirectSendThresholdSeconds"])),
                 *redrive_scenarios(params),
             ],
@@ -57,7 +65,7 @@ def run_demo(log_file: Path, overrides: dict[str, str]) -> int:
             TextColumn("scenarios"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
         )
         task = progress.add_task("scenarios", total=sum(len(p) for p in phases))
-        results: list[Outcome] = []
+        results: list[Outcome] = list(skipped)
 
         def render(current: list[Outcome | None]) -> Group:
             queues = Table(title="queues", expand=False)
@@ -84,14 +92,25 @@ def run_demo(log_file: Path, overrides: dict[str, str]) -> int:
     for column in ("scenario", "expected", "observed", "s", "result"):
         table.add_column(column)
     for r in results:
-        table.add_row(
-            r.name, r.expected, r.observed, f"{r.seconds:.1f}", "[green]PASS[/]" if r.ok else "[red]FAIL[/]"
-        )
+        verdict = "[yellow]SKIP[/]" if r.skipped else "[green]PASS[/]" if r.ok else "[red]FAIL[/]"
+        table.add_row(r.name, r.expected, r.observed, f"{r.seconds:.1f}", verdict)
     console.print(table)
-    failed = [r.name for r in results if not r.ok]
-    summary = f"[bold]{len(results) - len(failed)} passed, {len(failed)} failed[/]"
+    failed = [r.name for r in results if not r.ok and not r.skipped]
+    passed = sum(1 for r in results if r.ok and not r.skipped)
+    summary = f"[bold]{passed} passed, {len(failed)} failed, {len(results) - passed - len(failed)} skipped[/]"
     console.print(
         f"{summary} in {time.monotonic() - started:.1f} s"
         + (f" — failed: {', '.join(failed)}" if failed else "")
     )
     return 1 if failed else 0
+
+
+def _database() -> tuple[str | None, list[Outcome]]:
+    """The PostgreSQL for the job scenarios, or the scenarios as skipped with the reason."""
+    url = postgres.database_url()
+    reason = postgres.unreachable_reason(url)
+    if reason is None:
+        return url, []
+    return None, [
+        Outcome(s.name, s.expected, f"skipped: {reason}", ok=False, skipped=True) for s in job_scenarios()
+    ]

@@ -15,7 +15,14 @@ from psycopg import sql
 
 from sluice.jobs.schema import migrate
 
-__all__ = ["DEFAULT_DATABASE_URL", "database_url", "drop_schema", "new_schema", "unreachable_reason"]
+__all__ = [
+    "DEFAULT_DATABASE_URL",
+    "database_url",
+    "drop_schema",
+    "new_schema",
+    "redacted",
+    "unreachable_reason",
+]
 
 DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -32,7 +39,7 @@ def unreachable_reason(url: str, *, timeout_seconds: int = 3) -> str | None:
             conn.execute("SELECT 1")
     except psycopg.Error as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        return f"no PostgreSQL at {_redacted(url)} ({first}); set SLUICE_DATABASE_URL to one"
+        return f"no PostgreSQL at {redacted(url)} ({first}); set SLUICE_DATABASE_URL to one"
     return None
 
 
@@ -49,7 +56,8 @@ def drop_schema(url: str, name: str) -> None:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
-def _redacted(url: str) -> str:
+def redacted(url: str) -> str:
+    """``url`` without its password (for logs and printed reasons)."""
     info = psycopg.conninfo.conninfo_to_dict(url)
     info.pop("password", None)
     return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items() if v is not None})

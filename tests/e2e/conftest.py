@@ -59,6 +59,7 @@ def start_stack(
     stack_name: str,
     template: Path | None = None,
     params: dict[str, str] | None = None,
+    database_url: str | None = None,
     timeout: float = 180,  # a deadline, not a wait: generous for a loaded machine
 ) -> RunningStack:
     ready = workdir / f"{stack_name}.ready.json"
@@ -72,6 +73,8 @@ def start_stack(
         cmd += ["--template", str(template)]
     for key, value in (params or {}).items():
         cmd += ["--param", f"{key}={value}"]
+    if database_url is not None:
+        cmd += ["--database-url", database_url]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SLUICE_", "MOTO_"))}
     with output.open("wb") as sink:
         process = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT)
@@ -97,19 +100,34 @@ def port_is_closed(port: int) -> bool:
 
 
 def _session_stack(
-    factory: pytest.TempPathFactory, name: str, params: dict[str, str] | None = None
+    factory: pytest.TempPathFactory,
+    name: str,
+    params: dict[str, str] | None = None,
+    database_url: str | None = None,
 ) -> Iterator[RunningStack]:
     """Start a stack for the session; on teardown it must stop cleanly and free its port."""
-    running = start_stack(factory.mktemp(name), stack_name=name, params=params)
+    running = start_stack(factory.mktemp(name), stack_name=name, params=params, database_url=database_url)
     yield running
     code = running.stop()
     assert code == 0, f"local stack exited with {code}:\n{running.output.read_text()[-4000:]}"
     assert port_is_closed(running.port), "the embedded endpoint's port is still open after shutdown"
 
 
+NO_DATABASE: list[str] = []
+"""Why the session stack has no job store (no PostgreSQL answered), for the job tests' skip reason."""
+
+
 @pytest.fixture(scope="session")
 def running_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    yield from _session_stack(tmp_path_factory, "sluice-e2e")
+    """The session's stack, with the job store attached when a PostgreSQL answers (SLUICE_DATABASE_URL,
+    else 127.0.0.1:5432); its schema is its own and is dropped when the stack stops."""
+    from sluice_local import postgres  # noqa: PLC0415
+
+    url = postgres.database_url()
+    reason = postgres.unreachable_reason(url)
+    if reason is not None:
+        NO_DATABASE.append(reason)
+    yield from _session_stack(tmp_path_factory, "sluice-e2e", database_url=None if reason else url)
 
 
 @pytest.fixture(scope="session")

@@ -121,6 +121,24 @@ class Stack:
                 return found
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
+    def job_store(self) -> Any:
+        """A :class:`sluice.jobs.JobStore` on the stack's job store (its DSN read from the stack's secret,
+        as the job functions read it); None when the stack has no database."""
+        arn = self.outputs.get("DatabaseSecretArn")
+        if not arn:
+            return None
+        if "job_store" not in self._clients:
+            from sluice.jobs import Connector, JobStore, dsn_from_secret  # noqa: PLC0415 - psycopg only with jobs
+
+            dsn = dsn_from_secret(
+                self.client("secretsmanager").get_secret_value(SecretId=arn)["SecretString"]
+            )
+            connector = Connector(lambda _refresh: dsn, application_name="sluice-observer")
+            self._clients["job_store"] = JobStore(
+                connector, schema=self.outputs["JobsSchema"], worker="observer"
+            )
+        return self._clients["job_store"]
+
     def charges(self, prefix: str) -> Counter[str]:
         """Order id → how many times it was charged, for order ids starting with ``prefix``."""
         return Counter(e.order_id for e in self.side_effects(prefix, CHARGE))

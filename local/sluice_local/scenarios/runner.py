@@ -26,6 +26,8 @@ class Outcome:
     observed: str
     ok: bool
     seconds: float = 0.0
+    skipped: bool = False
+    """Not run (e.g. no PostgreSQL for the job scenarios); ``observed`` says why. Never a pass."""
 
 
 class Scenario:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from sluice.jobs.connection import Connector, dsn_from_secret
     from sluice.jobs.maintenance import JobMaintenance, MaintenanceReport
     from sluice.jobs.schema import migrate, migrations
-    from sluice.jobs.settings import JobSettings, JobStoreSettings
+    from sluice.jobs.settings import JobConsumerSettings, JobSettings, JobStoreSettings
     from sluice.jobs.store import Claim, Created, Failed, Job, JobStore, Reaped
     from sluice.jobs.worker import JobConsumer, JobKinds, JobWorker, Outcome, job_message, parse_job_message
 
@@ -30,6 +30,7 @@ __all__ = [
     "Failed",
     "Job",
     "JobConsumer",
+    "JobConsumerSettings",
     "JobKinds",
     "JobMaintenance",
     "JobSettings",
@@ -55,6 +56,7 @@ __getattr__, __dir__ = lazy_exports(
         "MaintenanceReport": "maintenance",
         "migrate": "schema",
         "migrations": "schema",
+        "JobConsumerSettings": "settings",
         "JobSettings": "settings",
         "JobStoreSettings": "settings",
         "Claim": "store",

@@ -59,7 +59,10 @@ class JobMaintenance:
         lease_seconds: int,
         orphan_seconds: int,
         limit: int = 500,
+        migrate_schema: Callable[[], object] | None = None,
     ) -> None:
+        """``migrate_schema`` runs before the first run (the scheduled functions bring the schema up to
+        date, idempotently, so a fresh deployment needs no manual step)."""
         if not queue_url:
             raise ValueError("the job queue URL is required to re-enqueue jobs (SLUICE_JOB_QUEUE_URL)")
         self._store = store
@@ -70,8 +73,17 @@ class JobMaintenance:
         self._lease = lease_seconds
         self._orphan = orphan_seconds
         self._limit = limit
+        self._migrate = migrate_schema
+
+    def _ready(self) -> None:
+        if self._migrate is not None:
+            applied = self._migrate()
+            if applied:
+                self._log.info("job store migrations applied", extra={"versions": applied})
+            self._migrate = None
 
     def reap(self, remaining_ms: Callable[[], int] | None = None) -> MaintenanceReport:
+        self._ready()
         report = MaintenanceReport()
         while True:
             reaped = self._store.reap(self._lease, limit=self._limit)
@@ -91,6 +103,7 @@ class JobMaintenance:
         return report
 
     def sweep(self, remaining_ms: Callable[[], int] | None = None) -> MaintenanceReport:
+        self._ready()
         report = MaintenanceReport()
         while True:
             due = self._store.due_for_retry(limit=self._limit)

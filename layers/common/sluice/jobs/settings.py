@@ -7,9 +7,10 @@ from typing import Literal, Self
 from pydantic import Field, model_validator
 
 from sluice.limits import MAX_VISIBILITY_SECONDS
+from sluice.sealing import SealSettings
 from sluice.settings import EnvSettings
 
-__all__ = ["JobSettings", "JobStoreSettings"]
+__all__ = ["JobConsumerSettings", "JobSettings", "JobStoreSettings"]
 
 Isolation = Literal["read committed", "repeatable read", "serializable"]
 
@@ -63,3 +64,9 @@ class JobSettings(JobStoreSettings):
     """A pending row untouched this long has lost its message: the sweeper enqueues it again."""
     job_sweep_limit: int = Field(default=500, ge=1, le=10_000)
     """Rows the reaper and the sweeper move per run (the rest wait for the next run)."""
+
+
+class JobConsumerSettings(JobSettings, SealSettings):
+    """The job consumer: also seals the envelope of what it isolates."""
+
+    poison_queue_url: str = Field(pattern=r"^https?://")

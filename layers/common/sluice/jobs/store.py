@@ -359,6 +359,12 @@ class JobStore:
         touched and returned, to be enqueued again."""
         return [row["id"] for row in self._all("orphans", {"age": float(older_than_seconds), "limit": limit})]
 
+    def migrate(self) -> list[int]:
+        """Apply the schema's pending migrations (:func:`sluice.jobs.schema.migrate`); idempotent."""
+        from sluice.jobs.schema import migrate  # noqa: PLC0415 - only the maintenance functions migrate
+
+        return self._run("migrate", lambda conn: migrate(conn, self._schema), isolated=False)
+
     # --- internals -----------------------------------------------------------------------------
 
     def _failure(
@@ -409,13 +415,13 @@ class JobStore:
 
         return self._run(name, run)
 
-    def _run(self, name: str, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
+    def _run(self, name: str, fn: Callable[[psycopg.Connection[Any]], T], *, isolated: bool = True) -> T:
         contention = 0
         reconnected = False
         while True:
             conn = self._connector.connection()
             try:
-                if self._isolation is None:
+                if self._isolation is None or not isolated:
                     return fn(conn)
                 conn.isolation_level = self._isolation
                 with conn.transaction():
@@ -428,6 +434,11 @@ class JobStore:
                         f"{name}: SQLSTATE {exc.sqlstate} persisted through {self._retries} retries"
                     ) from exc
                 self._sleep(self._uniform(0.0, min(0.2, 0.005 * 2**contention)))
+            except pg_errors.UndefinedTable as exc:
+                raise JobStoreUnavailable(
+                    f"{name}: {self._schema}.jobs does not exist; apply the migrations"
+                    " (`sluice jobs migrate`, or let the job reaper's first run apply them)"
+                ) from exc
             except psycopg.OperationalError as exc:
                 broken = conn.closed or conn.broken
                 if broken:

@@ -31,6 +31,7 @@ from sluice import metrics
 from sluice.envelope import Envelope, Seal, from_event_attributes, split
 from sluice.errors import (
     AlreadyHandled,
+    ConfigurationError,
     JobNotFound,
     JobStoreUnavailable,
     LostClaim,
@@ -239,7 +240,13 @@ class JobConsumer:
         logger: Logger,
         metrics_sink: MetricSink,
         seal: Seal | None = None,
+        lease_seconds: int | None = None,
     ) -> None:
+        """``lease_seconds``: the reaper's lease; an invocation that could outlive it is refused (a
+        claim reaped while its handler still runs could repeat a side effect)."""
+        if not poison_queue_url:
+            raise ValueError("a job consumer needs a poison queue (SLUICE_POISON_QUEUE_URL)")
+        self._lease_ms = None if lease_seconds is None else lease_seconds * 1000
         self._worker = worker
         self._sqs = sqs
         self._poison = poison_queue_url
@@ -248,6 +255,13 @@ class JobConsumer:
         self._seal = seal
 
     def handle(self, event: Mapping[str, Any], context: LambdaContext | None) -> dict[str, Any]:
+        remaining = getattr(context, "get_remaining_time_in_millis", None)
+        if self._lease_ms is not None and callable(remaining) and remaining() >= self._lease_ms:
+            raise ConfigurationError(
+                f"SLUICE_JOB_LEASE_SECONDS ({self._lease_ms // 1000}) must exceed the job consumer's timeout"
+                f" ({remaining() // 1000} s left in this invocation): the reaper could take back a claim"
+                " whose handler is still running"
+            )
         counts: Counter[str] = Counter()
         down: list[JobStoreUnavailable] = []
 

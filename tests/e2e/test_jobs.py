@@ -1,0 +1,37 @@
+"""The Postgres job store through the deployed template: job rows in a real PostgreSQL, job messages on
+the job queue, the job consumer's event source mapping, the reaper's and the sweeper's schedules.
+
+Skipped, with the reason printed, when no PostgreSQL answers (``SLUICE_DATABASE_URL``, else
+127.0.0.1:5432): the session stack then has no job store.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sluice_local.scenarios import jobs, runner
+from tests.e2e.conftest import NO_DATABASE
+
+
+@pytest.fixture
+def job_stack(stack):
+    if "JobQueueUrl" not in stack.outputs:
+        pytest.skip(NO_DATABASE[0] if NO_DATABASE else "the session stack has no job store")
+    return stack
+
+
+@pytest.mark.parametrize(
+    "make",
+    [jobs.JobsExactlyOnce, jobs.JobCrashRecovered, jobs.JobRetried, jobs.JobDead, jobs.JobForged],
+    ids=["exactly-once", "crash-reaped", "retried", "dead", "forged"],
+)
+def test_job_scenario(job_stack, make):
+    [outcome] = runner.run(job_stack, [make()])
+    assert outcome.ok, f"{outcome.name}: expected {outcome.expected}; observed {outcome.observed}"
+
+
+def test_the_stack_schema_is_migrated_and_its_own(job_stack):
+    schema = job_stack.outputs["JobsSchema"]
+    assert schema.startswith("sluice_local_")
+    store = job_stack.job_store()
+    assert store.migrate() == []  # the local runtime and the reaper's first run already applied it
