@@ -88,6 +88,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/consumer_overhead.py
 	$(PY) benchmarks/delay_cost.py
 	$(PY) benchmarks/redrive_requests.py
+	$(PY) benchmarks/jobs.py
 
 ENV ?= default
 # Guided the first time (no stack yet): sam asks for and saves the parameters; later runs reuse them.

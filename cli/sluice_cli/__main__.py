@@ -15,7 +15,7 @@ from typing import TextIO
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sluice_cli import PARTIAL_FAILURE, USAGE_ERROR, CliError, breaker, delay_dlq, dlq, poison
+from sluice_cli import PARTIAL_FAILURE, USAGE_ERROR, CliError, breaker, delay_dlq, dlq, jobs, poison
 from sluice_cli.clients import DEFAULT_REGION, Clients
 from sluice_cli.context import Context
 from sluice_cli.output import Output
@@ -34,6 +34,7 @@ EPILOG = """examples:
   sluice --stack-name sluice-local dlq peek -n 5        (with the local runtime's exports)
   sluice poison replay 5fea7756-0ea4-451a-a703-a558b933e274 --reset-attempts
   sluice breaker open --reason "payments API down" --json
+  sluice jobs stats                                  (the job store: DSN from the stack's secret)
 see docs/operations.md"""
 
 
@@ -58,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     common = global_options()
     parser = argparse.ArgumentParser(
         prog="sluice",
-        description="Operate a sluice stack: dead-letter queue, poison queue, redrive breaker.",
+        description="Operate a sluice stack: dead-letter queue, poison queue, redrive breaker, job store.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[common],
@@ -68,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     delay_dlq.add_commands(sub, common)
     poison.add_commands(sub, common)
     breaker.add_commands(sub, common)
+    jobs.add_commands(sub, common)
     return parser
 
 

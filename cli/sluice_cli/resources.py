@@ -36,6 +36,8 @@ OUTPUTS = {
     "delay_dead_letter_queue_url": "DelayDeadLetterQueueUrl",
     "claim_check_bucket": "ClaimCheckBucketName",
     "claim_check_prefix": "ClaimCheckPrefix",
+    "database_secret_arn": "DatabaseSecretArn",
+    "jobs_schema": "JobsSchema",
 }
 """Resources field → stack output key."""
 
@@ -59,6 +61,8 @@ class Resources:
     delay_dead_letter_queue_url: str | None = None
     claim_check_bucket: str | None = None
     claim_check_prefix: str | None = None
+    database_secret_arn: str | None = None
+    jobs_schema: str | None = None
 
     @classmethod
     def from_outputs(cls, stack_name: str, outputs: Mapping[str, str]) -> Resources:

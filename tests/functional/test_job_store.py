@@ -645,3 +645,49 @@ def test_behind_a_proxy_no_startup_options_are_sent(pg_url):
         assert "options" not in conn.info.get_parameters()
     finally:
         connector.discard()
+
+
+# --- one round trip per delivery ---------------------------------------------------------------------
+
+
+def test_claim_or_get_claims_a_two_phase_kind_and_only_reads_the_rest(pg_url, jobs_schema):
+    store = store_for(pg_url, jobs_schema)
+    charge, thumb = store.create("charge").id, store.create("thumbnail").id
+    # A pending two-phase kind is claimed in the same statement that reads it
+    job, claim = store.claim_or_get(charge, ["charge"])
+    assert claim is not None
+    assert job.status == "processing"
+    assert job.attempt == 1
+    assert claim.token == job.claim_token
+    # Delivered again, it is read, not claimed: the caller treats it as already handled
+    again, none = store.claim_or_get(charge, ["charge"])
+    assert none is None
+    assert again.claim_token == claim.token
+    # A single-UPDATE kind is only read
+    read, not_claimed = store.claim_or_get(thumb, ["charge"])
+    assert not_claimed is None
+    assert read.status == "pending"
+    assert read.attempt == 0
+    with pytest.raises(JobNotFound):
+        store.claim_or_get(uuid.uuid4(), ["charge"])
+
+
+def test_a_delivery_costs_two_round_trips_on_the_wire_in_either_mode(pg_url, jobs_schema):
+    """Counted by benchmarks/jobs.py's protocol-parsing proxy (Sync + Query messages), not by sluice."""
+    import importlib.util  # noqa: PLC0415
+
+    from tests.conftest import ROOT  # noqa: PLC0415
+
+    spec = importlib.util.spec_from_file_location("bench_jobs", ROOT / "benchmarks" / "jobs.py")
+    assert spec is not None
+    assert spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    info = psycopg.conninfo.conninfo_to_dict(pg_url)
+    proxy = bench.RoundTripProxy(str(info.get("host") or "127.0.0.1"), int(info.get("port") or 5432))
+    proxied = bench._via_proxy(pg_url, proxy.port)
+    for kind in ("bench-single", "bench-two-phase"):
+        ids = bench._fill(pg_url, jobs_schema, kind, 40)
+        _seconds, completed = bench._drain_sluice(proxied, jobs_schema, ids, 2, ready=proxy.reset)
+        assert completed == 40
+        assert proxy.round_trips == 80, kind

@@ -79,6 +79,15 @@ _SQL = {
     "claim": "UPDATE {jobs} SET status = 'processing', attempt = attempt + 1, claim_token = %(token)s,"  # noqa: S608
     " claimed_at = now(), claimed_by = %(worker)s, updated_at = now()"
     f" WHERE id = %(id)s AND status = 'pending' RETURNING {_COLUMNS}",
+    # One round trip for a delivery: claim the row if its kind runs two-phase, else (or when it is not
+    # pending) read it. The second SELECT sees the statement's snapshot, so a row another worker claimed
+    # meanwhile may read as pending there: callers treat a two-phase kind that was not claimed as taken.
+    "claim_or_get": "WITH claimed AS (UPDATE {jobs} SET status = 'processing', attempt = attempt + 1,"  # noqa: S608
+    " claim_token = %(token)s, claimed_at = now(), claimed_by = %(worker)s, updated_at = now()"
+    f" WHERE id = %(id)s AND status = 'pending' AND kind = ANY(%(kinds)s::text[]) RETURNING {_COLUMNS})"
+    " SELECT true AS claimed, * FROM claimed"
+    f" UNION ALL SELECT false, {_COLUMNS} FROM {{jobs}}"
+    " WHERE id = %(id)s AND NOT EXISTS (SELECT FROM claimed)",
     "commit": "UPDATE {jobs} SET status = 'completed', result = %(result)s, completed_at = now(),"
     " updated_at = now()"
     " WHERE id = %(id)s AND status = 'processing' AND claim_token = %(token)s RETURNING attempt",
@@ -109,6 +118,8 @@ _SQL = {
     "   WHERE status = 'error' AND next_attempt_at <= now()"
     "   ORDER BY next_attempt_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
     " RETURNING id",
+    "stats": "SELECT status, count(*) AS jobs, min(claimed_at) AS oldest_claim,"
+    " min(next_attempt_at) AS next_retry, min(updated_at) AS oldest_update FROM {jobs} GROUP BY status",
     "orphans": "UPDATE {jobs} SET updated_at = now()"
     " WHERE status = 'pending' AND id IN (SELECT id FROM {jobs}"
     "   WHERE status = 'pending' AND updated_at < now() - make_interval(secs => %(age)s)"
@@ -229,6 +240,10 @@ class JobStore:
     def schema(self) -> str:
         return self._schema
 
+    def close(self) -> None:
+        """Close the connection (a Lambda never needs to: the environment's connection is reused)."""
+        self._connector.close()
+
     # --- creating and reading ------------------------------------------------------------------
 
     def create(
@@ -303,6 +318,22 @@ class JobStore:
             return Claim(job, token)  # our first try landed; its response was lost with the connection
         raise self._not_pending(job_id)
 
+    def claim_or_get(self, job_id: uuid.UUID, two_phase_kinds: Sequence[str]) -> tuple[Job, Claim | None]:
+        """Claim the job when it is pending and its kind is one of ``two_phase_kinds``, else read it; one
+        round trip. ``(job, claim)`` when claimed, ``(job, None)`` otherwise (a two-phase kind that comes
+        back unclaimed is taken or not pending: :class:`AlreadyHandled` for the caller);
+        :class:`JobNotFound` when there is no such job."""
+        token = uuid.uuid4()
+        params = {"id": job_id, "token": token, "worker": self._worker, "kinds": list(two_phase_kinds)}
+        row = self._one("claim_or_get", params)
+        if row is None:
+            raise JobNotFound(f"no job {job_id} in {self._schema}.jobs")
+        claimed = row.pop("claimed")
+        job = Job(**row)
+        if claimed or (job.status == "processing" and job.claim_token == token):  # or our lost first try
+            return job, Claim(job, token)
+        return job, None
+
     def commit(self, claim: Claim, result: Any = None) -> None:
         """processing → completed, only under ``claim``'s token; :class:`LostClaim` otherwise."""
         params = {"id": claim.job_id, "token": claim.token, "result": Jsonb(result)}
@@ -358,6 +389,17 @@ class JobStore:
         """Pending rows untouched for ``older_than_seconds`` (their message was lost, or never sent):
         touched and returned, to be enqueued again."""
         return [row["id"] for row in self._all("orphans", {"age": float(older_than_seconds), "limit": limit})]
+
+    def stats(self) -> dict[str, dict[str, Any]]:
+        """Per status: how many jobs, the oldest claim (processing), the next retry (error), the oldest
+        update (pending: a large age means lost messages). One aggregate read."""
+        out: dict[str, dict[str, Any]] = {
+            status: {"jobs": 0} for status in ("pending", "processing", "completed", "error", "dead")
+        }
+        for row in self._all("stats", {}):
+            status = row.pop("status")
+            out[status] = {k: v for k, v in row.items() if v is not None}
+        return out
 
     def migrate(self) -> list[int]:
         """Apply the schema's pending migrations (:func:`sluice.jobs.schema.migrate`); idempotent."""

@@ -32,7 +32,6 @@ from sluice.envelope import Envelope, Seal, from_event_attributes, split
 from sluice.errors import (
     AlreadyHandled,
     ConfigurationError,
-    JobNotFound,
     JobStoreUnavailable,
     LostClaim,
     PermanentError,
@@ -46,7 +45,7 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
     from mypy_boto3_sqs import SQSClient
 
-    from sluice.jobs.store import Job, JobStore
+    from sluice.jobs.store import Claim, Job, JobStore
     from sluice.metrics import MetricSink
 
 __all__ = ["JobConsumer", "JobKinds", "JobWorker", "Mode", "Outcome", "job_message", "parse_job_message"]
@@ -108,6 +107,11 @@ class JobKinds:
     def get(self, kind: str) -> _Kind | None:
         return self._kinds.get(kind)
 
+    @property
+    def two_phase(self) -> tuple[str, ...]:
+        """The kinds that run two-phase (claimed before their handler runs)."""
+        return tuple(k for k, v in self._kinds.items() if v.mode == "two_phase")
+
     def __contains__(self, kind: object) -> bool:
         return kind in self._kinds
 
@@ -145,19 +149,19 @@ class JobWorker:
         self._log = logger
 
     def run(self, job_id: uuid.UUID) -> Outcome:
-        job = self._store.get(job_id)
-        if job is None:
-            raise JobNotFound(f"no job {job_id}")
-        if job.status != "pending":  # the common duplicate: no write, no handler
+        # One round trip: a two-phase kind's pending row is claimed at once, anything else is read.
+        job, claim = self._store.claim_or_get(job_id, self._kinds.two_phase)
+        kind = self._kinds.get(job.kind)
+        if claim is None and (job.status != "pending" or (kind is not None and kind.mode == "two_phase")):
+            # the common duplicate: no write, no handler
             self._info("job already handled", job_id, status=job.status)
             return Outcome.ALREADY_HANDLED
-        kind = self._kinds.get(job.kind)
         try:
+            if claim is not None and kind is not None:
+                return self._two_phase(claim, kind.handler)
             if kind is None:
                 return self._no_handler(job)
-            if kind.mode == "single":
-                return self._single(job, kind.handler)
-            return self._two_phase(job, kind.handler)
+            return self._single(job, kind.handler)
         except AlreadyHandled as exc:
             self._info("job already handled", job_id, reason=str(exc))
             return Outcome.ALREADY_HANDLED
@@ -181,8 +185,7 @@ class JobWorker:
         self._store.complete_if_pending(job.id, result)
         return Outcome.COMPLETED
 
-    def _two_phase(self, job: Job, handler: Handler) -> Outcome:
-        claim = self._store.claim(job.id)
+    def _two_phase(self, claim: Claim, handler: Handler) -> Outcome:
         try:
             result = handler(claim.job)
         except JobStoreUnavailable:
