@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
+from typing import Any
 
 import boto3
 import psycopg
@@ -180,6 +181,7 @@ def test_an_unreachable_database_sends_every_record_back_after_one_try(
     }
     out = capsys.readouterr().out
     assert emf_metrics(out)["JobStoreUnavailable"] == len(event["Records"])
+    assert emf_metrics(out)["JobMessagesRetried"] == len(event["Records"])
     # ... after one connection attempt, not one per record
     down = [
         r
@@ -187,3 +189,34 @@ def test_an_unreachable_database_sends_every_record_back_after_one_try(
         if r.getMessage() == "job store unavailable; the batch's jobs go back to SQS"
     ]
     assert len(down) == 1
+
+
+def test_an_unexpected_failure_goes_back_to_sqs_alone_with_a_log_line_and_a_metric(job_stack, caplog):
+    from aws_lambda_powertools import Logger  # noqa: PLC0415
+
+    from sluice.jobs import JobConsumer, Outcome  # noqa: PLC0415
+    from tests.doubles import RecordingMetrics  # noqa: PLC0415
+
+    sqs, _jobs, poison, *_ = job_stack
+
+    class Worker:
+        def run(self, job_id):
+            if job_id == FLAKY:
+                raise RuntimeError("a bug nobody expected")
+            return Outcome.COMPLETED
+
+    metrics = RecordingMetrics()
+    consumer = JobConsumer(
+        Worker(),  # type: ignore[arg-type]
+        sqs=sqs,
+        poison_queue_url=poison,
+        logger=Logger(service="sluice-test"),
+        metrics_sink=metrics,
+    )
+    event = json.loads((EVENTS / "job_consumer/mixed-batch.json").read_text())
+    context: Any = LambdaContext(function_name="sluice-dev-job-consumer", timeout_seconds=30)
+    response = consumer.handle(event, context)
+    flaky = [r["messageId"] for r in event["Records"] if str(FLAKY) in r["body"]]
+    assert [f["itemIdentifier"] for f in response["batchItemFailures"]] == flaky
+    assert [r for r in caplog.records if r.getMessage().startswith("job message failed unexpectedly")]
+    assert metrics.values["JobMessagesRetried"] == 1

@@ -691,3 +691,59 @@ def test_a_delivery_costs_two_round_trips_on_the_wire_in_either_mode(pg_url, job
         _seconds, completed = bench._drain_sluice(proxied, jobs_schema, ids, 2, ready=proxy.reset)
         assert completed == 40
         assert proxy.round_trips == 80, kind
+
+
+# --- hostile values ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "result",
+    [float("nan"), {"note": "a\x00b"}, {"s": "\ud800"}, object()],
+    ids=["nan", "nul", "surrogate", "object"],
+)
+@pytest.mark.parametrize("mode", ["two_phase", "single"])
+def test_a_result_jsonb_refuses_still_completes_the_job_once_with_a_note(pg_url, jobs_schema, mode, result):
+    # Given a handler whose side effect ran but whose result PostgreSQL cannot store
+    store = store_for(pg_url, jobs_schema)
+    job_id = store.create("odd").id
+    runs: list[int] = []
+    kinds = JobKinds()
+
+    @kinds.register("odd", mode=mode)
+    def odd(job):
+        runs.append(1)
+        return result
+
+    # When it runs, then is delivered again
+    assert JobWorker(store, kinds).run(job_id) is Outcome.COMPLETED
+    assert JobWorker(store, kinds).run(job_id) is Outcome.ALREADY_HANDLED
+    # Then it completed once, with a note instead of the result: never stuck in processing to be re-run
+    job = store.get(job_id)
+    assert job is not None
+    assert job.status == "completed"
+    assert "unstorable_result" in job.result
+    assert runs == [1]
+
+
+def test_error_text_with_nul_and_surrogates_is_recorded_escaped(pg_url, jobs_schema):
+    store = store_for(pg_url, jobs_schema)
+    job_id = store.create("nasty").id
+    kinds = JobKinds()
+
+    @kinds.register("nasty")
+    def nasty(job):
+        raise TransientError("bad \x00 byte and \ud800 half a pair")
+
+    assert JobWorker(store, kinds).run(job_id) is Outcome.FAILED
+    job = store.get(job_id)
+    assert job is not None
+    assert job.status == "error"
+    assert "bad \\x00 byte and \\ud800 half a pair" in job.errors[0]["error"]
+
+
+def test_a_payload_jsonb_refuses_is_refused_at_create_with_the_reason(pg_url, jobs_schema):
+    store = store_for(pg_url, jobs_schema)
+    with pytest.raises(ValueError, match="jsonb"):
+        store.create("k", {"x": "a\x00b"})
+    with pytest.raises(ValueError, match="1 to 128"):
+        store.create("k" * 129)

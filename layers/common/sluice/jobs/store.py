@@ -23,7 +23,9 @@ The row is the truth; a queue message is only a hint to look at it. Transitions 
 
 from __future__ import annotations
 
+import json
 import random
+import re
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -45,7 +47,7 @@ if TYPE_CHECKING:
     from sluice.jobs.connection import Connector
     from sluice.jobs.settings import JobStoreSettings
 
-__all__ = ["Claim", "Created", "Job", "JobStore", "Reaped"]
+__all__ = ["Claim", "Created", "Job", "JobStore", "Reaped", "storable"]
 
 Status = Literal["pending", "processing", "completed", "error", "dead"]
 T = TypeVar("T")
@@ -126,6 +128,36 @@ _SQL = {
     "   ORDER BY updated_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
     " RETURNING id",
 }
+
+_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+"""JSON's escape of NUL (not an escaped backslash followed by ``u0000``)."""
+
+
+def storable(value: Any) -> tuple[Any, str | None]:
+    """``(value, None)`` when PostgreSQL's jsonb accepts ``value``, else ``(replacement, why not)``.
+
+    jsonb refuses what Python's json writes happily: NaN and Infinity, ``\\u0000``, lone surrogates; and
+    some values are not JSON at all. A handler's result that cannot be stored must not fail the commit
+    (its side effect already ran: a failed commit would have the reaper run it again), so it is replaced
+    by a note saying why.
+    """
+    try:
+        text = json.dumps(value, allow_nan=False, ensure_ascii=False)
+        text.encode("utf-8")
+    except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
+        why = f"{exc.__class__.__name__}: {str(exc)[:200]}"
+    else:
+        if _NUL_ESCAPE.search(text) is None:
+            return value, None
+        why = "contains \\u0000, which jsonb refuses"
+    return {"unstorable_result": why, "type": type(value).__name__}, why
+
+
+def _text(value: str) -> str:
+    """Text PostgreSQL accepts: NUL escaped, lone surrogates escaped, at most MAX_ERROR_CHARS."""
+    cut = value[:MAX_ERROR_CHARS].replace("\x00", "\\x00")
+    return cut.encode("utf-8", "backslashreplace").decode("utf-8")
+
 
 _ISOLATION = {
     "repeatable read": psycopg.IsolationLevel.REPEATABLE_READ,
@@ -256,12 +288,15 @@ class JobStore:
         job_id: uuid.UUID | None = None,
     ) -> Created:
         """Insert a pending job; idempotent on ``unique_key`` (and on ``job_id``)."""
-        if not 1 <= len(kind) <= 128:
-            raise ValueError("a job kind is 1 to 128 characters")
+        if not 1 <= len(kind) <= 128 or _text(kind) != kind:
+            raise ValueError("a job kind is 1 to 128 characters of valid text")
         attempts = self._max_attempts if max_attempts is None else max_attempts
         if attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, got {attempts}")
         new_id = job_id or uuid.uuid4()
+        _value, problem = storable(payload)
+        if problem is not None:
+            raise ValueError(f"a job payload must be JSON that jsonb accepts: {problem}")
         params = {
             "id": new_id,
             "kind": kind,
@@ -286,7 +321,8 @@ class JobStore:
 
     def complete_if_pending(self, job_id: uuid.UUID, result: Any = None) -> None:
         """pending → completed in one UPDATE; :class:`AlreadyHandled` when the job was not pending."""
-        if self._one("complete_if_pending", {"id": job_id, "result": Jsonb(result)}) is None:
+        stored, _problem = storable(result)
+        if self._one("complete_if_pending", {"id": job_id, "result": Jsonb(stored)}) is None:
             raise self._not_pending(job_id)
 
     def fail_if_pending(
@@ -336,7 +372,8 @@ class JobStore:
 
     def commit(self, claim: Claim, result: Any = None) -> None:
         """processing → completed, only under ``claim``'s token; :class:`LostClaim` otherwise."""
-        params = {"id": claim.job_id, "token": claim.token, "result": Jsonb(result)}
+        stored, _problem = storable(result)
+        params = {"id": claim.job_id, "token": claim.token, "result": Jsonb(stored)}
         if self._one("commit", params) is None:
             self._landed_or_lost(claim, ("completed",))
 
@@ -420,7 +457,7 @@ class JobStore:
             delay = max(0.0, float(retry_in))
         return {
             "id": job_id,
-            "error": str(error)[:MAX_ERROR_CHARS],
+            "error": _text(str(error)),
             "worker": self._worker,
             "delay": float(delay),
             "dead": permanent,

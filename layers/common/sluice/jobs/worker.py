@@ -37,6 +37,7 @@ from sluice.errors import (
     PermanentError,
     RetryAfter,
 )
+from sluice.jobs.store import storable
 from sluice.poison import isolate
 
 if TYPE_CHECKING:
@@ -182,7 +183,7 @@ class JobWorker:
                 job.id, _describe(exc), attempt=job.attempt + 1, **_retry(exc)
             )
             return self._failed(job, exc, failed.status)
-        self._store.complete_if_pending(job.id, result)
+        self._store.complete_if_pending(job.id, self._storable(job, result))
         return Outcome.COMPLETED
 
     def _two_phase(self, claim: Claim, handler: Handler) -> Outcome:
@@ -193,8 +194,19 @@ class JobWorker:
         except Exception as exc:  # noqa: BLE001 - a job's failure is recorded in its row
             failed = self._store.fail(claim, _describe(exc), **_retry(exc))
             return self._failed(claim.job, exc, failed.status)
-        self._store.commit(claim, result)
+        self._store.commit(claim, self._storable(claim.job, result))
         return Outcome.COMPLETED
+
+    def _storable(self, job: Job, result: Any) -> Any:
+        """The result, or a note when jsonb cannot hold it: the job still completes (its side effect ran;
+        failing the commit would have it run again)."""
+        stored, problem = storable(result)
+        if problem is not None and self._log is not None:
+            self._log.error(
+                "job result cannot be stored; completed with a note instead",
+                extra={"job_id": str(job.id), "kind": job.kind, "reason": problem},
+            )
+        return stored
 
     def _no_handler(self, job: Job) -> Outcome:
         error = f"no handler is registered for job kind {job.kind!r}"
@@ -279,6 +291,12 @@ class JobConsumer:
                         "job store unavailable; the batch's jobs go back to SQS", extra={"reason": str(exc)}
                     )
                 counts[metrics.JOB_STORE_UNAVAILABLE] += 1
+                counts[metrics.JOB_MESSAGES_RETRIED] += 1
+                raise
+            except Exception:
+                # A bug or a value nothing here expected: back to SQS (retried, then the job DLQ), never lost.
+                self._log.exception("job message failed unexpectedly; it goes back to SQS")
+                counts[metrics.JOB_MESSAGES_RETRIED] += 1
                 raise
             finally:
                 self._log.remove_keys(["message_id"])
