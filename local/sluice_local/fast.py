@@ -33,10 +33,12 @@ FAST = {
     "RedriveBackstopRate": "rate(5 seconds)",
     "BreakerCooldownSeconds": "60",
     # The job store in seconds (used when a database is attached): a 5 s job consumer, claims taken
-    # back after 6 s, retries after uniform(1, min(2, 2^(n-1))) s, reaper and sweeper every 2 s.
+    # back after 6 s, retries after uniform(1, min(2, 2^(n-1))) s, reaper and sweeper every 2 s, a pending
+    # job without a message enqueued again after 8 s.
     "JobConsumerTimeoutSeconds": "5",
     "JobLeaseSeconds": "6",
     "JobBackoffBaseSeconds": "1",
     "JobBackoffCapSeconds": "2",
     "JobMaintenanceRate": "rate(2 seconds)",
+    "JobOrphanSeconds": "8",
 }

@@ -22,6 +22,10 @@ Where faults are injected:
   covers a crash after a guarded side effect, part-way through a rehydrated object and between the
   redriver's send and its delete.
 
+- **At the database boundary** of the job store (``JobStore._run``, beneath its own reconnect-and-retry):
+  the connection dropped before a statement, or dropped after the statement took effect ("committed
+  but the response was lost"); a crashing invocation can also die before any of its statements.
+
 Every injected fault is counted by kind (:attr:`Injector.counts`) and logged with the seed.
 """
 
@@ -38,6 +42,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
 from botocore.awsrequest import AWSResponse, HTTPHeaders
 from botocore.endpoint import Endpoint
 from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
@@ -64,9 +69,17 @@ CRASH = "crash-mid-invocation"
 SABOTAGED = "sabotage-took-effect-then-failed"
 """Only to check the checker: the call takes effect, then fails with an error the SDK does not retry."""
 
+DB_DROPPED = "db-connection-dropped"
+"""The job store's connection dies before a statement reaches the database."""
+DB_LOST_RESPONSE = "db-lost-response"
+"""The statement took effect (autocommit), then the connection died before its result arrived."""
+
 AWS_KINDS = (THROTTLE, SERVER_ERROR, CONNECTION_ERROR, LOST_RESPONSE, LOST_EVERY_ATTEMPT)
 LAMBDA_KINDS = (INVOKE_ERROR, LOST_INVOKE_RESPONSE, CRASH)
-ALL_KINDS = (*AWS_KINDS, PARTIAL_BATCH, NO_SUCH_KEY, *LAMBDA_KINDS)
+DB_KINDS = (DB_DROPPED, DB_LOST_RESPONSE)
+ALL_KINDS = (*AWS_KINDS, PARTIAL_BATCH, NO_SUCH_KEY, *LAMBDA_KINDS, *DB_KINDS)
+DB_COMMITS = frozenset({"commit", "complete_if_pending"})
+"""Job store statements that end a job's run: the job consumer's side effect is done before them."""
 BATCH_APIS = frozenset({"SendMessageBatch", "DeleteMessageBatch"})
 READ_APIS = frozenset({"GetObject", "HeadObject"})
 GUARD_COMMITS = frozenset({"UpdateItem", "DeleteItem"})  # Powertools: COMPLETED, or removed when fn raised
@@ -242,6 +255,25 @@ class Injector:
             self._in_window(list(here.uncommitted.values()))  # effects done, their guards not committed
             raise SimulatedCrash(f"{here.caller} died after {here.crash_after} AWS calls")
 
+    def db(self, statement: str) -> str | None:
+        """The fault (if any) for the job store's next ``statement`` by the current scope; raises
+        :class:`SimulatedCrash` when the scope's invocation has died (or dies before it)."""
+        here = current()
+        if here is None:
+            return None  # the checker's own reads
+        site = f"db:{statement}"
+        self._survives(here, site)
+        committing = here.uncommitted.pop(threading.get_ident(), None) if statement in DB_COMMITS else None
+        n = self._next(here.caller, site)
+        kinds = tuple(k for k in DB_KINDS if not self.plan.only or k in self.plan.only)
+        if not kinds or self.plan.roll(here.caller, site, n) >= self.plan.aws_rate:
+            return None
+        kind = self.plan.pick(kinds, here.caller, site, n)
+        self._count(kind, here.caller, site)
+        if committing:  # the run's commit may fail for good after its side effect: the claim is reaped
+            self._in_window([committing])
+        return kind
+
     def again(self, kind: str, api: str) -> None:
         """Count a fault that continues one already decided (the retries of a call)."""
         here = current()
@@ -388,6 +420,26 @@ def _decide(
     return kind
 
 
+def _faulty_statements(injector: Injector, original: Callable[..., Any]) -> Callable[..., Any]:
+    """``JobStore._run`` with each statement attempt decided by ``injector`` (:meth:`Injector.db`)."""
+
+    def db_run(self: Any, name: str, fn: Callable[[Any], Any], *, isolated: bool = True) -> Any:
+        def faulty(conn: Any) -> Any:  # each attempt of the store's own retry is decided anew
+            kind = injector.db(name)
+            if kind == DB_DROPPED:
+                conn.close()
+                raise psycopg.OperationalError(f"injected {kind}: server closed the connection unexpectedly")
+            result = fn(conn)
+            if kind == DB_LOST_RESPONSE:
+                conn.close()
+                raise psycopg.OperationalError(f"injected {kind}: server closed the connection unexpectedly")
+            return result
+
+        return original(self, name, faulty, isolated=isolated)
+
+    return db_run
+
+
 def install(injector: Injector) -> Callable[[], None]:
     """Route every AWS call, invocation, mapping poll and thread start of this process through
     ``injector``; returns the undo."""
@@ -396,6 +448,9 @@ def install(injector: Injector) -> Callable[[], None]:
     original_run = threading.Thread.run
     original_invoke = FunctionHost._run
     original_poll = SqsPoller._poll_once
+    from sluice.jobs.store import JobStore  # noqa: PLC0415 - psycopg only where the job store is
+
+    original_db = JobStore._run
 
     def do_get_response(self: Endpoint, request: Any, operation_model: Any, context: Any) -> Any:
         service = operation_model.service_model.service_id.hyphenize()
@@ -419,6 +474,8 @@ def install(injector: Injector) -> Callable[[], None]:
             raise FunctionError({"errorType": SERVICE_EXCEPTION, "errorMessage": "injected: ran, lost"})
         return result
 
+    db_run = _faulty_statements(injector, original_db)
+
     def poll_once(self: SqsPoller) -> None:
         with scope(Scope(f"esm:{self.spec.function.spec.logical_id}")):
             original_poll(self)
@@ -437,6 +494,7 @@ def install(injector: Injector) -> Callable[[], None]:
         (threading.Thread, "run", run, original_run),
         (FunctionHost, "_run", invoke, original_invoke),
         (SqsPoller, "_poll_once", poll_once, original_poll),
+        (JobStore, "_run", db_run, original_db),
     ]
     for owner, name, new, _ in patches:
         setattr(owner, name, new)

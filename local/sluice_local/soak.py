@@ -13,6 +13,14 @@ total-queue checker and one step beyond it:
 - **unexpected**: processed but never sent;
 - the conservation line ``sent = processed + poison + dead-lettered``.
 
+With a PostgreSQL (``SLUICE_DATABASE_URL``, else 127.0.0.1:5432) the stack has the job store and each
+seed also creates job rows (two-phase charges, one sent twice, a single-UPDATE thumbnail, a charge that
+fails once, an invalid one) and sends their ids, while the injector also drops the job store's
+connection before statements and after them (committed, response lost). Checked on the rows and the
+ledger: every job ends completed or dead (``jobs sent = completed + dead``), a charge is performed once
+(outside the at-least-once window), a completed charge was performed, an invalid one never. Without a
+PostgreSQL the job part is skipped and the report says why.
+
 Seeds run one after another on one stack per process (a seed's business ids are ``s<seed>-<n>``);
 ``python -m sluice_local soak`` runs a range of them in worker processes, one per RedriveMode.
 
@@ -38,7 +46,8 @@ from typing import Any
 from sluice import claimcheck
 from sluice.delay import send_delayed
 from sluice.envelope import split
-from sluice_local import faults
+from sluice.jobs import job_message
+from sluice_local import faults, postgres
 from sluice_local.cloud import LocalCloud
 from sluice_local.fast import FAST
 from sluice_local.pollers import SqsPoller
@@ -55,6 +64,8 @@ KINDS = (
     "claim-check", "delay-direct", "delay-parked",
 )  # fmt: skip
 ORDERS_PER_SEED = 8
+JOB_KINDS = ("job-charge", "job-charge", "job-duplicate", "job-thumbnail", "job-flaky", "job-invalid")
+JOBS_PER_SEED = 3
 SABOTAGE = {
     "ledger": "every ledger write loses its response: a side effect that happened but reported an error is "
     "performed again when its record is retried (unguarded by design): the checker must report duplicated "
@@ -71,6 +82,13 @@ class Sent:
     message_ids: list[str] = field(default_factory=list)
     upload_at: float | None = None  # monotonic time its claim-check object appears (transient kinds)
     key: str = ""
+
+
+@dataclass
+class SentJob:
+    job_id: str
+    kind: str
+    business_id: str
 
 
 @dataclass
@@ -94,11 +112,17 @@ class SeedResult:
     permanent failure processed, an order processed without all its side effects."""
     exhausted: list[str] = field(default_factory=list)
     """Valid orders isolated because their retries and redrives ran out under the faults (allowed)."""
+    jobs_sent: int = 0
+    jobs_completed: int = 0
+    jobs_dead: int = 0
+    jobs_skipped: str = ""
+    """Why the seed created no jobs (no PostgreSQL answered), else ''."""
 
     @property
     def ok(self) -> bool:
         return not (self.lost or self.duplicated or self.unexpected or self.stuck or self.misrouted) and (
             self.sent == self.processed + self.poison + self.dead_lettered
+            and self.jobs_sent == self.jobs_completed + self.jobs_dead
         )
 
     def to_json(self) -> str:
@@ -131,10 +155,14 @@ class Options:
 class Soak:
     """One deployed stack, seeds run on it one after another."""
 
-    def __init__(self, cloud: LocalCloud, log_path: Path, *, mode: str, options: Options) -> None:
+    def __init__(
+        self, cloud: LocalCloud, log_path: Path, *, mode: str, options: Options, no_jobs: str = ""
+    ) -> None:
+        """``no_jobs``: why the stack has no job store ('' when it has one)."""
         self.cloud = cloud
         self.mode = mode
         self.options = options
+        self.no_jobs = no_jobs
         self.stack = Stack(cloud.endpoint, cloud.outputs, log_path)
         self._compress_time()
 
@@ -167,14 +195,19 @@ class Soak:
         if o.sabotage == "delete-failed":  # the mapping deletes records the batch reported failed
             original = SqsPoller._failures
             SqsPoller._failures = staticmethod(lambda result, ids: set())  # type: ignore[method-assign]
+        jobs: list[SentJob] = []
         try:
             sent = self._send(plan)
-            stuck = self._drain(sent)
+            jobs = self._send_jobs(plan)
+            stuck = self._drain(sent, jobs)
         finally:
             undo()
             if o.sabotage == "delete-failed":
                 SqsPoller._failures = original  # type: ignore[method-assign]
         result = self._check(seed, sent, injector, time.monotonic() - started, stuck)
+        self._check_jobs(result, jobs, injector)
+        # the jobs' side effects are in the same ledger, under their own business ids
+        result.unexpected = [u for u in result.unexpected if u not in {j.business_id for j in jobs}]
         self._clean_up()
         return result
 
@@ -221,6 +254,26 @@ class Soak:
             out.append(s)
         return out
 
+    def _send_jobs(self, plan: faults.FaultPlan) -> list[SentJob]:
+        if self.no_jobs:
+            return []
+        store, sqs = self.stack.job_store(), self.stack.client("sqs")
+        out: list[SentJob] = []
+        for n in range(JOBS_PER_SEED):
+            kind = plan.pick(JOB_KINDS, "jobs", n)
+            business = f"s{plan.seed}-j{n}"
+            payload: dict[str, Any] = {"order_id": business, "amount_cents": 1999}
+            if kind == "job-flaky":
+                payload["fail_attempts"] = 1
+            if kind == "job-invalid":
+                payload["amount_cents"] = 0
+            job_kind = "thumbnail" if kind == "job-thumbnail" else "charge"
+            job_id = store.create(job_kind, payload).id
+            for _ in range(2 if kind == "job-duplicate" else 1):
+                sqs.send_message(QueueUrl=self.stack.outputs["JobQueueUrl"], MessageBody=job_message(job_id))
+            out.append(SentJob(str(job_id), kind, business))
+        return out
+
     def _upload_due(self, sent: list[Sent]) -> None:
         for s in sent:
             if s.upload_at is not None and time.monotonic() >= s.upload_at:
@@ -230,14 +283,14 @@ class Soak:
                 )
                 s.upload_at = None
 
-    def _drain(self, sent: list[Sent]) -> str:
+    def _drain(self, sent: list[Sent], jobs: list[SentJob]) -> str:
         """Wait for quiescence; '' when reached, else what is still moving at the deadline."""
         deadline = time.monotonic() + SEED_DEADLINE_SECONDS
         busy = "not polled"
         idle = 0
         while time.monotonic() < deadline:
             self._upload_due(sent)
-            busy = self._busy(sent)
+            busy = self._busy(sent) or self._jobs_busy(jobs)
             idle = 0 if busy else idle + 1
             if idle >= IDLE_POLLS:  # each poll reads the queues one after another: agree twice
                 return ""
@@ -270,6 +323,25 @@ class Soak:
             if arn and sfn.list_executions(stateMachineArn=arn, statusFilter="RUNNING").get("executions"):
                 return f"{output}: executions running"
         return ""
+
+    def _jobs_busy(self, jobs: list[SentJob]) -> str:
+        """Rows are the truth: busy while one is not terminal, or a job message is still around."""
+        if not jobs:
+            return ""
+        store = self.stack.job_store()
+        open_rows = Counter(
+            job.status
+            for job in (store.get(uuid.UUID(j.job_id)) for j in jobs)
+            if job is not None and job.status not in ("completed", "dead")
+        )
+        if open_rows:
+            return f"jobs: {dict(open_rows)}"
+        attributes = self.stack.client("sqs").get_queue_attributes(
+            QueueUrl=self.stack.outputs["JobQueueUrl"],
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        depth = {k: int(v) for k, v in attributes.items()}
+        return f"JobQueueUrl: {depth}" if any(depth.values()) else ""
 
     # --- the checker ---------------------------------------------------------------------------
 
@@ -333,6 +405,7 @@ class Soak:
             self._in_queue("DelayDeadLetterQueueUrl", by_message)
         )
         charged_anywhere = {e.order_id for e in self.stack.side_effects(f"s{seed}-")}
+        charged_anywhere |= {e.order_id for e in self.stack.side_effects(f"s{seed}-j", "thumbnail")}
         return SeedResult(
             seed=seed, mode=self.mode, sent=len(ids), processed=len(processed),
             poison=len(poison - processed),
@@ -342,6 +415,31 @@ class Soak:
             faults_at=dict(injector.where), seconds=round(seconds, 1), stuck=stuck,
             misrouted=misrouted, exhausted=exhausted,
         )  # fmt: skip
+
+    def _check_jobs(self, result: SeedResult, jobs: list[SentJob], injector: faults.Injector) -> None:
+        result.jobs_skipped = self.no_jobs
+        store = self.stack.job_store() if jobs else None
+        for j in jobs:
+            job = store.get(uuid.UUID(j.job_id)) if store is not None else None
+            result.jobs_sent += 1
+            charges = self._ledger(j.job_id, "charge")
+            label = f"job {j.business_id} ({j.kind}, {j.job_id})"
+            if job is None or job.status not in ("completed", "dead"):
+                result.lost.append(f"{label}: {job.status if job else 'row missing'}")
+                continue
+            result.jobs_completed += job.status == "completed"
+            result.jobs_dead += job.status == "dead"
+            if charges > 1:
+                key = f"{j.job_id}#charge"
+                (result.at_least_once if key in injector.in_window else result.duplicated).append(
+                    f"{label} charged x{charges}"
+                )
+            if j.kind == "job-invalid" and (job.status != "dead" or charges):
+                result.misrouted.append(f"{label}: {job.status}, charged {charges}x")
+            elif j.kind != "job-invalid" and job.status == "dead":
+                result.exhausted.append(f"{label}: dead after {job.attempt} attempts")
+            elif job.kind == "charge" and job.status == "completed" and not charges:
+                result.misrouted.append(f"{label}: completed, never charged")
 
     def _clean_up(self) -> None:
         sqs = self.stack.client("sqs")
@@ -369,8 +467,13 @@ def run_worker(seeds: list[int], *, mode: str, log_dir: Path, options: Options) 
     logging.getLogger("sluice_local.faults").setLevel(logging.INFO)
     failed = 0
     params = {**FAST, "RedriveMode": mode}
-    with LocalCloud(parameters=params, stack_name=f"sluice-soak-{mode}") as cloud:
-        soak = Soak(cloud, log_path, mode=mode, options=options)
+    database = postgres.database_url()
+    no_jobs = postgres.unreachable_reason(database) or ""
+    stack_name = f"sluice-soak-{mode}"
+    with LocalCloud(
+        parameters=params, stack_name=stack_name, database_url=None if no_jobs else database
+    ) as cloud:
+        soak = Soak(cloud, log_path, mode=mode, options=options, no_jobs=no_jobs)
         for seed in seeds:
             result = soak.run(seed)
             failed += not result.ok
@@ -387,6 +490,13 @@ def _site(apis: tuple[str, ...], kinds: tuple[str, ...], caller: str = "") -> An
 
 
 LOST = (faults.LOST_RESPONSE,)  # and lost-response-every-attempt
+DB_SITES = tuple(
+    f"db:{statement}"
+    for statement in (
+        "start", "commit", "complete_if_pending", "fail", "fail_if_pending", "state", "get",
+        "expired_claims", "reap", "due_for_retry", "orphans", "migrate",
+    )
+)  # fmt: skip
 DIED = (faults.CRASH,)
 NAMED_POINTS: tuple[tuple[str, Any], ...] = (
     ("DeleteMessage(Batch): response lost", _site(("DeleteMessage", "DeleteMessageBatch"), LOST)),
@@ -407,6 +517,12 @@ NAMED_POINTS: tuple[tuple[str, Any], ...] = (
     (
         "redriver died between its send and its delete",
         _site(("DeleteMessageBatch",), DIED, "RedriverFunction"),
+    ),
+    ("job store: connection dropped before a statement", _site(DB_SITES, (faults.DB_DROPPED,))),
+    ("job store: statement committed, response lost", _site(DB_SITES, (faults.DB_LOST_RESPONSE,))),
+    (
+        "job consumer died between its side effect and its commit",
+        _site(("db:commit", "db:complete_if_pending"), DIED, "JobConsumerFunction"),
     ),
 )
 """(what, does a fault site ``"<caller> <API> <kind>"`` count for it)"""
@@ -429,6 +545,10 @@ class Summary:
         for r in self.results:
             faults_by_kind.update(r["faults"])
         total = {k: sum(r[k] for r in self.results) for k in ("sent", "processed", "poison", "dead_lettered")}
+        jobs = {
+            k: sum(r.get(k, 0) for r in self.results) for k in ("jobs_sent", "jobs_completed", "jobs_dead")
+        }
+        no_jobs = sorted({r["jobs_skipped"] for r in self.results if r.get("jobs_skipped")})
         lost = sum(len(r["lost"]) for r in self.results)
         duplicated = sum(len(r["duplicated"]) for r in self.results)
         unexpected = sum(len(r["unexpected"]) for r in self.results)
@@ -436,7 +556,8 @@ class Summary:
         exhausted = sum(len(r.get("exhausted", [])) for r in self.results)
         out = [
             f"seeds run: {len(self.results)} ({rates})",
-            f"messages: {total['sent']} orders",
+            f"messages: {total['sent']} orders, {jobs['jobs_sent']} jobs"
+            + (f" (job store skipped: {no_jobs[0]})" if no_jobs else ""),
             f"faults injected: {sum(faults_by_kind.values())} — "
             + ", ".join(f"{k} {v}" for k, v in sorted(faults_by_kind.items())),
             f"lost = {lost}, duplicated side effects = {duplicated}, unexpected = {unexpected}, "
@@ -451,6 +572,8 @@ class Summary:
                 if total["sent"] == total["processed"] + total["poison"] + total["dead_lettered"]
                 else " ✗"
             ),
+            f"jobs: sent {jobs['jobs_sent']} = completed {jobs['jobs_completed']} + dead {jobs['jobs_dead']}"
+            + (" ✓" if jobs["jobs_sent"] == jobs["jobs_completed"] + jobs["jobs_dead"] else " ✗"),
         ]
         for r in self.results:
             if not r["ok"]:
@@ -497,6 +620,8 @@ def run(seeds: list[int], *, workers: int, log_dir: Path, options: Options) -> S
             *options.argv(),
         ]  # fmt: skip
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SLUICE_", "MOTO_"))}
+        if "SLUICE_DATABASE_URL" in os.environ:  # the job store's PostgreSQL, when not the default
+            env["SLUICE_DATABASE_URL"] = os.environ["SLUICE_DATABASE_URL"]
         log_dir.mkdir(parents=True, exist_ok=True)
         with (log_dir / f"worker-{mode}-{chunk[0]}.stderr").open("wb") as stderr:
             processes.append(

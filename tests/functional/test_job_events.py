@@ -186,7 +186,7 @@ def test_an_unreachable_database_sends_every_record_back_after_one_try(
     down = [
         r
         for r in caplog.records
-        if r.getMessage() == "job store unavailable; the batch's jobs go back to SQS"
+        if r.getMessage() == "job store unreachable; the batch's jobs go back to SQS"
     ]
     assert len(down) == 1
 
@@ -200,7 +200,7 @@ def test_an_unexpected_failure_goes_back_to_sqs_alone_with_a_log_line_and_a_metr
     sqs, _jobs, poison, *_ = job_stack
 
     class Worker:
-        def run(self, job_id):
+        def run(self, job_id, *, deadline=None):
             if job_id == FLAKY:
                 raise RuntimeError("a bug nobody expected")
             return Outcome.COMPLETED
@@ -220,3 +220,38 @@ def test_an_unexpected_failure_goes_back_to_sqs_alone_with_a_log_line_and_a_metr
     assert [f["itemIdentifier"] for f in response["batchItemFailures"]] == flaky
     assert [r for r in caplog.records if r.getMessage().startswith("job message failed unexpectedly")]
     assert metrics.values["JobMessagesRetried"] == 1
+
+
+def test_one_job_the_database_did_not_answer_in_time_goes_back_alone(job_stack, caplog):
+    from aws_lambda_powertools import Logger  # noqa: PLC0415
+
+    from sluice.errors import JobStoreUnavailable  # noqa: PLC0415
+    from sluice.jobs import JobConsumer, Outcome  # noqa: PLC0415
+    from tests.doubles import RecordingMetrics  # noqa: PLC0415
+
+    sqs, _jobs, poison, *_ = job_stack
+    tried: list[uuid.UUID] = []
+
+    class Worker:
+        def run(self, job_id, *, deadline=None):
+            tried.append(job_id)
+            if job_id == CHARGE:  # a lock timeout on one hot row: the database itself is fine
+                raise JobStoreUnavailable("commit: canceling statement due to lock timeout")
+            return Outcome.COMPLETED
+
+    metrics = RecordingMetrics()
+    consumer = JobConsumer(
+        Worker(),  # type: ignore[arg-type]
+        sqs=sqs,
+        poison_queue_url=poison,
+        logger=Logger(service="sluice-test"),
+        metrics_sink=metrics,
+    )
+    event = json.loads((EVENTS / "job_consumer/mixed-batch.json").read_text())
+    context: Any = LambdaContext(function_name="sluice-dev-job-consumer", timeout_seconds=30)
+    response = consumer.handle(event, context)
+    hot = [r["messageId"] for r in event["Records"] if str(CHARGE) in r["body"]]
+    assert [f["itemIdentifier"] for f in response["batchItemFailures"]] == hot
+    assert THUMB in tried  # the records after it were still tried
+    assert FLAKY in tried
+    assert metrics.values["JobStoreUnavailable"] == 1

@@ -13,6 +13,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 import psycopg
 import pytest
@@ -28,7 +29,7 @@ from sluice.errors import (
     RetryAfter,
     TransientError,
 )
-from sluice.jobs import Connector, JobKinds, JobStore, JobWorker, Outcome, migrate
+from sluice.jobs import Connector, JobKinds, JobStore, JobWorker, Outcome, Reaped, migrate
 
 JOIN_SECONDS = 90  # generous: a loaded 2-core machine
 
@@ -76,7 +77,7 @@ def test_migrations_apply_once_even_when_raced(pg_url):
 
         run_threads(8, one)
         # Then exactly one of them applied version 1, and running it again applies nothing
-        assert sorted(map(tuple, applied)) == [()] * 7 + [(1,)]
+        assert sorted(map(tuple, applied)) == [()] * 7 + [(1, 2)]
         with psycopg.connect(pg_url, autocommit=True) as conn:
             assert migrate(conn, schema) == []
     finally:
@@ -104,9 +105,10 @@ def test_the_claim_reaper_and_sweeper_queries_use_their_indexes(pg_url, jobs_sch
             return "\n".join(r[0] for r in rows)
 
         # Then each maintenance query reads its partial index, and a claim reads an index (never the table)
-        assert "jobs_processing_claimed_at" in plan(
-            "SELECT id, claim_token FROM {jobs} WHERE status = 'processing'"
-            " AND claimed_at < now() - interval '15 minutes' ORDER BY claimed_at LIMIT 500"
+        assert "jobs_claimed_at" in plan(
+            "SELECT id, claim_token FROM {jobs} WHERE status IN ('processing', 'pending')"
+            " AND claimed_at IS NOT NULL AND claimed_at < now() - interval '15 minutes'"
+            " ORDER BY claimed_at LIMIT 500"
         )
         assert "jobs_error_next_attempt_at" in plan(
             "SELECT id FROM {jobs} WHERE status = 'error' AND next_attempt_at <= now()"
@@ -150,20 +152,30 @@ def test_16_workers_racing_on_one_two_phase_job_run_its_side_effect_once(pg_url,
     charges: list[str] = []
     kinds = JobKinds()
 
+    losers_done = threading.Event()
+    outcomes: list[Outcome] = []
+    lock = threading.Lock()
+
     @kinds.register("charge", mode="two_phase")
     def charge(job):
         charges.append(str(job.id))
-        time.sleep(0.05)  # widen the window the losers race in
+        # The winner holds its claim until all 15 others were turned away: they really overlapped it.
+        assert losers_done.wait(JOIN_SECONDS), "the other workers never finished while the claim was held"
         return {"charged": job.payload["cents"]}
 
     start = threading.Barrier(16, timeout=JOIN_SECONDS)
-    outcomes: list[Outcome] = []
 
-    # When 16 workers, each with its own connection, deliver the same job at once
+    # When 16 workers, each with its own (already open) connection, deliver the same job at once
     def worker(i: int) -> None:
-        w = JobWorker(store_for(pg_url, jobs_schema, worker=f"w{i}"), kinds)
+        store = store_for(pg_url, jobs_schema, worker=f"w{i}")
+        store.get(job_id)  # connected before the start line
+        w = JobWorker(store, kinds)
         start.wait()
-        outcomes.append(w.run(job_id))
+        outcome = w.run(job_id)
+        with lock:
+            outcomes.append(outcome)
+            if outcomes.count(Outcome.ALREADY_HANDLED) == 15:
+                losers_done.set()
 
     run_threads(16, worker)
 
@@ -365,7 +377,7 @@ def test_a_worker_whose_claim_was_reaped_gets_lost_claim_and_changes_nothing(pg_
     store.reap(lease_seconds=0)
 
     # The reaped worker cannot commit while the job waits to be claimed again ...
-    with pytest.raises(LostClaim, match="reaped from this claim"):
+    with pytest.raises(LostClaim, match="its claim was reaped"):
         stale.commit(old, {"late": True})
     # ... nor once a new worker holds it: neither commit nor fail touches the new claim
     fresh = store_for(pg_url, jobs_schema, worker="fresh")
@@ -650,26 +662,34 @@ def test_behind_a_proxy_no_startup_options_are_sent(pg_url):
 # --- one round trip per delivery ---------------------------------------------------------------------
 
 
-def test_claim_or_get_claims_a_two_phase_kind_and_only_reads_the_rest(pg_url, jobs_schema):
+def test_start_claims_a_two_phase_kind_counts_a_single_run_and_only_reads_the_rest(pg_url, jobs_schema):
     store = store_for(pg_url, jobs_schema)
-    charge, thumb = store.create("charge").id, store.create("thumbnail").id
+    charge, thumb, other = store.create("charge").id, store.create("thumbnail").id, store.create("other").id
+    kinds = {"two_phase": ["charge"], "single": ["thumbnail"]}
     # A pending two-phase kind is claimed in the same statement that reads it
-    job, claim = store.claim_or_get(charge, ["charge"])
+    job, started, claim = store.start(charge, **kinds)
+    assert started
     assert claim is not None
     assert job.status == "processing"
     assert job.attempt == 1
     assert claim.token == job.claim_token
     # Delivered again, it is read, not claimed: the caller treats it as already handled
-    again, none = store.claim_or_get(charge, ["charge"])
-    assert none is None
+    again, started_again, none = store.start(charge, **kinds)
+    assert (started_again, none) == (False, None)
     assert again.claim_token == claim.token
-    # A single-UPDATE kind is only read
-    read, not_claimed = store.claim_or_get(thumb, ["charge"])
+    # A single-UPDATE kind stays pending, its run marked in flight (for the reaper, should it never end)
+    read, marked, not_claimed = store.start(thumb, **kinds)
+    assert marked
     assert not_claimed is None
     assert read.status == "pending"
     assert read.attempt == 0
+    assert read.claimed_at is not None
+    # A kind nobody handles is only read
+    unknown, started_unknown, _ = store.start(other, **kinds)
+    assert not started_unknown
+    assert unknown.attempt == 0
     with pytest.raises(JobNotFound):
-        store.claim_or_get(uuid.uuid4(), ["charge"])
+        store.start(uuid.uuid4(), **kinds)
 
 
 def test_a_delivery_costs_two_round_trips_on_the_wire_in_either_mode(pg_url, jobs_schema):
@@ -747,3 +767,185 @@ def test_a_payload_jsonb_refuses_is_refused_at_create_with_the_reason(pg_url, jo
         store.create("k", {"x": "a\x00b"})
     with pytest.raises(ValueError, match="1 to 128"):
         store.create("k" * 129)
+
+
+# --- lost responses, timeouts, crashes in single-UPDATE mode -----------------------------------------
+
+
+def _lose_response_of(store: JobStore, statement: str, times: int = 1) -> list[str]:
+    """The next ``times`` runs of ``statement`` take effect, then the connection dies before the answer."""
+    original = store._run
+    lost: list[str] = []
+
+    def run(name, fn, *, isolated=True):
+        def then_drop(conn):
+            result = fn(conn)
+            if name == statement and len(lost) < times:
+                lost.append(name)
+                conn.close()
+                raise psycopg.OperationalError("server closed the connection unexpectedly (test)")
+            return result
+
+        return original(name, then_drop, isolated=isolated)
+
+    store._run = run  # type: ignore[method-assign]
+    return lost
+
+
+def test_a_lost_response_on_start_commit_and_fail_is_told_apart_from_a_lost_claim(pg_url, jobs_schema):
+    store = store_for(pg_url, jobs_schema)
+    job_id = store.create("charge").id
+    # The claim took effect, its answer was lost: the store's retry sees its own token and keeps the claim
+    lost = _lose_response_of(store, "start")
+    job, started, claim = store.start(job_id, two_phase=["charge"], single=[])
+    assert lost == ["start"]
+    assert started
+    assert claim is not None
+    assert job.attempt == 1
+    # The commit took effect, its answer was lost: not a LostClaim, and nothing changes
+    lost = _lose_response_of(store, "commit")
+    store.commit(claim, {"ok": True})
+    assert lost == ["commit"]
+    done = store.get(job_id)
+    assert done is not None
+    assert (done.status, done.attempt, done.result) == ("completed", 1, {"ok": True})
+    # The same for fail
+    other = store.create("charge").id
+    failing = store.claim(other)
+    lost = _lose_response_of(store, "fail")
+    failed = store.fail(failing, "provider down", retry_in=30)
+    assert lost == ["fail"]
+    assert failed.status == "error"
+    row = store.get(other)
+    assert row is not None
+    assert len(row.errors) == 1
+
+
+def test_a_commit_the_database_refuses_for_a_while_is_retried_not_rerun(pg_url, jobs_schema):
+    # Given a job whose row another transaction holds while the handler runs (lock_timeout 200 ms)
+    store = JobStore(
+        Connector(lambda _r: pg_url, lock_timeout_ms=200, application_name="patient"), schema=jobs_schema
+    )
+    job_id = store.create("charge").id
+    blocker = psycopg.connect(pg_url)
+    charges: list[int] = []
+    kinds = JobKinds()
+
+    @kinds.register("charge")
+    def charge(job):
+        charges.append(job.attempt)
+        blocker.execute(
+            sql.SQL("SELECT 1 FROM {} WHERE id = %s FOR UPDATE").format(table(jobs_schema)), (job_id,)
+        )
+        return {"ok": True}
+
+    pauses: list[float] = []
+
+    def pause(seconds: float) -> None:  # the worker's backoff: the other transaction ends meanwhile
+        pauses.append(seconds)
+        blocker.commit()
+
+    # When its commit times out on the lock, then the lock goes
+    outcome = JobWorker(store, kinds, sleep=pause).run(job_id, deadline=time.monotonic() + JOIN_SECONDS)
+    blocker.close()
+    # Then the commit was retried and landed: the side effect ran once, the claim was never left to the reaper
+    assert outcome is Outcome.COMPLETED
+    assert charges == [1]
+    assert len(pauses) >= 1
+    job = store.get(job_id)
+    assert job is not None
+    assert (job.status, job.attempt) == ("completed", 1)
+
+
+def test_a_single_update_job_whose_runs_never_finish_is_dead_after_max_attempts(pg_url, jobs_schema):
+    # Given a single-UPDATE job whose every run dies with the runtime (OOM, timeout): started, never ended
+    store = store_for(pg_url, jobs_schema)
+    job_id = store.create("thumbnail", max_attempts=3).id
+    for attempt in (1, 2, 3):
+        _job, started, _claim = store.start(job_id, two_phase=[], single=["thumbnail"])
+        assert started
+        # When the reaper finds the run older than the lease
+        reaped = store.reap(lease_seconds=0)
+        # Then it counts as an attempt, and the last one makes the job dead
+        if attempt < 3:
+            assert reaped.pending == [job_id]
+        else:
+            assert reaped.dead == [job_id]
+    job = store.get(job_id)
+    assert job is not None
+    assert (job.status, job.attempt) == ("dead", 3)
+    assert all("run never finished" in e["error"] for e in job.errors)
+
+
+def test_a_single_update_run_in_flight_is_not_reaped_and_its_completion_clears_it(pg_url, jobs_schema):
+    store = store_for(pg_url, jobs_schema)
+    job_id = store.create("thumbnail").id
+    store.start(job_id, two_phase=[], single=["thumbnail"])
+    assert store.reap(lease_seconds=3600) == Reaped()
+    store.complete_if_pending(job_id, {"ok": True})
+    assert store.reap(lease_seconds=0) == Reaped()
+    job = store.get(job_id)
+    assert job is not None
+    assert (job.status, job.attempt) == ("completed", 1)
+
+
+def test_a_stale_fail_after_the_reaper_made_the_job_dead_is_a_lost_claim(pg_url, jobs_schema):
+    store = store_for(pg_url, jobs_schema)
+    job_id = store.create("charge", max_attempts=1).id
+    stale = store_for(pg_url, jobs_schema, worker="stale")
+    claim = stale.claim(job_id)
+    assert store.reap(lease_seconds=0).dead == [job_id]
+    with pytest.raises(LostClaim, match="its claim was reaped"):
+        stale.fail(claim, "too late")
+
+
+def test_a_reap_waiting_on_a_commit_in_flight_leaves_the_job_completed(pg_url, jobs_schema):
+    store = store_for(pg_url, jobs_schema)
+    job_id = store.create("charge").id
+    claim = store.claim(job_id)
+    name = f"reaper-{uuid.uuid4().hex[:8]}"
+    reaper = store_for(pg_url, jobs_schema, worker=name)
+    reaped: list[Reaped] = []
+    # Given the worker's commit is in flight (its transaction holds the row)
+    with psycopg.connect(pg_url) as committing:
+        committing.execute(
+            sql.SQL(
+                "UPDATE {} SET status = 'completed', completed_at = now() WHERE id = %s AND claim_token = %s"
+            ).format(table(jobs_schema)),
+            (job_id, claim.token),
+        )
+        # When the reaper's update reaches the row, it waits; then the commit lands
+        thread = threading.Thread(target=lambda: reaped.append(reaper.reap(lease_seconds=0)), daemon=True)
+        thread.start()
+        _wait_until_blocked(pg_url, name)
+        committing.commit()
+    thread.join(JOIN_SECONDS)
+    # Then the reaper re-checked the row and left it completed
+    assert reaped == [Reaped()]
+    job = store.get(job_id)
+    assert job is not None
+    assert job.status == "completed"
+
+
+def test_the_store_own_maintenance_queries_use_their_indexes(pg_url, jobs_schema):
+    """EXPLAIN of the statements the store really sends (not copies), on 20 000 finished jobs."""
+    store = store_for(pg_url, jobs_schema)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {} (id, kind, status, completed_at)"
+                " SELECT gen_random_uuid(), 'k', 'completed', now() FROM generate_series(1, 20000)"
+            ).format(table(jobs_schema))
+        )
+        for _ in range(5):
+            store.claim(store.create("k").id)
+        conn.execute(sql.SQL("ANALYZE {}").format(table(jobs_schema)))
+        cases: dict[str, tuple[dict[str, Any], str]] = {
+            "expired_claims": ({"lease": 900.0, "limit": 500}, "jobs_claimed_at"),
+            "due_for_retry": ({"limit": 500}, "jobs_error_next_attempt_at"),
+            "orphans": ({"age": 900.0, "limit": 500}, "jobs_pending_updated_at"),
+        }
+        for name, (params, index) in cases.items():
+            query = sql.SQL("EXPLAIN ") + store._sql[name]
+            plan = "\n".join(r[0] for r in conn.execute(query, params).fetchall())
+            assert index in plan, f"{name}:\n{plan}"

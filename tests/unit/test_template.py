@@ -541,6 +541,7 @@ SENDERS = {  # queue → the only principals that may send to it (a Deny for eve
         "RehydratorRole",
         "PoisonIsolatorRole",
         "RedriverRole",
+        "JobConsumerRole",
         "OperatorArns",
     ],
     "DelayQueue": ["ConsumerRole", "RedriverRole", "TrustedSenderArns", "OperatorArns"],
@@ -602,6 +603,7 @@ def check_envelope_key_and_queue_policies(raw: Template, cfn: Template) -> list[
             "RedriveWithLambda",
             "HasTrustedSenders",
             "HasOperators",
+            "HasDatabase",
         }
         if len(denies) != 1 or allowed != set(senders):
             problems.append(f"{queue} must deny SendMessage to all but {senders}, got {sorted(allowed)}")

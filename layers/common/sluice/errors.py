@@ -67,7 +67,15 @@ class JobNotFound(PermanentError, JobError):  # noqa: N818 - reads as the fact i
 
 
 class JobStoreUnavailable(TransientError):  # noqa: N818 - reads as the fact it reports
-    """The database could not be reached or did not answer in time: the message goes back to SQS."""
+    """The database could not be reached or did not answer in time: the message goes back to SQS.
+
+    ``unreachable``: no statement can succeed now (no connection, no schema), so a batch's other records
+    need not be tried; False for one statement's trouble (a lock or statement timeout, contention).
+    """
+
+    def __init__(self, message: str, *, unreachable: bool = False) -> None:
+        super().__init__(message)
+        self.unreachable = unreachable
 
 
 class JobContention(JobStoreUnavailable):

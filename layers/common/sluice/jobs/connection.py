@@ -39,7 +39,9 @@ def dsn_from_secret(secret: str) -> str:
     if not isinstance(data, dict) or "host" not in data:
         raise ConfigurationError("database secret JSON has no 'host' (expected the RDS secret form)")
     params = {_RDS_KEYS[k]: str(v) for k, v in data.items() if k in _RDS_KEYS}
-    params.setdefault("dbname", str(data.get("dbInstanceIdentifier") or "postgres"))
+    params.setdefault(
+        "dbname", "postgres"
+    )  # the RDS form's dbInstanceIdentifier names the instance, not a database
     return make_conninfo(**params)
 
 
@@ -134,7 +136,9 @@ class Connector:
             except psycopg.OperationalError as exc:
                 if not refresh and _authentication_failed(exc):
                     continue  # the secret may have rotated: read it again, once
-                raise JobStoreUnavailable(f"cannot connect to the job store: {first_line(exc)}") from exc
+                raise JobStoreUnavailable(
+                    f"cannot connect to the job store: {first_line(exc)}", unreachable=True
+                ) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
 

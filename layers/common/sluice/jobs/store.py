@@ -68,7 +68,7 @@ _SQL = {
     "get": f"SELECT {_COLUMNS} FROM {{jobs}} WHERE id = %(id)s",  # noqa: S608 - constants only
     "state": "SELECT status, claim_token FROM {jobs} WHERE id = %(id)s",
     "complete_if_pending": "UPDATE {jobs} SET status = 'completed', result = %(result)s,"
-    " attempt = attempt + 1, completed_at = now(), updated_at = now()"
+    " attempt = attempt + 1, completed_at = now(), updated_at = now(), claimed_at = NULL"
     " WHERE id = %(id)s AND status = 'pending' RETURNING attempt",
     "fail_if_pending": "UPDATE {jobs} SET attempt = attempt + 1,"
     " status = CASE WHEN %(dead)s OR attempt + 1 >= max_attempts THEN 'dead' ELSE 'error' END,"
@@ -76,20 +76,24 @@ _SQL = {
     "   ELSE now() + make_interval(secs => %(delay)s) END,"
     " errors = errors || jsonb_build_array(jsonb_build_object('attempt', attempt + 1, 'at', now(),"
     "   'error', %(error)s::text, 'worker', %(worker)s::text)),"
-    " updated_at = now()"
+    " updated_at = now(), claimed_at = NULL"
     " WHERE id = %(id)s AND status = 'pending' RETURNING status, attempt, next_attempt_at",
     "claim": "UPDATE {jobs} SET status = 'processing', attempt = attempt + 1, claim_token = %(token)s,"  # noqa: S608
     " claimed_at = now(), claimed_by = %(worker)s, updated_at = now()"
     f" WHERE id = %(id)s AND status = 'pending' RETURNING {_COLUMNS}",
-    # One round trip for a delivery: claim the row if its kind runs two-phase, else (or when it is not
-    # pending) read it. The second SELECT sees the statement's snapshot, so a row another worker claimed
-    # meanwhile may read as pending there: callers treat a two-phase kind that was not claimed as taken.
-    "claim_or_get": "WITH claimed AS (UPDATE {jobs} SET status = 'processing', attempt = attempt + 1,"  # noqa: S608
-    " claim_token = %(token)s, claimed_at = now(), claimed_by = %(worker)s, updated_at = now()"
-    f" WHERE id = %(id)s AND status = 'pending' AND kind = ANY(%(kinds)s::text[]) RETURNING {_COLUMNS})"
-    " SELECT true AS claimed, * FROM claimed"
+    # One round trip for a delivery: start the run of a pending row of a known kind — a two-phase kind is
+    # claimed (processing, new token, attempt + 1); a single-UPDATE kind stays pending with the run marked
+    # in flight (claimed_at, token), so the reaper can count a run that never finishes — or else read it.
+    # The second SELECT sees the statement's snapshot, so a row another worker claimed meanwhile may read
+    # as pending there: callers treat a row that was not started as taken.
+    "start": "WITH started AS (UPDATE {jobs} SET updated_at = now(), claim_token = %(token)s,"  # noqa: S608
+    " claimed_at = now(), claimed_by = %(worker)s,"
+    " attempt = attempt + CASE WHEN kind = ANY(%(two_phase)s::text[]) THEN 1 ELSE 0 END,"
+    " status = CASE WHEN kind = ANY(%(two_phase)s::text[]) THEN 'processing' ELSE status END"
+    f" WHERE id = %(id)s AND status = 'pending' AND kind = ANY(%(known)s::text[]) RETURNING {_COLUMNS})"
+    " SELECT true AS started, * FROM started"
     f" UNION ALL SELECT false, {_COLUMNS} FROM {{jobs}}"
-    " WHERE id = %(id)s AND NOT EXISTS (SELECT FROM claimed)",
+    " WHERE id = %(id)s AND NOT EXISTS (SELECT FROM started)",
     "commit": "UPDATE {jobs} SET status = 'completed', result = %(result)s, completed_at = now(),"
     " updated_at = now()"
     " WHERE id = %(id)s AND status = 'processing' AND claim_token = %(token)s RETURNING attempt",
@@ -103,16 +107,23 @@ _SQL = {
     " WHERE id = %(id)s AND status = 'processing' AND claim_token = %(token)s"
     " RETURNING status, attempt, next_attempt_at",
     "expired_claims": "SELECT id, claim_token FROM {jobs}"
-    " WHERE status = 'processing' AND claimed_at < now() - make_interval(secs => %(lease)s)"
+    " WHERE status IN ('processing', 'pending') AND claimed_at IS NOT NULL"
+    " AND claimed_at < now() - make_interval(secs => %(lease)s)"
     " ORDER BY claimed_at LIMIT %(limit)s",
+    # A two-phase claim older than the lease goes back to pending (its attempt was counted at the claim);
+    # a single-UPDATE run started that long ago never finished: it counts as an attempt now.
     "reap": "UPDATE {jobs} AS j SET"
-    " status = CASE WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'pending' END,"
-    " errors = j.errors || jsonb_build_array(jsonb_build_object('attempt', j.attempt, 'at', now(),"
-    "   'error', 'claim expired: no commit within the ' || %(lease)s::text || ' s lease',"
+    " status = CASE WHEN j.attempt + (j.status = 'pending')::int >= j.max_attempts"
+    "   THEN 'dead' ELSE 'pending' END,"
+    " attempt = j.attempt + (j.status = 'pending')::int,"
+    " errors = j.errors || jsonb_build_array(jsonb_build_object("
+    "   'attempt', j.attempt + (j.status = 'pending')::int, 'at', now(),"
+    "   'error', CASE WHEN j.status = 'pending' THEN 'run never finished within the ' ELSE"
+    "     'claim expired: no commit within the ' END || %(lease)s::text || ' s lease',"
     "   'worker', j.claimed_by)),"
-    " claimed_at = NULL, claimed_by = NULL, updated_at = now()"
+    " claimed_at = NULL, claimed_by = NULL, claim_token = NULL, updated_at = now()"
     " FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS c(id, token)"
-    " WHERE j.id = c.id AND j.claim_token = c.token AND j.status = 'processing'"
+    " WHERE j.id = c.id AND j.claim_token = c.token AND j.status IN ('processing', 'pending')"
     "   AND j.claimed_at < now() - make_interval(secs => %(lease)s)"
     " RETURNING j.id, j.status",
     "due_for_retry": "UPDATE {jobs} SET status = 'pending', next_attempt_at = NULL, updated_at = now()"
@@ -311,7 +322,8 @@ class JobStore:
             existing = self._one("by_unique_key", params)
             if existing is not None:
                 return Created(uuid.UUID(str(existing["id"])), created=False)
-        return Created(new_id, created=False)
+        # Our own insert whose response was lost (a random id cannot collide), or the caller's id reused.
+        return Created(new_id, created=job_id is None)
 
     def get(self, job_id: uuid.UUID) -> Job | None:
         row = self._one("get", {"id": job_id})
@@ -320,9 +332,11 @@ class JobStore:
     # --- single-UPDATE mode --------------------------------------------------------------------
 
     def complete_if_pending(self, job_id: uuid.UUID, result: Any = None) -> None:
-        """pending → completed in one UPDATE; :class:`AlreadyHandled` when the job was not pending."""
+        """pending → completed in one UPDATE (attempt + 1); :class:`AlreadyHandled` when the job was not
+        pending."""
         stored, _problem = storable(result)
-        if self._one("complete_if_pending", {"id": job_id, "result": Jsonb(stored)}) is None:
+        params = {"id": job_id, "result": Jsonb(stored)}
+        if self._one("complete_if_pending", params) is None:
             raise self._not_pending(job_id)
 
     def fail_if_pending(
@@ -334,8 +348,8 @@ class JobStore:
         retry_in: float | None = None,
         permanent: bool = False,
     ) -> Failed:
-        """pending → error (retried after a backoff) or dead, recording ``error``; ``attempt`` is the run
-        that failed (the row's attempt + 1) and sets the backoff."""
+        """pending → error (retried after a backoff) or dead, recording ``error`` (attempt + 1); ``attempt``
+        is the run that failed (the row's attempt + 1) and sets the backoff."""
         row = self._one("fail_if_pending", self._failure(job_id, error, attempt, retry_in, permanent))
         if row is None:
             raise self._not_pending(job_id)
@@ -354,21 +368,32 @@ class JobStore:
             return Claim(job, token)  # our first try landed; its response was lost with the connection
         raise self._not_pending(job_id)
 
-    def claim_or_get(self, job_id: uuid.UUID, two_phase_kinds: Sequence[str]) -> tuple[Job, Claim | None]:
-        """Claim the job when it is pending and its kind is one of ``two_phase_kinds``, else read it; one
-        round trip. ``(job, claim)`` when claimed, ``(job, None)`` otherwise (a two-phase kind that comes
-        back unclaimed is taken or not pending: :class:`AlreadyHandled` for the caller);
-        :class:`JobNotFound` when there is no such job."""
+    def start(
+        self, job_id: uuid.UUID, *, two_phase: Sequence[str], single: Sequence[str]
+    ) -> tuple[Job, bool, Claim | None]:
+        """Start a delivery's run in one round trip: a pending job of a ``two_phase`` kind is claimed, one
+        of a ``single`` kind gets its attempt counted; any other job is only read.
+
+        ``(job, started, claim)``: ``started`` when this call counted the run (``claim`` is set for a
+        two-phase kind). A job that was not started is taken or not pending (:class:`AlreadyHandled` for
+        the caller), or of a kind nobody handles. :class:`JobNotFound` when there is no such job.
+        """
         token = uuid.uuid4()
-        params = {"id": job_id, "token": token, "worker": self._worker, "kinds": list(two_phase_kinds)}
-        row = self._one("claim_or_get", params)
+        params = {
+            "id": job_id,
+            "token": token,
+            "worker": self._worker,
+            "two_phase": list(two_phase),
+            "known": [*two_phase, *single],
+        }
+        row = self._one("start", params)
         if row is None:
             raise JobNotFound(f"no job {job_id} in {self._schema}.jobs")
-        claimed = row.pop("claimed")
+        started = bool(row.pop("started"))
         job = Job(**row)
-        if claimed or (job.status == "processing" and job.claim_token == token):  # or our lost first try
-            return job, Claim(job, token)
-        return job, None
+        if job.claim_token == token:  # started now, or by our first try whose response was lost
+            return job, True, Claim(job, token) if job.status == "processing" else None
+        return job, started and job.kind not in two_phase, None
 
     def commit(self, claim: Claim, result: Any = None) -> None:
         """processing → completed, only under ``claim``'s token; :class:`LostClaim` otherwise."""
@@ -475,9 +500,12 @@ class JobStore:
         row = self._one("state", {"id": claim.job_id})
         if row is not None and row["status"] in landed and row["claim_token"] == claim.token:
             return
-        state = "gone" if row is None else f"{row['status']} under another claim"
-        if row is not None and row["claim_token"] == claim.token:
-            state = f"{row['status']} (reaped from this claim)"
+        if row is None:
+            state = "gone"
+        elif row["claim_token"] is None:
+            state = f"{row['status']} (its claim was reaped)"
+        else:
+            state = f"{row['status']} under another claim"
         raise LostClaim(f"job {claim.job_id}: claim {claim.token} lost; the job is {state}")
 
     def _one(self, name: str, params: dict[str, Any]) -> dict[str, Any] | None:
@@ -516,7 +544,8 @@ class JobStore:
             except pg_errors.UndefinedTable as exc:
                 raise JobStoreUnavailable(
                     f"{name}: {self._schema}.jobs does not exist; apply the migrations"
-                    " (`sluice jobs migrate`, or let the job reaper's first run apply them)"
+                    " (`sluice jobs migrate`, or let the job reaper's first run apply them)",
+                    unreachable=True,
                 ) from exc
             except psycopg.OperationalError as exc:
                 broken = conn.closed or conn.broken
@@ -525,4 +554,4 @@ class JobStore:
                     if not reconnected:  # every statement here is safe to send twice (see module doc)
                         reconnected = True
                         continue
-                raise JobStoreUnavailable(f"{name}: {first_line(exc)}") from exc
+                raise JobStoreUnavailable(f"{name}: {first_line(exc)}", unreachable=broken) from exc

@@ -18,12 +18,13 @@ unreachable sends a message back to SQS (``batchItemFailures``). A message that 
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 
@@ -53,6 +54,11 @@ __all__ = ["JobConsumer", "JobKinds", "JobWorker", "Mode", "Outcome", "job_messa
 
 Mode = Literal["single", "two_phase"]
 Handler = Callable[["Job"], Any]
+T = TypeVar("T")
+COMMIT_PATIENCE_SECONDS = 10.0
+DEADLINE_RESERVE_SECONDS = 1.5
+"""Left of an invocation after the last retry of a run's last transition (the batch still has to answer)."""
+"""How long a run's last transition is retried while the database is unavailable, without a deadline."""
 MAX_JOB_MESSAGE_BYTES = 4096
 """A job message only names a job; anything longer is not one."""
 
@@ -113,6 +119,11 @@ class JobKinds:
         """The kinds that run two-phase (claimed before their handler runs)."""
         return tuple(k for k, v in self._kinds.items() if v.mode == "two_phase")
 
+    @property
+    def single(self) -> tuple[str, ...]:
+        """The kinds that run single-UPDATE."""
+        return tuple(k for k, v in self._kinds.items() if v.mode == "single")
+
     def __contains__(self, kind: object) -> bool:
         return kind in self._kinds
 
@@ -144,25 +155,35 @@ class JobWorker:
     failure). Raises :class:`~sluice.errors.JobStoreUnavailable` when the database is unreachable and
     :class:`~sluice.errors.JobNotFound` when there is no such job."""
 
-    def __init__(self, store: JobStore, kinds: JobKinds, *, logger: Logger | None = None) -> None:
+    def __init__(
+        self,
+        store: JobStore,
+        kinds: JobKinds,
+        *,
+        logger: Logger | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self._store = store
         self._kinds = kinds
         self._log = logger
+        self._sleep = sleep
 
-    def run(self, job_id: uuid.UUID) -> Outcome:
-        # One round trip: a two-phase kind's pending row is claimed at once, anything else is read.
-        job, claim = self._store.claim_or_get(job_id, self._kinds.two_phase)
-        kind = self._kinds.get(job.kind)
-        if claim is None and (job.status != "pending" or (kind is not None and kind.mode == "two_phase")):
-            # the common duplicate: no write, no handler
-            self._info("job already handled", job_id, status=job.status)
-            return Outcome.ALREADY_HANDLED
+    def run(self, job_id: uuid.UUID, *, deadline: float | None = None) -> Outcome:
+        """Run one delivery of ``job_id``. ``deadline`` (``time.monotonic()``): until when the final
+        commit or fail may be retried while the database is unavailable (default: 10 s from its first
+        try) — the handler has run, so giving up early would have the reaper run it again."""
+        # One round trip: a two-phase kind's pending row is claimed at once, a single-UPDATE kind's run
+        # is counted, anything else is read.
+        kinds = self._kinds
+        job, started, claim = self._store.start(job_id, two_phase=kinds.two_phase, single=kinds.single)
+        kind = kinds.get(job.kind)
         try:
             if claim is not None and kind is not None:
-                return self._two_phase(claim, kind.handler)
-            if kind is None:
+                return self._two_phase(claim, kind.handler, deadline)
+            if started and kind is not None:
+                return self._single(job, kind.handler, deadline)
+            if kind is None and job.status == "pending":
                 return self._no_handler(job)
-            return self._single(job, kind.handler)
         except AlreadyHandled as exc:
             self._info("job already handled", job_id, reason=str(exc))
             return Outcome.ALREADY_HANDLED
@@ -172,30 +193,55 @@ class JobWorker:
                     "job claim lost; result discarded", extra={"job_id": str(job_id), "reason": str(exc)}
                 )
             return Outcome.LOST_CLAIM
+        # the common duplicate: taken, finished or waiting for its retry; no handler ran
+        self._info("job already handled", job_id, status=job.status)
+        return Outcome.ALREADY_HANDLED
 
-    def _single(self, job: Job, handler: Handler) -> Outcome:
+    def _single(self, job: Job, handler: Handler, deadline: float | None) -> Outcome:
         try:
             result = handler(job)
         except JobStoreUnavailable:
             raise
         except Exception as exc:  # noqa: BLE001 - a job's failure is recorded in its row
-            failed = self._store.fail_if_pending(
-                job.id, _describe(exc), attempt=job.attempt + 1, **_retry(exc)
+            error, retry = _describe(exc), _retry(exc)
+            failed = self._finish(
+                lambda: self._store.fail_if_pending(job.id, error, attempt=job.attempt + 1, **retry),
+                deadline,
             )
             return self._failed(job, exc, failed.status)
-        self._store.complete_if_pending(job.id, self._storable(job, result))
+        stored = self._storable(job, result)
+        self._finish(lambda: self._store.complete_if_pending(job.id, stored), deadline)
         return Outcome.COMPLETED
 
-    def _two_phase(self, claim: Claim, handler: Handler) -> Outcome:
+    def _two_phase(self, claim: Claim, handler: Handler, deadline: float | None) -> Outcome:
         try:
             result = handler(claim.job)
         except JobStoreUnavailable:
             raise  # the claim stays; the reaper takes it back after the lease
         except Exception as exc:  # noqa: BLE001 - a job's failure is recorded in its row
-            failed = self._store.fail(claim, _describe(exc), **_retry(exc))
+            error, retry = _describe(exc), _retry(exc)
+            failed = self._finish(lambda: self._store.fail(claim, error, **retry), deadline)
             return self._failed(claim.job, exc, failed.status)
-        self._store.commit(claim, self._storable(claim.job, result))
+        stored = self._storable(claim.job, result)
+        self._finish(lambda: self._store.commit(claim, stored), deadline)
         return Outcome.COMPLETED
+
+    def _finish(self, transition: Callable[[], T], deadline: float | None) -> T:
+        """The run's last transition, retried while the database is unavailable until ``deadline``.
+        Every transition is fenced (token or status) and tells its own earlier landing apart, so
+        retrying it is safe; not retrying would leave the claim to the reaper and run the handler again."""
+        until = time.monotonic() + COMMIT_PATIENCE_SECONDS if deadline is None else deadline
+        pause = 0.05
+        while True:
+            try:
+                return transition()
+            except JobStoreUnavailable as exc:
+                if time.monotonic() + pause >= until:
+                    raise
+                if self._log is not None:
+                    self._log.warning("job's last transition failed; retrying", extra={"reason": str(exc)})
+                self._sleep(pause)
+                pause = min(2.0, pause * 2)
 
     def _storable(self, job: Job, result: Any) -> Any:
         """The result, or a note when jsonb cannot hold it: the job still completes (its side effect ran;
@@ -234,7 +280,11 @@ class JobWorker:
 
 
 def _describe(exc: BaseException) -> str:
-    return f"{exc.__class__.__name__}: {exc}"
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001 - an exception whose __str__ raises still gets recorded
+        text = f"<{exc.__class__.__name__} whose message cannot be read>"
+    return f"{exc.__class__.__name__}: {text}"
 
 
 def _retry(exc: BaseException) -> dict[str, Any]:
@@ -279,16 +329,24 @@ class JobConsumer:
             )
         counts: Counter[str] = Counter()
         down: list[JobStoreUnavailable] = []
+        # The last transition of a run may be retried until shortly before the invocation ends.
+        deadline = (
+            time.monotonic() + remaining() / 1000 - DEADLINE_RESERVE_SECONDS if callable(remaining) else None
+        )
 
         def record_handler(record: SQSRecord) -> None:
             self._log.append_keys(message_id=record.message_id)
             try:
-                self._record(record, counts, down)
+                self._record(record, counts, down, deadline)
             except JobStoreUnavailable as exc:
-                if not down:
+                if exc.unreachable and not down:
                     down.append(exc)
                     self._log.error(
-                        "job store unavailable; the batch's jobs go back to SQS", extra={"reason": str(exc)}
+                        "job store unreachable; the batch's jobs go back to SQS", extra={"reason": str(exc)}
+                    )
+                elif not exc.unreachable:
+                    self._log.warning(
+                        "job store did not answer; the job goes back to SQS", extra={"reason": str(exc)}
                     )
                 counts[metrics.JOB_STORE_UNAVAILABLE] += 1
                 counts[metrics.JOB_MESSAGES_RETRIED] += 1
@@ -312,11 +370,13 @@ class JobConsumer:
         self._log.info("job batch done", extra={"records": len(event.get("Records", [])), **counts})
         return dict(response)
 
-    def _record(self, record: SQSRecord, counts: Counter[str], down: list[JobStoreUnavailable]) -> None:
+    def _record(
+        self, record: SQSRecord, counts: Counter[str], down: list[JobStoreUnavailable], deadline: float | None
+    ) -> None:
         if down:  # the database is unreachable: don't spend a connect timeout on every record
-            raise JobStoreUnavailable(f"not tried: {down[0]}")
+            raise JobStoreUnavailable(f"not tried: {down[0]}", unreachable=True)
         try:
-            outcome = self._worker.run(parse_job_message(record.body or ""))
+            outcome = self._worker.run(parse_job_message(record.body or ""), deadline=deadline)
         except PermanentError as exc:  # malformed message or no such job: isolate, never retry
             self._reject(record, exc)
             counts[metrics.JOB_MESSAGES_REJECTED] += 1
