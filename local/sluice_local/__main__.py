@@ -95,7 +95,11 @@ def _options(args: argparse.Namespace) -> Any:
     if unknown:
         raise SystemExit(f"--only: unknown fault kind(s) {unknown}; known: {', '.join(faults.ALL_KINDS)}")
     return soak.Options(
-        aws_rate=args.aws_rate, lambda_rate=args.lambda_rate, sabotage=args.sabotage, only=only
+        aws_rate=args.aws_rate,
+        lambda_rate=args.lambda_rate,
+        sabotage=args.sabotage,
+        only=only,
+        workload=args.workload,
     )
 
 
@@ -127,6 +131,10 @@ def _rates(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lambda-rate", type=float, default=0.08, help="share of invocations faulted")
     parser.add_argument("--only", default="", help="comma-separated fault kinds to inject (default: all)")
     parser.add_argument("--log-dir", default=str(ROOT / ".sluice-local" / "soak"))
+    parser.add_argument(
+        "--workload", default="all", choices=["all", "orders", "jobs"],
+        help="what each seed sends: orders and job rows (default), or one of them",
+    )  # fmt: skip
     parser.add_argument(
         "--sabotage", default="", choices=["", "ledger", "delete-failed"],
         help="check the checker: break something it must report (see sluice_local.soak.SABOTAGE)",

@@ -89,6 +89,7 @@ CRASH_WITHIN_CALLS = 8
 dozens; the redriver's send and delete, the rehydrator's reads, sends and rewrites come early)."""
 RECEIVE = "ReceiveMessage"
 SERVICE_EXCEPTION = "Lambda.ServiceException"
+TIMED_OUT = "Sandbox.Timedout"
 
 
 class SimulatedCrash(BaseException):
@@ -274,6 +275,17 @@ class Injector:
             self._in_window([committing])
         return kind
 
+    def timed_out(self, here: Scope) -> None:
+        """The invocation ran past its timeout. Lambda stops it there; the local runtime cannot stop its
+        thread, so it dies at its next AWS call or statement instead: a side effect it has not performed
+        yet never happens after its deadline (which AWS could not produce)."""
+        with self._lock:
+            here.crashed = True
+            if here.crash_after is None:
+                here.crash_after = here.calls
+            self.where[f"{here.caller} Invoke timed-out (stopped at its next call)"] += 1
+        log.info("seed %d: %s timed out; stopped at its next call", self.plan.seed, here.caller)
+
     def again(self, kind: str, api: str) -> None:
         """Count a fault that continues one already decided (the retries of a call)."""
         here = current()
@@ -440,6 +452,31 @@ def _faulty_statements(injector: Injector, original: Callable[..., Any]) -> Call
     return db_run
 
 
+def _faulty_invocations(injector: Injector, original: Callable[..., Any]) -> Callable[..., Any]:
+    """``FunctionHost._run`` with each invocation decided by ``injector`` (:meth:`Injector.invocation`)."""
+
+    def invoke(self: FunctionHost, event: Any) -> str:
+        kind, inner = injector.invocation(self.spec.logical_id)
+        if kind == INVOKE_ERROR:  # as Lambda's service reports it (Step Functions retries it by name)
+            raise FunctionError({"errorType": SERVICE_EXCEPTION, "errorMessage": "injected: not run"})
+        try:
+            with scope(inner):
+                result = str(original(self, event))
+        except SimulatedCrash as exc:  # raised on the invoking thread: the runtime process is gone
+            raise FunctionError(
+                {"errorType": "Runtime.ExitError", "errorMessage": f"injected: {exc}"}
+            ) from None
+        except FunctionError as exc:
+            if exc.payload.get("errorType") == TIMED_OUT:
+                injector.timed_out(inner)
+            raise
+        if kind == LOST_INVOKE_RESPONSE:
+            raise FunctionError({"errorType": SERVICE_EXCEPTION, "errorMessage": "injected: ran, lost"})
+        return result
+
+    return invoke
+
+
 def install(injector: Injector) -> Callable[[], None]:
     """Route every AWS call, invocation, mapping poll and thread start of this process through
     ``injector``; returns the undo."""
@@ -459,21 +496,7 @@ def install(injector: Injector) -> Callable[[], None]:
         kind = _decide(injector, service, operation_model.name, body, context)
         return _faulty_response(injector, kind, request, operation_model, send)
 
-    def invoke(self: FunctionHost, event: Any) -> str:
-        kind, inner = injector.invocation(self.spec.logical_id)
-        if kind == INVOKE_ERROR:  # as Lambda's service reports it (Step Functions retries it by name)
-            raise FunctionError({"errorType": SERVICE_EXCEPTION, "errorMessage": "injected: not run"})
-        try:
-            with scope(inner):
-                result = original_invoke(self, event)
-        except SimulatedCrash as exc:  # raised on the invoking thread: the runtime process is gone
-            raise FunctionError(
-                {"errorType": "Runtime.ExitError", "errorMessage": f"injected: {exc}"}
-            ) from None
-        if kind == LOST_INVOKE_RESPONSE:
-            raise FunctionError({"errorType": SERVICE_EXCEPTION, "errorMessage": "injected: ran, lost"})
-        return result
-
+    invoke = _faulty_invocations(injector, original_invoke)
     db_run = _faulty_statements(injector, original_db)
 
     def poll_once(self: SqsPoller) -> None:

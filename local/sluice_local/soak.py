@@ -24,7 +24,7 @@ PostgreSQL the job part is skipped and the report says why.
 Seeds run one after another on one stack per process (a seed's business ids are ``s<seed>-<n>``);
 ``python -m sluice_local soak`` runs a range of them in worker processes, one per RedriveMode.
 
-Time scale: the work and delay queues' visibility timeouts are set to :data:`VISIBILITY_SECONDS` after
+Time scale: the work, delay and job queues' visibility timeouts are set to :data:`VISIBILITY_SECONDS` after
 deploy (the consumer's ``SLUICE_VISIBILITY_TIMEOUT_SECONDS`` with it), so a batch lost with a failed
 invocation is back in seconds instead of minutes; everything else is the ``--fast`` stack.
 """
@@ -66,6 +66,8 @@ KINDS = (
 ORDERS_PER_SEED = 8
 JOB_KINDS = ("job-charge", "job-charge", "job-duplicate", "job-thumbnail", "job-flaky", "job-invalid")
 JOBS_PER_SEED = 3
+WORKLOADS = ("all", "orders", "jobs")
+"""What each seed sends: orders and job rows (the default), or only one of them."""
 SABOTAGE = {
     "ledger": "every ledger write loses its response: a side effect that happened but reported an error is "
     "performed again when its record is retried (unguarded by design): the checker must report duplicated "
@@ -139,12 +141,14 @@ class Options:
     """'' (the real thing), or something the checker must catch (:data:`SABOTAGE`)."""
     only: tuple[str, ...] = ()
     """Fault kinds to inject (all when empty): a targeted run."""
+    workload: str = "all"
+    """:data:`WORKLOADS`: orders and jobs, or only one of them."""
 
     def argv(self) -> list[str]:
         """The command-line options that differ from the defaults."""
         out: list[str] = []
         default = Options()
-        for name in ("aws_rate", "lambda_rate", "sabotage"):
+        for name in ("aws_rate", "lambda_rate", "sabotage", "workload"):
             if getattr(self, name) != getattr(default, name):
                 out += [f"--{name.replace('_', '-')}", str(getattr(self, name))]
         if self.only:
@@ -168,7 +172,9 @@ class Soak:
 
     def _compress_time(self) -> None:
         sqs = self.stack.client("sqs")
-        for output in ("WorkQueueUrl", "DelayQueueUrl"):
+        for output in ("WorkQueueUrl", "DelayQueueUrl", "JobQueueUrl"):
+            if output not in self.stack.outputs:  # no job store without a PostgreSQL
+                continue
             sqs.set_queue_attributes(
                 QueueUrl=self.stack.outputs[output], Attributes={"VisibilityTimeout": str(VISIBILITY_SECONDS)}
             )
@@ -196,9 +202,12 @@ class Soak:
             original = SqsPoller._failures
             SqsPoller._failures = staticmethod(lambda result, ids: set())  # type: ignore[method-assign]
         jobs: list[SentJob] = []
+        sent: list[Sent] = []
         try:
-            sent = self._send(plan)
-            jobs = self._send_jobs(plan)
+            if o.workload != "jobs":
+                sent = self._send(plan)
+            if o.workload != "orders":
+                jobs = self._send_jobs(plan)
             stuck = self._drain(sent, jobs)
         finally:
             undo()
@@ -468,7 +477,11 @@ def run_worker(seeds: list[int], *, mode: str, log_dir: Path, options: Options) 
     failed = 0
     params = {**FAST, "RedriveMode": mode}
     database = postgres.database_url()
-    no_jobs = postgres.unreachable_reason(database) or ""
+    no_jobs = (
+        "not in this workload"
+        if options.workload == "orders"
+        else postgres.unreachable_reason(database) or ""
+    )
     stack_name = f"sluice-soak-{mode}"
     with LocalCloud(
         parameters=params, stack_name=stack_name, database_url=None if no_jobs else database
