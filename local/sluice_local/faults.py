@@ -167,6 +167,7 @@ class Injector:
     _sequence: Counter[tuple[str, str]] = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _sabotaged: set[str] = field(default_factory=set)
+    _failed_commits: set[str] = field(default_factory=set)
     in_window: set[str] = field(default_factory=set)
     """Side effects (ledger ``effect_key``) whose invocation died after performing them and before
     committing their guard, or whose guard's commit call was faulted: performing one again is the
@@ -264,16 +265,32 @@ class Injector:
             return None  # the checker's own reads
         site = f"db:{statement}"
         self._survives(here, site)
-        committing = here.uncommitted.pop(threading.get_ident(), None) if statement in DB_COMMITS else None
         n = self._next(here.caller, site)
         kinds = tuple(k for k in DB_KINDS if not self.plan.only or k in self.plan.only)
         if not kinds or self.plan.roll(here.caller, site, n) >= self.plan.aws_rate:
             return None
         kind = self.plan.pick(kinds, here.caller, site, n)
         self._count(kind, here.caller, site)
-        if committing:  # the run's commit may fail for good after its side effect: the claim is reaped
-            self._in_window([committing])
         return kind
+
+    def committed(self, ok: bool) -> None:
+        """The job store's commit of the current thread's run returned (``ok``) or raised for good. Only
+        then is its side effect inside the window: the claim is left to the reaper, which runs it again."""
+        here = current()
+        if here is None:
+            return
+        effect = here.uncommitted.get(threading.get_ident())
+        if not effect:
+            return
+        with self._lock:
+            if ok:  # a later try landed after all (the worker retries its last transition): no window
+                here.uncommitted.pop(threading.get_ident(), None)
+                if effect in self._failed_commits:
+                    self._failed_commits.discard(effect)
+                    self.in_window.discard(effect)
+            else:
+                self._failed_commits.add(effect)
+                self.in_window.add(effect)
 
     def timed_out(self, here: Scope) -> None:
         """The invocation ran past its timeout. Lambda stops it there; the local runtime cannot stop its
@@ -447,7 +464,15 @@ def _faulty_statements(injector: Injector, original: Callable[..., Any]) -> Call
                 raise psycopg.OperationalError(f"injected {kind}: server closed the connection unexpectedly")
             return result
 
-        return original(self, name, faulty, isolated=isolated)
+        if name not in DB_COMMITS:
+            return original(self, name, faulty, isolated=isolated)
+        try:
+            result = original(self, name, faulty, isolated=isolated)
+        except Exception:  # a crash (BaseException) marks the window where it happens
+            injector.committed(ok=False)
+            raise
+        injector.committed(ok=True)
+        return result
 
     return db_run
 

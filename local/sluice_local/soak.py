@@ -443,12 +443,21 @@ class Soak:
                 (result.at_least_once if key in injector.in_window else result.duplicated).append(
                     f"{label} charged x{charges}"
                 )
+            never_finished = [e for e in job.errors if "never finished" in str(e.get("error"))]
             if j.kind == "job-invalid" and (job.status != "dead" or charges):
                 result.misrouted.append(f"{label}: {job.status}, charged {charges}x")
+            elif job.kind == "charge" and never_finished:  # that message is for single-UPDATE runs only
+                result.misrouted.append(f"{label}: a two-phase job reaped as a single-UPDATE run")
             elif j.kind != "job-invalid" and job.status == "dead":
                 result.exhausted.append(f"{label}: dead after {job.attempt} attempts")
             elif job.kind == "charge" and job.status == "completed" and not charges:
                 result.misrouted.append(f"{label}: completed, never charged")
+            elif (
+                job.kind == "thumbnail"
+                and job.status == "completed"
+                and not self._ledger(j.job_id, "thumbnail")
+            ):
+                result.misrouted.append(f"{label}: completed, never rendered")
 
     def _clean_up(self) -> None:
         sqs = self.stack.client("sqs")

@@ -9,11 +9,13 @@ message lost.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -102,6 +104,13 @@ def test_the_job_soak_loses_no_job_and_repeats_no_two_phase_side_effect(tmp_path
     assert jobs.endswith("✓"), jobs
     db_faults = sum(int(n) for n in re.findall(r"(\d+)  job store: ", output))
     assert db_faults >= JOB_SEEDS, "the schedules hardly touched the job store"
+    # ... and the job consumer's own statements, not only the maintenance functions'
+    sites: Counter[str] = Counter()
+    for line in (tmp_path / "results.jsonl").read_text().splitlines():
+        sites.update(json.loads(line)["faults_at"])
+    consumer = {k: n for k, n in sites.items() if k.startswith("JobConsumerFunction db:")}
+    assert sum(consumer.values()) >= 5, sites
+    assert any(k.split()[1] in ("db:commit", "db:complete_if_pending", "db:fail") for k in consumer), consumer
 
 
 # Seeds whose schedule found a real bug, each replayed alone with the options it ran with.

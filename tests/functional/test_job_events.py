@@ -255,3 +255,32 @@ def test_one_job_the_database_did_not_answer_in_time_goes_back_alone(job_stack, 
     assert THUMB in tried  # the records after it were still tried
     assert FLAKY in tried
     assert metrics.values["JobStoreUnavailable"] == 1
+
+
+def test_records_left_when_the_invocation_is_about_to_end_go_back_untouched(job_stack):
+    from aws_lambda_powertools import Logger  # noqa: PLC0415
+
+    from sluice.jobs import JobConsumer, Outcome  # noqa: PLC0415
+    from tests.doubles import RecordingMetrics  # noqa: PLC0415
+
+    sqs, _jobs, poison, *_ = job_stack
+    tried: list[uuid.UUID] = []
+
+    class Worker:
+        def run(self, job_id, *, deadline=None):
+            tried.append(job_id)
+            return Outcome.COMPLETED
+
+    consumer = JobConsumer(
+        Worker(),  # type: ignore[arg-type]
+        sqs=sqs,
+        poison_queue_url=poison,
+        logger=Logger(service="sluice-test"),
+        metrics_sink=RecordingMetrics(),
+    )
+    event = json.loads((EVENTS / "job_consumer/mixed-batch.json").read_text())
+    # 1 s left of the invocation: less than the reserve a run's last transition needs
+    context: Any = LambdaContext(function_name="sluice-dev-job-consumer", timeout_seconds=1)
+    response = consumer.handle(event, context)
+    assert tried == []
+    assert len(response["batchItemFailures"]) == len(event["Records"])

@@ -949,3 +949,60 @@ def test_the_store_own_maintenance_queries_use_their_indexes(pg_url, jobs_schema
             query = sql.SQL("EXPLAIN ") + store._sql[name]
             plan = "\n".join(r[0] for r in conn.execute(query, params).fetchall())
             assert index in plan, f"{name}:\n{plan}"
+
+
+def test_redeliveries_of_a_single_update_run_that_keeps_dying_do_not_keep_it_young(pg_url, jobs_schema):
+    # Given a single-UPDATE run that died an hour ago, and redeliveries since that die too
+    store = store_for(pg_url, jobs_schema)
+    job_id = store.create("thumbnail").id
+    store.start(job_id, two_phase=[], single=["thumbnail"])
+    _age(pg_url, jobs_schema, "claimed_at", job_id)
+    _job, started, _ = store.start(job_id, two_phase=[], single=["thumbnail"])  # a redelivery
+    assert started
+    # Then the mark keeps the first run's time, the orphan sweep leaves the row to the reaper, and the
+    # reaper (lease 15 min) counts the run that never finished
+    assert store.orphans(0) == []
+    assert store.reap(lease_seconds=900).pending == [job_id]
+    job = store.get(job_id)
+    assert job is not None
+    assert (job.status, job.attempt, job.claimed_at) == ("pending", 1, None)
+
+
+def test_a_two_phase_job_back_from_its_retry_is_not_mistaken_for_a_dead_run(pg_url, jobs_schema):
+    store = store_for(pg_url, jobs_schema)
+    job_id = store.create("charge", max_attempts=2).id
+    store.fail(store.claim(job_id), "provider down", retry_in=0)
+    assert store.due_for_retry() == [job_id]
+    assert store.reap(lease_seconds=0) == Reaped()
+    job = store.get(job_id)
+    assert job is not None
+    assert (job.status, job.attempt) == ("pending", 1)
+
+
+def _age(url: str, schema: str, column: str, job_id: uuid.UUID) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("UPDATE {} SET {} = now() - interval '1 hour' WHERE id = %s").format(
+                table(schema), sql.Identifier(column)
+            ),
+            (job_id,),
+        )
+
+
+def test_an_exception_whose_message_cannot_be_read_is_still_recorded(pg_url, jobs_schema):
+    class WeirdError(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no message for you")
+
+    store = store_for(pg_url, jobs_schema)
+    job_id = store.create("weird").id
+    kinds = JobKinds()
+
+    @kinds.register("weird")
+    def weird(job):
+        raise WeirdError
+
+    assert JobWorker(store, kinds).run(job_id) is Outcome.FAILED
+    job = store.get(job_id)
+    assert job is not None
+    assert job.errors[0]["error"] == "WeirdError: <WeirdError whose message cannot be read>"

@@ -51,6 +51,9 @@ def migrate(conn: psycopg.Connection[Any], schema: str) -> list[int]:
     with conn.transaction():
         # One migrator per schema at a time; the lock ends with the transaction.
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"sluice.jobs:{schema}",))
+        # An index built on a large table outlasts the connection's statement timeout; this transaction
+        # alone may take as long as it needs (SET LOCAL ends with it).
+        conn.execute("SET LOCAL statement_timeout = 0")
         conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
         conn.execute("SELECT set_config('search_path', %s, true)", (sql.Identifier(schema).as_string(),))
         conn.execute(

@@ -13,10 +13,10 @@ The row is the truth; a queue message is only a hint to look at it. Transitions 
   was reaped can never finish the job: it gets :class:`~sluice.errors.LostClaim`.
 - The reaper reads expired claims, then updates only rows whose token is still the one it read: a job
   that committed (or was claimed again) in between is left alone.
-- A transition that touched no row costs one more read, to tell ``AlreadyHandled`` / ``LostClaim`` from
-  the worker's own earlier attempt whose response was lost (the same token already landed): the
-  store retries a statement once on a new connection when the old one broke, so each transition is
-  idempotent.
+- A fenced transition that touched no row costs one more read, to tell ``AlreadyHandled`` / ``LostClaim``
+  from the worker's own earlier attempt whose response was lost (the same token already landed). The
+  store retries a statement once on a new connection when the old one broke; where a retried statement
+  cannot recognise its own landing the outcome is still safe (docs/jobs.md, "The fencing rule").
 - Under REPEATABLE READ / SERIALIZABLE, SQLSTATE 40001 (and deadlocks, 40P01) are retried a bounded
   number of times, then raised as :class:`~sluice.errors.JobContention`.
 """
@@ -83,11 +83,18 @@ _SQL = {
     f" WHERE id = %(id)s AND status = 'pending' RETURNING {_COLUMNS}",
     # One round trip for a delivery: start the run of a pending row of a known kind — a two-phase kind is
     # claimed (processing, new token, attempt + 1); a single-UPDATE kind stays pending with the run marked
-    # in flight (claimed_at, token), so the reaper can count a run that never finishes — or else read it.
+    # in flight (claimed_at, token), so the reaper can count a run that never finishes. A mark already
+    # there is kept, not refreshed: redeliveries of a run that keeps dying must not keep it young. Any
+    # other row is only read.
     # The second SELECT sees the statement's snapshot, so a row another worker claimed meanwhile may read
     # as pending there: callers treat a row that was not started as taken.
-    "start": "WITH started AS (UPDATE {jobs} SET updated_at = now(), claim_token = %(token)s,"  # noqa: S608
-    " claimed_at = now(), claimed_by = %(worker)s,"
+    "start": "WITH started AS (UPDATE {jobs} SET updated_at = now(),"  # noqa: S608
+    " claim_token = CASE WHEN kind = ANY(%(two_phase)s::text[]) OR claimed_at IS NULL"
+    "   THEN %(token)s ELSE claim_token END,"
+    " claimed_at = CASE WHEN kind = ANY(%(two_phase)s::text[]) THEN now()"
+    "   ELSE coalesce(claimed_at, now()) END,"
+    " claimed_by = CASE WHEN kind = ANY(%(two_phase)s::text[]) OR claimed_at IS NULL"
+    "   THEN %(worker)s ELSE claimed_by END,"
     " attempt = attempt + CASE WHEN kind = ANY(%(two_phase)s::text[]) THEN 1 ELSE 0 END,"
     " status = CASE WHEN kind = ANY(%(two_phase)s::text[]) THEN 'processing' ELSE status END"
     f" WHERE id = %(id)s AND status = 'pending' AND kind = ANY(%(known)s::text[]) RETURNING {_COLUMNS})"
@@ -103,7 +110,7 @@ _SQL = {
     "   ELSE now() + make_interval(secs => %(delay)s) END,"
     " errors = errors || jsonb_build_array(jsonb_build_object('attempt', attempt, 'at', now(),"
     "   'error', %(error)s::text, 'worker', claimed_by)),"
-    " updated_at = now()"
+    " updated_at = now(), claimed_at = NULL"
     " WHERE id = %(id)s AND status = 'processing' AND claim_token = %(token)s"
     " RETURNING status, attempt, next_attempt_at",
     "expired_claims": "SELECT id, claim_token FROM {jobs}"
@@ -126,7 +133,8 @@ _SQL = {
     " WHERE j.id = c.id AND j.claim_token = c.token AND j.status IN ('processing', 'pending')"
     "   AND j.claimed_at < now() - make_interval(secs => %(lease)s)"
     " RETURNING j.id, j.status",
-    "due_for_retry": "UPDATE {jobs} SET status = 'pending', next_attempt_at = NULL, updated_at = now()"
+    "due_for_retry": "UPDATE {jobs} SET status = 'pending', next_attempt_at = NULL, updated_at = now(),"
+    " claimed_at = NULL"
     " WHERE status = 'error' AND id IN (SELECT id FROM {jobs}"
     "   WHERE status = 'error' AND next_attempt_at <= now()"
     "   ORDER BY next_attempt_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
@@ -134,8 +142,9 @@ _SQL = {
     "stats": "SELECT status, count(*) AS jobs, min(claimed_at) AS oldest_claim,"
     " min(next_attempt_at) AS next_retry, min(updated_at) AS oldest_update FROM {jobs} GROUP BY status",
     "orphans": "UPDATE {jobs} SET updated_at = now()"
-    " WHERE status = 'pending' AND id IN (SELECT id FROM {jobs}"
-    "   WHERE status = 'pending' AND updated_at < now() - make_interval(secs => %(age)s)"
+    " WHERE status = 'pending' AND claimed_at IS NULL AND id IN (SELECT id FROM {jobs}"
+    "   WHERE status = 'pending' AND claimed_at IS NULL"
+    "   AND updated_at < now() - make_interval(secs => %(age)s)"
     "   ORDER BY updated_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
     " RETURNING id",
 }
@@ -391,8 +400,8 @@ class JobStore:
             raise JobNotFound(f"no job {job_id} in {self._schema}.jobs")
         started = bool(row.pop("started"))
         job = Job(**row)
-        if job.claim_token == token:  # started now, or by our first try whose response was lost
-            return job, True, Claim(job, token) if job.status == "processing" else None
+        if job.status == "processing" and job.claim_token == token:  # claimed now, or by our lost first try
+            return job, True, Claim(job, token)
         return job, started and job.kind not in two_phase, None
 
     def commit(self, claim: Claim, result: Any = None) -> None:
@@ -551,7 +560,7 @@ class JobStore:
                 broken = conn.closed or conn.broken
                 if broken:
                     self._connector.discard()
-                    if not reconnected:  # every statement here is safe to send twice (see module doc)
+                    if not reconnected:  # safe to send again (see the module doc)
                         reconnected = True
                         continue
                 raise JobStoreUnavailable(f"{name}: {first_line(exc)}", unreachable=broken) from exc

@@ -230,7 +230,8 @@ class JobWorker:
         """The run's last transition, retried while the database is unavailable until ``deadline``.
         Every transition is fenced (token or status) and tells its own earlier landing apart, so
         retrying it is safe; not retrying would leave the claim to the reaper and run the handler again."""
-        until = time.monotonic() + COMMIT_PATIENCE_SECONDS if deadline is None else deadline
+        patience = time.monotonic() + COMMIT_PATIENCE_SECONDS  # one record never takes the whole batch's time
+        until = patience if deadline is None else min(deadline, patience)
         pause = 0.05
         while True:
             try:
@@ -277,6 +278,10 @@ class JobWorker:
     def _info(self, message: str, job_id: uuid.UUID, **extra: Any) -> None:
         if self._log is not None:
             self._log.info(message, extra={"job_id": str(job_id), **extra})
+
+
+class _OutOfTime(Exception):  # noqa: N818 - internal: a record handed back to SQS untouched
+    """The invocation is about to end: later records go back to SQS without being started."""
 
 
 def _describe(exc: BaseException) -> str:
@@ -351,6 +356,9 @@ class JobConsumer:
                 counts[metrics.JOB_STORE_UNAVAILABLE] += 1
                 counts[metrics.JOB_MESSAGES_RETRIED] += 1
                 raise
+            except _OutOfTime:
+                counts[metrics.JOB_MESSAGES_RETRIED] += 1
+                raise
             except Exception:
                 # A bug or a value nothing here expected: back to SQS (retried, then the job DLQ), never lost.
                 self._log.exception("job message failed unexpectedly; it goes back to SQS")
@@ -375,6 +383,8 @@ class JobConsumer:
     ) -> None:
         if down:  # the database is unreachable: don't spend a connect timeout on every record
             raise JobStoreUnavailable(f"not tried: {down[0]}", unreachable=True)
+        if deadline is not None and time.monotonic() >= deadline:  # handed back untouched, not half-run
+            raise _OutOfTime("not started: too little of the invocation is left")
         try:
             outcome = self._worker.run(parse_job_message(record.body or ""), deadline=deadline)
         except PermanentError as exc:  # malformed message or no such job: isolate, never retry
