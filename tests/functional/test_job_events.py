@@ -192,9 +192,8 @@ def test_an_unreachable_database_sends_every_record_back_after_one_try(
 
 
 def test_an_unexpected_failure_goes_back_to_sqs_alone_with_a_log_line_and_a_metric(job_stack, caplog):
-    from aws_lambda_powertools import Logger  # noqa: PLC0415
 
-    from sluice.jobs import JobConsumer, Outcome  # noqa: PLC0415
+    from sluice.jobs import Outcome  # noqa: PLC0415
     from tests.doubles import RecordingMetrics  # noqa: PLC0415
 
     sqs, _jobs, poison, *_ = job_stack
@@ -206,13 +205,7 @@ def test_an_unexpected_failure_goes_back_to_sqs_alone_with_a_log_line_and_a_metr
             return Outcome.COMPLETED
 
     metrics = RecordingMetrics()
-    consumer = JobConsumer(
-        Worker(),  # type: ignore[arg-type]
-        sqs=sqs,
-        poison_queue_url=poison,
-        logger=Logger(service="sluice-test"),
-        metrics_sink=metrics,
-    )
+    consumer = _consumer_with(Worker(), sqs, poison, metrics)
     event = json.loads((EVENTS / "job_consumer/mixed-batch.json").read_text())
     context: Any = LambdaContext(function_name="sluice-dev-job-consumer", timeout_seconds=30)
     response = consumer.handle(event, context)
@@ -223,10 +216,9 @@ def test_an_unexpected_failure_goes_back_to_sqs_alone_with_a_log_line_and_a_metr
 
 
 def test_one_job_the_database_did_not_answer_in_time_goes_back_alone(job_stack, caplog):
-    from aws_lambda_powertools import Logger  # noqa: PLC0415
 
     from sluice.errors import JobStoreUnavailable  # noqa: PLC0415
-    from sluice.jobs import JobConsumer, Outcome  # noqa: PLC0415
+    from sluice.jobs import Outcome  # noqa: PLC0415
     from tests.doubles import RecordingMetrics  # noqa: PLC0415
 
     sqs, _jobs, poison, *_ = job_stack
@@ -240,13 +232,7 @@ def test_one_job_the_database_did_not_answer_in_time_goes_back_alone(job_stack, 
             return Outcome.COMPLETED
 
     metrics = RecordingMetrics()
-    consumer = JobConsumer(
-        Worker(),  # type: ignore[arg-type]
-        sqs=sqs,
-        poison_queue_url=poison,
-        logger=Logger(service="sluice-test"),
-        metrics_sink=metrics,
-    )
+    consumer = _consumer_with(Worker(), sqs, poison, metrics)
     event = json.loads((EVENTS / "job_consumer/mixed-batch.json").read_text())
     context: Any = LambdaContext(function_name="sluice-dev-job-consumer", timeout_seconds=30)
     response = consumer.handle(event, context)
@@ -258,9 +244,8 @@ def test_one_job_the_database_did_not_answer_in_time_goes_back_alone(job_stack, 
 
 
 def test_records_left_when_the_invocation_is_about_to_end_go_back_untouched(job_stack):
-    from aws_lambda_powertools import Logger  # noqa: PLC0415
 
-    from sluice.jobs import JobConsumer, Outcome  # noqa: PLC0415
+    from sluice.jobs import Outcome  # noqa: PLC0415
     from tests.doubles import RecordingMetrics  # noqa: PLC0415
 
     sqs, _jobs, poison, *_ = job_stack
@@ -271,16 +256,21 @@ def test_records_left_when_the_invocation_is_about_to_end_go_back_untouched(job_
             tried.append(job_id)
             return Outcome.COMPLETED
 
-    consumer = JobConsumer(
-        Worker(),  # type: ignore[arg-type]
-        sqs=sqs,
-        poison_queue_url=poison,
-        logger=Logger(service="sluice-test"),
-        metrics_sink=RecordingMetrics(),
-    )
+    consumer = _consumer_with(Worker(), sqs, poison, RecordingMetrics())
     event = json.loads((EVENTS / "job_consumer/mixed-batch.json").read_text())
     # 1 s left of the invocation: less than the reserve a run's last transition needs
     context: Any = LambdaContext(function_name="sluice-dev-job-consumer", timeout_seconds=1)
     response = consumer.handle(event, context)
     assert tried == []
     assert len(response["batchItemFailures"]) == len(event["Records"])
+
+
+def _consumer_with(worker: Any, sqs: Any, poison: str, metrics: Any) -> Any:
+    """A job consumer around a stand-in worker (what the record loop does with each outcome)."""
+    from aws_lambda_powertools import Logger  # noqa: PLC0415
+
+    from sluice.jobs import JobConsumer  # noqa: PLC0415
+
+    return JobConsumer(
+        worker, sqs=sqs, poison_queue_url=poison, logger=Logger(service="sluice-test"), metrics_sink=metrics
+    )

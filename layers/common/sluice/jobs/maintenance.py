@@ -12,7 +12,7 @@ An enqueue SQS refuses leaves its row pending: the next sweep finds it as an orp
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +74,35 @@ class JobMaintenance:
         self._orphan = orphan_seconds
         self._limit = limit
         self._migrate = migrate_schema
+
+    @classmethod
+    def from_env(
+        cls, environ: Mapping[str, str], *, logger: Logger, metrics_sink: MetricSink
+    ) -> JobMaintenance:
+        """Cold start of the reaper and the sweeper: validated ``SLUICE_*`` settings, the store (its
+        connection opens on first use, its migrations run before the first run), the SQS client."""
+        import boto3  # noqa: PLC0415 - keep the module importable without building clients
+
+        from sluice.jobs.connection import Connector  # noqa: PLC0415
+        from sluice.jobs.settings import JobSettings  # noqa: PLC0415
+        from sluice.jobs.store import JobStore  # noqa: PLC0415
+
+        settings = JobSettings.from_env(environ)
+        name = environ.get("AWS_LAMBDA_FUNCTION_NAME", "sluice-job-maintenance")
+        store = JobStore.from_settings(
+            settings, Connector.from_settings(settings, application_name=name), worker=name
+        )
+        return cls(
+            store,
+            sqs=boto3.client("sqs"),
+            queue_url=settings.job_queue_url,
+            logger=logger,
+            metrics_sink=metrics_sink,
+            lease_seconds=settings.job_lease_seconds,
+            orphan_seconds=settings.job_orphan_seconds,
+            limit=settings.job_sweep_limit,
+            migrate_schema=store.migrate,
+        )
 
     def _ready(self) -> None:
         if self._migrate is not None:
