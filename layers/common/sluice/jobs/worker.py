@@ -173,7 +173,7 @@ class JobWorker:
         commit or fail may be retried while the database is unavailable (default: 10 s from its first
         try) — the handler has run, so giving up early would have the reaper run it again."""
         # One round trip: a two-phase kind's pending row is claimed at once, a single-UPDATE kind's run
-        # is counted, anything else is read.
+        # is marked in flight, anything else is read.
         kinds = self._kinds
         job, started, claim = self._store.start(job_id, two_phase=kinds.two_phase, single=kinds.single)
         kind = kinds.get(job.kind)
@@ -227,9 +227,10 @@ class JobWorker:
         return Outcome.COMPLETED
 
     def _finish(self, transition: Callable[[], T], deadline: float | None) -> T:
-        """The run's last transition, retried while the database is unavailable until ``deadline``.
-        Every transition is fenced (token or status) and tells its own earlier landing apart, so
-        retrying it is safe; not retrying would leave the claim to the reaper and run the handler again."""
+        """The run's last transition, retried while the database is unavailable until ``deadline`` (at most
+        10 s). Every transition is fenced (token or status), so retrying it never overwrites another run's
+        outcome (docs/jobs.md says what a retry after a lost answer reports); not retrying would leave the
+        claim to the reaper and run the handler again."""
         patience = time.monotonic() + COMMIT_PATIENCE_SECONDS  # one record never takes the whole batch's time
         until = patience if deadline is None else min(deadline, patience)
         pause = 0.05
