@@ -280,3 +280,35 @@ def test_given_a_one_entry_partial_batch_then_nothing_is_sent_and_it_is_reported
     assert response.get("Successful", []) == []
     assert [f["Id"] for f in response["Failed"]] == ["a"]
     assert depth(client, url) == 0
+
+
+def test_given_a_timed_out_invocation_then_its_thread_dies_at_its_next_call_and_its_effect_is_in_the_window():
+    """Found by a loaded 50-seed soak (seed 7): the local runtime cannot stop a timed-out handler's thread,
+    and one performed a side effect after its deadline, after another invocation had taken over its
+    expired guard — a duplicate AWS cannot produce (Lambda stops a timed-out invocation)."""
+    injector = faults.Injector(faults.FaultPlan(seed=7, aws_rate=0.0, ledger_table="ledger"))
+    inner = faults.Scope("ConsumerFunction")  # no planned crash
+    with handler(inner):
+        injector.aws(
+            "dynamodb", "PutItem", b'{"TableName": "ledger", "Item": {"effect_key": {"S": "o-7#charge"}}}'
+        )
+        injector.timed_out(inner)  # what the invoking thread does when the host reports Sandbox.Timedout
+        with pytest.raises(faults.SimulatedCrash):
+            injector.aws(
+                "dynamodb", "PutItem", b'{"TableName": "ledger", "Item": {"effect_key": {"S": "o-7#notify"}}}'
+            )
+        with pytest.raises(faults.SimulatedCrash):
+            injector.db("commit")
+    assert injector.in_window == {"o-7#charge"}  # performed before the deadline, its guard never committed
+
+
+def test_given_a_job_commit_that_fails_then_lands_on_retry_then_its_effect_is_not_excused():
+    injector = faults.Injector(faults.FaultPlan(seed=1, aws_rate=0.0, ledger_table="ledger"))
+    with handler(faults.Scope("JobConsumerFunction")):
+        injector.aws(
+            "dynamodb", "PutItem", b'{"TableName": "ledger", "Item": {"effect_key": {"S": "j-1#charge"}}}'
+        )
+        injector.committed(ok=False)  # the first try of the commit failed for good ...
+        assert injector.in_window == {"j-1#charge"}
+        injector.committed(ok=True)  # ... and the worker's retry landed: a second charge would be a bug
+    assert injector.in_window == set()
