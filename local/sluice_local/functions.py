@@ -106,6 +106,25 @@ class _Invocation:
             self.error = exc
 
 
+def _release(handler: Handler) -> None:
+    """What the end of a dropped execution environment frees in AWS (its process is gone): the database
+    connections its module holds (the job store's connector, found among the module's objects up to three
+    attributes deep). Otherwise each crashed or timed-out environment would keep one open for good."""
+    from sluice.jobs.connection import Connector  # noqa: PLC0415 - psycopg only where a job store is
+
+    seen: set[int] = set()
+    todo: list[tuple[Any, int]] = [(v, 0) for v in getattr(handler, "__globals__", {}).values()]
+    while todo:
+        value, depth = todo.pop()
+        if id(value) in seen or depth > 3:
+            continue
+        seen.add(id(value))
+        if isinstance(value, Connector):
+            value.close()
+        elif type(value).__module__.startswith("sluice.") and hasattr(value, "__dict__"):
+            todo.extend((v, depth + 1) for v in vars(value).values())
+
+
 class FunctionHost:
     def __init__(self, spec: FunctionSpec) -> None:
         self.spec = spec
@@ -170,6 +189,7 @@ class FunctionHost:
         if worker.is_alive():
             # Lambda stops the environment and starts a fresh one for the next invocation. The thread
             # cannot be stopped, so this environment is dropped (never returned to the idle pool).
+            _release(handler)
             log.warning(
                 "%s timed out after %.2f s; its thread %s keeps running in the background",
                 self.spec.name,
@@ -188,6 +208,7 @@ class FunctionHost:
         if error is not None and not isinstance(error, Exception):
             # sys.exit() and the like end the runtime process: the environment is gone too.
             code = error.code if isinstance(error, SystemExit) else 1
+            _release(handler)
             raise self._fail(
                 {
                     "errorType": "Runtime.ExitError",
