@@ -114,6 +114,22 @@ class Resources:
         return self.sqs.send_message(QueueUrl=self.work_url, MessageBody=text, **kwargs)["MessageId"]
 
 
+def create_ledger_table(dynamodb: Any, name: str) -> None:
+    """The example processors' ledger, keyed as template.yaml's LedgerTable (one item per side effect)."""
+    dynamodb.create_table(
+        TableName=name,
+        AttributeDefinitions=[
+            {"AttributeName": "effect_key", "AttributeType": "S"},
+            {"AttributeName": "execution_id", "AttributeType": "S"},
+        ],
+        KeySchema=[
+            {"AttributeName": "effect_key", "KeyType": "HASH"},
+            {"AttributeName": "execution_id", "KeyType": "RANGE"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
 def create_idempotency_table(dynamodb: Any, name: str) -> None:
     """The table shape Powertools idempotency expects (hash key ``id``), as template.yaml declares it."""
     dynamodb.create_table(

@@ -16,7 +16,7 @@ import pytest
 from moto import mock_aws
 
 from sluice_local.lambda_loader import LambdaContext, load_handler
-from tests.conftest import create_idempotency_table, envelope_key_secret
+from tests.conftest import create_idempotency_table, create_ledger_table, envelope_key_secret
 from tests.doubles import seal_envelopes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,18 +79,7 @@ def consumer_stack(monkeypatch):
         sqs.create_queue(QueueName="sluice-dev-work")
         poison = sqs.create_queue(QueueName="sluice-dev-poison")["QueueUrl"]
         create_idempotency_table(ddb, "sluice-dev-idempotency")
-        ddb.create_table(  # the example processor's ledger, keyed as template.yaml's LedgerTable
-            TableName="sluice-dev-ledger",
-            AttributeDefinitions=[
-                {"AttributeName": "effect_key", "AttributeType": "S"},
-                {"AttributeName": "execution_id", "AttributeType": "S"},
-            ],
-            KeySchema=[
-                {"AttributeName": "effect_key", "KeyType": "HASH"},
-                {"AttributeName": "execution_id", "KeyType": "RANGE"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_ledger_table(ddb, "sluice-dev-ledger")
         s3.create_bucket(Bucket=BUCKET)
         large = {"order_id": "ord-3001", "customer_id": "cust-7", "amount_cents": 4200, "currency": "USD"}
         large["note"] = ""

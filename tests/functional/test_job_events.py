@@ -20,7 +20,7 @@ from psycopg import sql
 
 from sluice.jobs import Connector, JobStore
 from sluice_local.lambda_loader import LambdaContext, load_handler
-from tests.conftest import envelope_key_secret
+from tests.conftest import create_ledger_table, envelope_key_secret
 
 from .test_events import emf_metrics
 
@@ -76,18 +76,7 @@ def job_stack(monkeypatch, pg_url, jobs_schema):
         ddb = boto3.client("dynamodb", region_name="us-east-1")
         jobs = sqs.create_queue(QueueName="sluice-dev-jobs")["QueueUrl"]
         poison = sqs.create_queue(QueueName="sluice-dev-poison")["QueueUrl"]
-        ddb.create_table(  # the example job kinds' ledger, keyed as template.yaml's LedgerTable
-            TableName="sluice-dev-ledger",
-            AttributeDefinitions=[
-                {"AttributeName": "effect_key", "AttributeType": "S"},
-                {"AttributeName": "execution_id", "AttributeType": "S"},
-            ],
-            KeySchema=[
-                {"AttributeName": "effect_key", "KeyType": "HASH"},
-                {"AttributeName": "execution_id", "KeyType": "RANGE"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_ledger_table(ddb, "sluice-dev-ledger")  # the example job kinds' side effects
         secret = boto3.client("secretsmanager", region_name="us-east-1").create_secret(
             Name="sluice-dev-database", SecretString=pg_url
         )["ARN"]
