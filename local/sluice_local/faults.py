@@ -44,6 +44,7 @@ from typing import Any
 
 import psycopg
 from botocore.awsrequest import AWSResponse, HTTPHeaders
+from botocore.client import BaseClient
 from botocore.endpoint import Endpoint
 from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 
@@ -85,6 +86,9 @@ READ_APIS = frozenset({"GetObject", "HeadObject"})
 GUARD_COMMITS = frozenset({"UpdateItem", "DeleteItem"})  # Powertools: COMPLETED, or removed when fn raised
 HTTP_REDIRECT = 300
 CRASH_WITHIN_CALLS = 8
+CRASH_POINTS = {"RedriverFunction": "DeleteMessageBatch"}
+"""Where half of a function's crashes land instead of after a random number of calls: points a random
+count rarely reaches (the redriver between its send and its delete: it seldom has messages in hand)."""
 """A crashing invocation dies before one of its handler's first 8 AWS calls (a consumer batch makes
 dozens; the redriver's send and delete, the rehydrator's reads, sends and rewrites come early)."""
 RECEIVE = "ReceiveMessage"
@@ -167,12 +171,12 @@ class Injector:
     _sequence: Counter[tuple[str, str]] = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _sabotaged: set[str] = field(default_factory=set)
-    _failed_commits: set[str] = field(default_factory=set)
-    in_window: set[str] = field(default_factory=set)
+    _failed_commits: Counter[str] = field(default_factory=Counter)
+    in_window: Counter[str] = field(default_factory=Counter)
     """Side effects (ledger ``effect_key``) whose invocation died after performing them and before
-    committing their guard, or whose guard's commit call was faulted: performing one again is the
-    at-least-once window no guard can close
-    (docs/guarantees.md), not a violation."""
+    committing their guard, or whose guard's commit failed for the caller (every attempt of the SDK's
+    retries): how many times each opened the at-least-once window no guard can close
+    (docs/guarantees.md). Each opening excuses one more performance, not any number of them."""
 
     def _next(self, caller: str, api: str) -> int:
         with self._lock:
@@ -192,15 +196,18 @@ class Injector:
         """The fault (if any) for this function's next invocation, and the scope it runs in."""
         n = self._next(function, "Invoke")
         crash_after = None
+        crash_before = ""
         kind = None
         kinds = tuple(k for k in LAMBDA_KINDS if not self.plan.only or k in self.plan.only)
         if kinds and self.plan.roll(function, "Invoke", n) < self.plan.lambda_rate:
             kind = self.plan.pick(kinds, function, "Invoke", n)
-            if kind == CRASH:  # counted where it happens (:meth:`_survives`): it may finish first
+            if kind == CRASH and function in CRASH_POINTS and self.plan.roll("crash-at", function, n) < 0.5:
+                crash_before = CRASH_POINTS[function]  # counted where it happens (:meth:`_survives`)
+            elif kind == CRASH:  # counted where it happens (:meth:`_survives`): it may finish first
                 crash_after = int(self.plan.roll("crash-after", function, n) * CRASH_WITHIN_CALLS)
             else:
                 self._count(kind, function, "Invoke")
-        return kind, Scope(function, crash_after=crash_after)
+        return kind, Scope(function, crash_after=crash_after, crash_before=crash_before)
 
     # --- the AWS boundary ------------------------------------------------------------------------
 
@@ -216,9 +223,6 @@ class Injector:
             return self._ledger_write(here, api, params or b"")
         if api == RECEIVE:
             return None  # decided once it is known to have received something (:meth:`received`)
-        committing = None
-        if table and table == self.plan.guard_table and api in GUARD_COMMITS:
-            committing = here.uncommitted.pop(threading.get_ident(), None)
         n = self._next(here.caller, api)
         if self.plan.roll(here.caller, api, n) >= self.plan.aws_rate:
             return None
@@ -233,9 +237,18 @@ class Injector:
                 return None
         kind = self.plan.pick(kinds, here.caller, api, n)
         self._count(kind, here.caller, api)
-        if committing:
-            self._in_window([committing])  # this guard's commit may fail after its effect happened
         return kind
+
+    def commits_guard(self, api: str, params: dict[str, Any]) -> bool:
+        """Whether this call (the whole call, its retries included) commits the guard of a side effect
+        the current thread performed: its outcome for the caller decides the window (:meth:`committed`)."""
+        here = current()
+        return (
+            here is not None
+            and api in GUARD_COMMITS
+            and params.get("TableName") == self.plan.guard_table
+            and threading.get_ident() in here.uncommitted
+        )
 
     def _survives(self, here: Scope, api: str) -> None:
         """Raises :class:`SimulatedCrash` once the invocation's handler has made the calls it may make
@@ -254,7 +267,9 @@ class Injector:
         if here.crashed:
             if first:
                 log.info("seed %d: %s died before %s", self.plan.seed, here.caller, api)
-            self._in_window(list(here.uncommitted.values()))  # effects done, their guards not committed
+            with self._lock:  # effects done, their guards never committed: each opens the window once
+                self.in_window.update(here.uncommitted.values())
+                here.uncommitted.clear()
             raise SimulatedCrash(f"{here.caller} died after {here.crash_after} AWS calls")
 
     def db(self, statement: str) -> str | None:
@@ -274,8 +289,9 @@ class Injector:
         return kind
 
     def committed(self, ok: bool) -> None:
-        """The job store's commit of the current thread's run returned (``ok``) or raised for good. Only
-        then is its side effect inside the window: the claim is left to the reaper, which runs it again."""
+        """The commit of the current thread's side effect returned (``ok``) or failed for its caller: a
+        guard's DynamoDB write after the SDK's retries, a job store commit after the worker's. Only then
+        is the effect inside the window (the record is retried, the claim left to the reaper)."""
         here = current()
         if here is None:
             return
@@ -283,14 +299,13 @@ class Injector:
         if not effect:
             return
         with self._lock:
-            if ok:  # a later try landed after all (the worker retries its last transition): no window
+            if ok:  # it landed (for a job: perhaps the worker's retry of its last transition): no window
                 here.uncommitted.pop(threading.get_ident(), None)
-                if effect in self._failed_commits:
-                    self._failed_commits.discard(effect)
-                    self.in_window.discard(effect)
+                self.in_window.subtract({effect: self._failed_commits.pop(effect, 0)})
+                self.in_window = +self.in_window
             else:
-                self._failed_commits.add(effect)
-                self.in_window.add(effect)
+                self._failed_commits[effect] += 1
+                self.in_window[effect] += 1
 
     def timed_out(self, here: Scope) -> None:
         """The invocation ran past its timeout. Lambda stops it there; the local runtime cannot stop its
@@ -338,11 +353,6 @@ class Injector:
             self._sabotaged.add(key)
         self._count(SABOTAGED, here.caller, api)
         return SABOTAGED
-
-    def _in_window(self, effects: list[str]) -> None:
-        """Performing these effects again is the at-least-once window, not a violation."""
-        with self._lock:
-            self.in_window.update(effects)
 
     def drop_entries(self, api: str, body: bytes) -> tuple[bytes, list[str]]:
         """The request without some of its entries, and their ids (reported failed)."""
@@ -513,6 +523,7 @@ def install(injector: Injector) -> Callable[[], None]:
     from sluice.jobs.store import JobStore  # noqa: PLC0415 - psycopg only where the job store is
 
     original_db = JobStore._run
+    original_call = BaseClient._make_api_call  # type: ignore[attr-defined]
 
     def do_get_response(self: Endpoint, request: Any, operation_model: Any, context: Any) -> Any:
         service = operation_model.service_model.service_id.hyphenize()
@@ -520,6 +531,17 @@ def install(injector: Injector) -> Callable[[], None]:
         send = functools.partial(original_get, self, request, operation_model, context)
         kind = _decide(injector, service, operation_model.name, body, context)
         return _faulty_response(injector, kind, request, operation_model, send)
+
+    def make_api_call(self: BaseClient, api: str, params: dict[str, Any]) -> Any:
+        if not injector.commits_guard(api, params):
+            return original_call(self, api, params)
+        try:
+            result = original_call(self, api, params)
+        except Exception:  # a crash (BaseException) marks the window where it happens
+            injector.committed(ok=False)
+            raise
+        injector.committed(ok=True)
+        return result
 
     invoke = _faulty_invocations(injector, original_invoke)
     db_run = _faulty_statements(injector, original_db)
@@ -538,6 +560,7 @@ def install(injector: Injector) -> Callable[[], None]:
 
     patches: list[tuple[Any, str, Any, Any]] = [
         (Endpoint, "_do_get_response", do_get_response, original_get),
+        (BaseClient, "_make_api_call", make_api_call, original_call),
         (threading.Thread, "start", start, original_start),
         (threading.Thread, "run", run, original_run),
         (FunctionHost, "_run", invoke, original_invoke),

@@ -134,6 +134,8 @@ class FunctionHost:
         self.invocations = 0
         self.errors = 0
         self.timeouts = 0
+        self.timed_out: list[threading.Thread] = []
+        """Threads of invocations that ran past their timeout (Python cannot stop them)."""
         reserved = spec.reserved_concurrency
         self._slots = threading.BoundedSemaphore(reserved) if reserved else None
 
@@ -190,6 +192,8 @@ class FunctionHost:
             # Lambda stops the environment and starts a fresh one for the next invocation. The thread
             # cannot be stopped, so this environment is dropped (never returned to the idle pool).
             _release(handler)
+            with self._lock:
+                self.timed_out = [*(t for t in self.timed_out if t.is_alive()), worker]
             log.warning(
                 "%s timed out after %.2f s; its thread %s keeps running in the background",
                 self.spec.name,

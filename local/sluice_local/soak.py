@@ -58,6 +58,7 @@ VISIBILITY_SECONDS = 6
 SEED_DEADLINE_SECONDS = 240.0  # a deadline for one seed to drain, only reached when something is stuck
 POLL_SECONDS = 0.3
 IDLE_POLLS = 2
+ZOMBIE_SECONDS = 60.0  # timed-out handler threads still running after the drain: they end at their next call
 EFFECTS = ("charge", "reward", "notify")
 KINDS = (
     "normal", "normal", "duplicate", "permanent", "transient", "exhausts-retries",
@@ -113,7 +114,11 @@ class SeedResult:
     """Orders that ended somewhere their kind must not: a valid order poisoned as permanently bad, a
     permanent failure processed, an order processed without all its side effects."""
     exhausted: list[str] = field(default_factory=list)
-    """Valid orders isolated because their retries and redrives ran out under the faults (allowed)."""
+    """Valid orders isolated, or left in the delay DLQ, because their retries and redrives ran out under
+    the faults (allowed, and reported)."""
+    overlaps: list[str] = field(default_factory=list)
+    """Orders found in more than one place (processed and a copy isolated or dead-lettered): a redelivered
+    copy, reported; each order is counted once in the conservation line, in the first of its places."""
     jobs_sent: int = 0
     jobs_completed: int = 0
     jobs_dead: int = 0
@@ -168,6 +173,9 @@ class Soak:
         self.options = options
         self.no_jobs = no_jobs
         self.stack = Stack(cloud.endpoint, cloud.outputs, log_path)
+        self._known: set[str] = set()
+        """Every id this stack was sent (orders, job ids, job business ids), over all its seeds."""
+        self._reported: set[str] = set()
         self._compress_time()
 
     def _compress_time(self) -> None:
@@ -208,15 +216,15 @@ class Soak:
                 sent = self._send(plan)
             if o.workload != "orders":
                 jobs = self._send_jobs(plan)
-            stuck = self._drain(sent, jobs)
+            stuck = self._drain(sent, jobs) or self._zombies_gone()
         finally:
             undo()
             if o.sabotage == "delete-failed":
                 SqsPoller._failures = original  # type: ignore[method-assign]
+        self._known |= {s.order_id for s in sent} | {i for j in jobs for i in (j.job_id, j.business_id)}
         result = self._check(seed, sent, injector, time.monotonic() - started, stuck)
         self._check_jobs(result, jobs, injector)
-        # the jobs' side effects are in the same ledger, under their own business ids
-        result.unexpected = [u for u in result.unexpected if u not in {j.business_id for j in jobs}]
+        result.unexpected = self._unexpected()
         self._clean_up()
         return result
 
@@ -306,6 +314,17 @@ class Soak:
             time.sleep(POLL_SECONDS)  # between polls of the quiescence condition
         return busy
 
+    def _zombies_gone(self) -> str:
+        """Wait (while the injector is still installed) for the threads of timed-out invocations: each
+        dies at its next call, and must not write the ledger after the check."""
+        deadline = time.monotonic() + ZOMBIE_SECONDS
+        for host in self.cloud.functions.values():
+            for thread in list(host.timed_out):
+                thread.join(max(0.0, deadline - time.monotonic()))
+                if thread.is_alive():
+                    return f"timed-out thread {thread.name} still running {ZOMBIE_SECONDS:.0f} s on"
+        return ""
+
     def _busy(self, sent: list[Sent]) -> str:
         if any(s.upload_at is not None for s in sent):
             return "claim-check objects not uploaded yet"
@@ -390,9 +409,9 @@ class Soak:
         for s in sent:
             performed = {effect: self._ledger(s.order_id, effect) for effect in EFFECTS}
             for effect, n in performed.items():
-                if n > 1:
+                if n > 1:  # each time the window opened for it excuses one more performance, no more
                     key = f"{s.order_id}#{effect}"
-                    (window if key in injector.in_window else duplicated).append(f"{key} x{n}")
+                    (window if n <= 1 + injector.in_window[key] else duplicated).append(f"{key} x{n}")
             if performed["charge"]:
                 processed.add(s.order_id)
                 expected = {"charge", "notify"} | ({"reward"} if s.kind == "claim-check" else set())
@@ -410,20 +429,46 @@ class Soak:
             else:
                 exhausted.append(f"{s.order_id} ({s.kind}): {error or 'no error'}")
         poison = set(poisoned)
-        dead = set(self._in_queue("WorkDeadLetterQueueUrl", by_message)) | set(
-            self._in_queue("DelayDeadLetterQueueUrl", by_message)
-        )
-        charged_anywhere = {e.order_id for e in self.stack.side_effects(f"s{seed}-")}
-        charged_anywhere |= {e.order_id for e in self.stack.side_effects(f"s{seed}-j", "thumbnail")}
+        delay_dead = self._in_queue("DelayDeadLetterQueueUrl", by_message)
+        dead = set(self._in_queue("WorkDeadLetterQueueUrl", by_message)) | set(delay_dead)
+        exhausted += [
+            f"{s.order_id} ({s.kind}): in the delay DLQ ({delay_dead[s.order_id] or 'no error'})"
+            for s in sent
+            if s.order_id in delay_dead and s.order_id not in processed | poison and s.kind != "permanent"
+        ]
+        places = {"processed": processed, "poison": poison, "dead-lettered": dead}
+        overlaps = [
+            f"{order} {'+'.join(name for name, where in places.items() if order in where)}"
+            for order in sorted(ids)
+            if sum(order in where for where in places.values()) > 1
+        ]
+        # each order counted once, in the first of its places: the line balances exactly when none is lost
         return SeedResult(
             seed=seed, mode=self.mode, sent=len(ids), processed=len(processed),
             poison=len(poison - processed),
             dead_lettered=len(dead - processed - poison),
             lost=sorted(ids - processed - poison - dead), duplicated=duplicated, at_least_once=window,
-            unexpected=sorted(charged_anywhere - ids), faults=dict(injector.counts),
+            unexpected=[], faults=dict(injector.counts),
             faults_at=dict(injector.where), seconds=round(seconds, 1), stuck=stuck,
-            misrouted=misrouted, exhausted=exhausted,
+            misrouted=misrouted, exhausted=exhausted, overlaps=overlaps,
         )  # fmt: skip
+
+    def _unexpected(self) -> list[str]:
+        """Side effects in the whole ledger (every effect, every seed this stack ran) whose id was never
+        sent: each reported once, by the seed whose check first sees it."""
+        table = self.stack.outputs["LedgerTableName"]
+        kwargs: dict[str, Any] = {"TableName": table, "ConsistentRead": True}
+        kwargs["ProjectionExpression"] = "order_id"
+        ids: set[str] = set()
+        while True:
+            page = self.stack.client("dynamodb").scan(**kwargs)
+            ids |= {item["order_id"]["S"] for item in page.get("Items", [])}
+            if "LastEvaluatedKey" not in page:
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        new = sorted(ids - self._known - self._reported)
+        self._reported.update(new)
+        return new
 
     def _check_jobs(self, result: SeedResult, jobs: list[SentJob], injector: faults.Injector) -> None:
         result.jobs_skipped = self.no_jobs
@@ -440,9 +485,8 @@ class Soak:
             result.jobs_dead += job.status == "dead"
             if charges > 1:
                 key = f"{j.job_id}#charge"
-                (result.at_least_once if key in injector.in_window else result.duplicated).append(
-                    f"{label} charged x{charges}"
-                )
+                excused = charges <= 1 + injector.in_window[key]
+                (result.at_least_once if excused else result.duplicated).append(f"{label} charged x{charges}")
             never_finished = [e for e in job.errors if "never finished" in str(e.get("error"))]
             if j.kind == "job-invalid" and (job.status != "dead" or charges):
                 result.misrouted.append(f"{label}: {job.status}, charged {charges}x")
@@ -554,6 +598,13 @@ NAMED_POINTS: tuple[tuple[str, Any], ...] = (
 class Summary:
     results: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    expected: list[int] | None = None
+    """The seeds asked for (None: whatever results came): a seed without a result fails the run."""
+
+    @property
+    def missing(self) -> list[int]:
+        """Seeds asked for that reported no result (their worker died before them)."""
+        return sorted(set(self.expected or ()) - {int(r["seed"]) for r in self.results})
 
     def add(self, line: str) -> None:
         try:
@@ -577,7 +628,8 @@ class Summary:
         misrouted = sum(len(r.get("misrouted", [])) for r in self.results)
         exhausted = sum(len(r.get("exhausted", [])) for r in self.results)
         out = [
-            f"seeds run: {len(self.results)} ({rates})",
+            f"seeds run: {len(self.results)} ({rates})"
+            + (f"; MISSING {len(self.missing)}: {self.missing[:20]}" if self.missing else ""),
             f"messages: {total['sent']} orders, {jobs['jobs_sent']} jobs"
             + (f" (job store skipped: {no_jobs[0]})" if no_jobs else ""),
             f"faults injected: {sum(faults_by_kind.values())} — "
@@ -585,6 +637,8 @@ class Summary:
             f"lost = {lost}, duplicated side effects = {duplicated}, unexpected = {unexpected}, "
             f"misrouted = {misrouted}",
             f"valid orders isolated after their retries and redrives ran out under the faults: {exhausted}",
+            f"orders also found in a second place (a redelivered copy isolated or dead-lettered): "
+            f"{sum(len(r.get('overlaps', [])) for r in self.results)}",
             f"performed again inside the at-least-once window (a fault between an effect and its guard's "
             f"commit; not a violation): {sum(len(r['at_least_once']) for r in self.results)}",
             f"conservation: sent {total['sent']} = processed {total['processed']} + poison {total['poison']}"
@@ -619,7 +673,9 @@ class Summary:
 
     @property
     def ok(self) -> bool:
-        return bool(self.results) and not self.errors and all(r["ok"] for r in self.results)
+        return (
+            bool(self.results) and not self.errors and not self.missing and all(r["ok"] for r in self.results)
+        )
 
 
 def run(seeds: list[int], *, workers: int, log_dir: Path, options: Options) -> Summary:
@@ -652,7 +708,7 @@ def run(seeds: list[int], *, workers: int, log_dir: Path, options: Options) -> S
                     subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env),
                 )
             )
-    summary = Summary()
+    summary = Summary(expected=list(seeds))
     for command, process in processes:
         for line in process.stdout or ():
             summary.add(line.strip())

@@ -71,18 +71,20 @@ def test_given_a_crash_after_two_calls_then_every_later_call_dies_and_its_effect
         for _ in range(2):
             with pytest.raises(faults.SimulatedCrash):
                 injector.aws("dynamodb", "UpdateItem", b'{"TableName": "guards"}')
-    assert injector.in_window == {"o-1#charge"}
+    assert injector.in_window == {"o-1#charge": 1}  # once: the calls after the crash open nothing more
     assert injector.counts[faults.CRASH] == 1  # counted once, where it happened
 
 
-def test_given_a_guard_fault_after_an_effect_then_the_effect_is_in_the_window_and_the_ledger_never_faulted():
+def test_given_a_ledger_write_then_it_is_never_faulted_and_marks_the_effect_uncommitted():
     plan = faults.FaultPlan(seed=3, aws_rate=1.0, ledger_table="ledger", guard_table="guards")
     injector = faults.Injector(plan)
-    with faults.scope(faults.Scope("ConsumerFunction")):
+    inner = faults.Scope("ConsumerFunction")
+    with faults.scope(inner):
         ledger = b'{"TableName": "ledger", "Item": {"effect_key": {"S": "o-2#notify"}}}'
         assert injector.aws("dynamodb", "PutItem", ledger) is None
         assert injector.aws("dynamodb", "UpdateItem", b'{"TableName": "guards"}') is not None
-    assert injector.in_window == {"o-2#notify"}
+    assert inner.uncommitted == {threading.get_ident(): "o-2#notify"}
+    assert not injector.in_window  # a faulted attempt is not a failed commit: the SDK retries it
 
 
 def test_given_a_batch_when_entries_are_dropped_then_at_least_one_goes_and_the_rest_stay_valid():
@@ -248,11 +250,12 @@ def test_given_an_effect_whose_guard_committed_then_a_later_fault_or_crash_does_
         injector.aws(
             "dynamodb", "PutItem", b'{"TableName": "ledger", "Item": {"effect_key": {"S": "o-3#charge"}}}'
         )
-        injector.aws("dynamodb", "UpdateItem", b'{"TableName": "guards"}')  # its guard committed
+        injector.aws("dynamodb", "UpdateItem", b'{"TableName": "guards"}')
+        injector.committed(ok=True)  # the guard's commit returned to its caller
         injector.aws("sqs", "ChangeMessageVisibility", b"{}")
         with pytest.raises(faults.SimulatedCrash):
             injector.aws("dynamodb", "PutItem", b'{"TableName": "guards"}')
-    assert injector.in_window == set()
+    assert not injector.in_window
 
 
 def test_given_a_lost_response_once_when_sent_then_the_sdk_retry_succeeds_and_it_is_sent_twice(sqs):
@@ -299,7 +302,7 @@ def test_given_a_timed_out_invocation_then_its_thread_dies_at_its_next_call_and_
             )
         with pytest.raises(faults.SimulatedCrash):
             injector.db("commit")
-    assert injector.in_window == {"o-7#charge"}  # performed before the deadline, its guard never committed
+    assert injector.in_window == {"o-7#charge": 1}  # performed before the deadline, its guard never committed
 
 
 def test_given_a_job_commit_that_fails_then_lands_on_retry_then_its_effect_is_not_excused():
@@ -309,6 +312,107 @@ def test_given_a_job_commit_that_fails_then_lands_on_retry_then_its_effect_is_no
             "dynamodb", "PutItem", b'{"TableName": "ledger", "Item": {"effect_key": {"S": "j-1#charge"}}}'
         )
         injector.committed(ok=False)  # the first try of the commit failed for good ...
-        assert injector.in_window == {"j-1#charge"}
+        assert injector.in_window == {"j-1#charge": 1}
         injector.committed(ok=True)  # ... and the worker's retry landed: a second charge would be a bug
-    assert injector.in_window == set()
+    assert not injector.in_window
+
+
+# --- a guard's commit through botocore: only a failure its caller sees opens the window --------------
+
+
+class _FirstCallOnly(faults.FaultPlan):
+    """Faults the first attempt of each call site only (its SDK retry then succeeds)."""
+
+    def roll(self, *key: object) -> float:
+        return 0.0 if key[-1] == 0 else 1.0
+
+
+@pytest.fixture
+def guards() -> Iterator[Any]:
+    with mock_aws():
+        client = boto3.client(
+            "dynamodb", region_name=REGION, config=Config(retries={"mode": "standard", "max_attempts": 3})
+        )
+        for name in ("guards", "ledger"):
+            client.create_table(
+                TableName=name, BillingMode="PAY_PER_REQUEST",
+                KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+                AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            )  # fmt: skip
+        yield client
+
+
+def perform_then_commit(client: Any, injector: faults.Injector, effect: str) -> Exception | None:
+    undo = faults.install(injector)
+    try:
+        with handler(faults.Scope("ConsumerFunction")):
+            client.put_item(TableName="ledger", Item={"id": {"S": effect}, "effect_key": {"S": effect}})
+            try:
+                client.update_item(
+                    TableName="guards", Key={"id": {"S": effect}},
+                    UpdateExpression="SET #s = :c", ExpressionAttributeNames={"#s": "status"},
+                    ExpressionAttributeValues={":c": {"S": "COMPLETED"}},
+                )  # fmt: skip
+            except Exception as exc:  # noqa: BLE001 - what the caller saw
+                return exc
+            return None
+    finally:
+        undo()
+
+
+def test_given_a_guard_commit_faulted_once_when_the_sdk_retry_lands_then_nothing_is_excused(guards):
+    """Review finding: a throttled commit that botocore retried successfully excused a later duplicate."""
+    plan = _FirstCallOnly(
+        seed=1, aws_rate=0.5, only=(faults.THROTTLE,), guard_table="guards", ledger_table="ledger"
+    )
+    injector = faults.Injector(plan)
+    seen = perform_then_commit(guards, injector, "o-1#charge")
+    assert seen is None
+    assert injector.counts[faults.THROTTLE] >= 1  # the commit's first attempt was throttled
+    item = guards.get_item(TableName="guards", Key={"id": {"S": "o-1#charge"}})["Item"]
+    assert item["status"]["S"] == "COMPLETED"
+    assert not injector.in_window
+
+
+def test_given_a_guard_commit_whose_every_attempt_fails_then_the_window_opens_once(guards):
+    plan = faults.FaultPlan(
+        seed=1, aws_rate=1.0, only=(faults.THROTTLE,), guard_table="guards", ledger_table="ledger"
+    )
+    injector = faults.Injector(plan)
+    seen = perform_then_commit(guards, injector, "o-2#charge")
+    assert isinstance(seen, ClientError)
+    assert injector.in_window == {"o-2#charge": 1}  # one more performance is excused, not any number
+
+
+def test_given_a_commit_whose_every_response_is_lost_then_it_landed_and_the_window_still_opens(guards):
+    """The caller cannot tell it landed: its record is retried, and the guard says COMPLETED or not."""
+    plan = faults.FaultPlan(
+        seed=1, aws_rate=1.0, only=(faults.LOST_EVERY_ATTEMPT,), guard_table="guards", ledger_table="ledger"
+    )
+    injector = faults.Injector(plan)
+    seen = perform_then_commit(guards, injector, "o-3#charge")
+    assert isinstance(seen, ReadTimeoutError)
+    assert injector.in_window == {"o-3#charge": 1}
+
+
+def test_given_a_redriver_crash_then_half_of_them_land_between_its_send_and_its_delete():
+    points = []
+    for seed in range(200):
+        injector = faults.Injector(faults.FaultPlan(seed=seed, lambda_rate=1.0, only=(faults.CRASH,)))
+        _, inner = injector.invocation("RedriverFunction")
+        points.append(inner.crash_before)
+    share = points.count("DeleteMessageBatch") / len(points)
+    assert 0.35 < share < 0.65
+    injector = faults.Injector(faults.FaultPlan(seed=1, lambda_rate=1.0, only=(faults.CRASH,)))
+    assert injector.invocation("ConsumerFunction")[1].crash_before == ""  # others die after N calls
+
+
+def test_given_a_worker_that_died_when_reported_then_its_missing_seeds_fail_the_run():
+    """Review finding: a worker that crashed part-way exited 1 like a failing seed; the seeds it never ran
+    vanished from the report and the run could pass."""
+    from sluice_local.soak import Summary  # noqa: PLC0415 - the soak imports the local runtime
+
+    summary = Summary(results=[result(1), result(3)], expected=[1, 2, 3])
+    assert summary.missing == [2]
+    assert not summary.ok
+    assert summary.lines(rates="r")[0] == "seeds run: 2 (r); MISSING 1: [2]"
