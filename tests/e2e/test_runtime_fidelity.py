@@ -13,6 +13,7 @@ import sys
 import textwrap
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -315,3 +316,54 @@ IDS = {"m-1", "m-2", "m-3"}
 )
 def test_batch_item_failures_follow_the_event_source_mapping_rules(response, failed):
     assert SqsPoller._failures(response, IDS) == failed
+
+
+# --- 4. A dropped environment frees what its process held ---------------------------------------
+
+HOLDS_A_CONNECTION = """
+import os
+from sluice.jobs.connection import Connector
+
+DSN, APP = os.environ["DSN"], os.environ["APP"]  # read at the cold start, as a handler's settings are
+connector = Connector(lambda refresh: DSN, application_name=APP)
+
+
+def connects(event, context):
+    connector.connection().execute("select 1")
+    if event.get("exit"):
+        raise SystemExit(3)
+    return {"ok": True}
+"""
+
+
+def test_an_environment_dropped_after_a_crash_closes_its_job_store_connection(tmp_path, pg_url):
+    """Found by a 500-seed soak: environments dropped after a crash or a timeout kept their job store
+    connections open (in AWS their process is gone) until PostgreSQL's max_connections ran out."""
+    import psycopg  # noqa: PLC0415 - only with a PostgreSQL
+
+    app = f"sluice-leak-{uuid.uuid4().hex[:12]}"
+    (tmp_path / "app.py").write_text(HOLDS_A_CONNECTION)
+    function = FunctionHost(
+        FunctionSpec(
+            logical_id="TestConnects", name="test-connects",
+            arn="arn:aws:lambda:us-east-1:123456789012:function:test-connects",
+            code_dir=tmp_path, handler="app.connects", environment={"DSN": pg_url, "APP": app},
+            timeout=30.0, memory=128,
+        )
+    )  # fmt: skip
+
+    def open_connections() -> int:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            row = conn.execute(
+                "select count(*) from pg_stat_activity where application_name = %s", (app,)
+            ).fetchone()
+            return int(row[0]) if row else 0
+
+    assert function.invoke({}) == {"ok": True}
+    assert open_connections() == 1  # a warm environment keeps its connection, as in AWS
+
+    with pytest.raises(FunctionError) as failure:
+        function.invoke({"exit": True})
+
+    assert failure.value.payload["errorType"] == "Runtime.ExitError"
+    assert open_connections() == 0
