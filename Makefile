@@ -12,13 +12,14 @@ export AWS_DEFAULT_REGION ?= $(REGION)
 # sam build runs the layer's Makefile with this PATH, so it finds the venv's pip.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help venv lint typecheck validate asl build test unit functional e2e demo up soak bench deploy clean
+.PHONY: help venv lint typecheck validate asl build security security-venv test unit functional e2e demo up soak bench deploy clean
 
 help:
 	@echo "make demo      the whole app on this machine (embedded AWS, no Docker): scenarios, expected vs observed"
 	@echo "make up        deploy template.yaml into embedded AWS and keep it running (prints endpoint + names)"
 	@echo "make test      lint + types + sam validate --lint + sam build + all tests (what CI runs)"
 	@echo "make build     sam build (no Docker needed)"
+	@echo "make security  checkov on template.yaml (its own venv): 0 failed checks, every skip explained in the template"
 	@echo "make deploy    sam build && sam deploy (guided when the stack does not exist yet; ENV=prod for production)"
 	@echo "make soak      seeded fault schedules through the stack (SOAK_SEEDS=500): lost, duplicated, unexpected"
 	@echo "make bench     run the benchmarks in benchmarks/"
@@ -66,7 +67,22 @@ build: $(STAMP)
 	$(BIN)/sam build
 	@du -sk .aws-sam/build/CommonLayer | awk '{printf "built CommonLayer: %.1f MiB unzipped\n", $$1/1024}'
 
-test: lint typecheck validate asl build
+# checkov in a virtualenv of its own: it pins boto and other versions sluice's own venv moves past.
+# Every suppression sits in template.yaml beside its resource, with its reason (Metadata.checkov.skip).
+CHECKOV_VENV  := .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
+$(CHECKOV_STAMP): requirements-checkov.txt
+	@test -x $(CHECKOV_VENV)/bin/python || python3 -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r requirements-checkov.txt
+	@touch $@
+
+security-venv: $(CHECKOV_STAMP)
+
+security: $(CHECKOV_STAMP)
+	$(CHECKOV_VENV)/bin/checkov --file template.yaml --framework cloudformation --compact --quiet
+
+test: lint typecheck validate asl build security
 	$(BIN)/pytest
 
 unit functional e2e: $(STAMP)

@@ -1,7 +1,7 @@
 """Redriver Lambda: wiring only. Drains the work DLQ back to its sources (see sluice.redriver).
 
-Triggered by the DLQ depth alarm through SNS and by a backstop schedule; the event only names the
-trigger. Returns the run's report.
+Triggered by the DLQ depth alarm's state change (an EventBridge rule, as the redrive state machine is)
+and by a backstop schedule; the event only names the trigger. Returns the run's report.
 """
 
 import functools
@@ -33,8 +33,7 @@ redriver = Redriver(
 
 
 def _trigger(event: dict[str, Any]) -> str:
-    records = event.get("Records") or []
-    if records and records[0].get("EventSource") == "aws:sns":
+    if event.get("detail-type") == "CloudWatch Alarm State Change":
         return "alarm"
     return "schedule" if event.get("source") == "aws.events" or event.get("schedule") else "manual"
 

@@ -392,6 +392,14 @@ class LocalCloud:
                 self.schedules.add_schedule(
                     logical_id, str(props["ScheduleExpression"]), self._schedule_target(props)
                 )
+        if self.alarms.silent:
+            log.info(
+                "%d alarms evaluated locally (AWS/SQS queue metrics); %d stay silent (Lambda, Step "
+                "Functions, sluice's own metrics, metric math: AWS evaluates them): %s",
+                len(self.alarms.alarms),
+                len(self.alarms.silent),
+                ", ".join(sorted(self.alarms.silent)),
+            )
         self._tickers = [
             Ticker("schedules", 0.25, self.schedules.tick),
             Ticker("alarms", 1.0, self.alarms.tick),

@@ -223,6 +223,9 @@ class Alarms:
         self._sns = sns
         self._events = events
         self.alarms: list[Alarm] = []
+        self.silent: list[str] = []
+        """Alarms on metrics the runtime does not compute (Lambda, Step Functions, sluice's own EMF
+        metrics, metric math): they stay silent locally."""
 
     def add(self, logical_id: str, props: dict[str, Any], stack_name: str) -> None:
         name = str(props.get("AlarmName") or f"{stack_name}-{logical_id}")
@@ -233,7 +236,7 @@ class Alarms:
             or props.get("MetricName") not in SQS_METRICS
             or not alarm.queue_name
         ):
-            log.warning("alarm %s: only AWS/SQS queue metrics are emulated locally; it stays silent", name)
+            self.silent.append(name)  # reported once, by the caller, for all of them
             return
         kwargs: dict[str, Any] = {
             k: props[k]

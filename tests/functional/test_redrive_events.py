@@ -46,7 +46,7 @@ REDRIVE_METRICS = {
 
 # file → metric values that must be seen in the EMF output
 EXPECTED: dict[str, dict[str, int]] = {
-    "redriver/alarm-sns.json": REDRIVE_METRICS,
+    "redriver/alarm-eventbridge.json": REDRIVE_METRICS,
     "redriver/schedule.json": REDRIVE_METRICS,
     "circuit_breaker/check.json": {"BreakerOpen": 0},
     "poison_isolator/plan-poison.json": {"PoisonPillsIsolated": 1},
@@ -284,9 +284,8 @@ def test_given_an_open_breaker_when_the_alarm_arrives_then_the_redriver_moves_no
     redrive_stack.breaker("open", opened_by="operator", since=datetime.now(UTC), reason="INC-7")
     handler = load_handler(ROOT / "functions" / "redriver", "app.lambda_handler")
     capsys.readouterr()
-    answer = handler(
-        json.loads((EVENTS / "redriver/alarm-sns.json").read_text()), LambdaContext(timeout_seconds=300)
-    )
+    event = json.loads((EVENTS / "redriver/alarm-eventbridge.json").read_text())
+    answer = handler(event, LambdaContext(timeout_seconds=300))
     assert answer["stopped"] == "breaker_open"
     assert answer["breaker"]["reason"] == "INC-7"
     assert redrive_stack.counts(redrive_stack.dlq_url) == REDRIVEN + POISON

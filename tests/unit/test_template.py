@@ -55,12 +55,29 @@ WILDCARD_RESOURCE_ACTIONS: dict[str, str] = {
     "xray:GetSamplingRules": "X-Ray sampling rules are read account-wide by the SDK",
     "xray:GetSamplingTargets": "X-Ray sampling targets are read account-wide by the SDK",
     "cloudwatch:PutMetricData": "CloudWatch metrics have no resource ARN (scope with cloudwatch:namespace)",
+    **{
+        f"logs:{action}": "Step Functions' vended log delivery: AWS documents it on Resource * only"
+        for action in (
+            "CreateLogDelivery",
+            "GetLogDelivery",
+            "UpdateLogDelivery",
+            "DeleteLogDelivery",
+            "ListLogDeliveries",
+            "PutResourcePolicy",
+            "DescribeResourcePolicies",
+            "DescribeLogGroups",
+        )
+    },
 }
 
 # AWS managed policies a role may attach. Their documents are not in the template, so they could hide
-# a grant on Resource "*" (SAM's AWSLambdaSQSQueueExecutionRole does): none is allowed; every
-# permission is an inline, resource-scoped statement checked above.
-ALLOWED_MANAGED_POLICIES: dict[str, str] = {}
+# a grant on Resource "*" (SAM's AWSLambdaSQSQueueExecutionRole does): only the one below, whose
+# contents are known; every other permission is an inline, resource-scoped statement checked above.
+ALLOWED_MANAGED_POLICIES: dict[str, str] = {
+    # SAM attaches it to a state machine's role when Tracing is enabled: X-Ray's segment and sampling
+    # writes, the same actions WILDCARD_RESOURCE_ACTIONS allows on "*", nothing else.
+    "AWSXrayWriteOnlyAccess": "X-Ray writes of a traced state machine",
+}
 
 
 # --- loading -----------------------------------------------------------------------------------
@@ -256,6 +273,33 @@ def check_tables(raw: Template, cfn: Template) -> list[str]:
     return problems
 
 
+def _lifecycle_problems(name: str, lifecycle: list[dict[str, Any]]) -> list[str]:
+    problems: list[str] = []
+    if name == "DelayBucket":
+        # Parked messages may wait a year: the lifecycle must never expire them before they are due.
+        if not any(
+            rule.get("Status") == "Enabled"
+            and (rule.get("Prefix") or rule.get("Filter", {}).get("Prefix")) == "delayed/"
+            and int(rule.get("ExpirationInDays", 0)) > 366
+            for rule in lifecycle
+        ):
+            problems.append(f"{name} must expire delayed/ only after more than the 365-day maximum delay")
+    elif name == "AccessLogBucket":
+        if not any(
+            r.get("Status") == "Enabled" and r.get("ExpirationInDays") == _ref("AccessLogRetentionDays")
+            for r in lifecycle
+        ):
+            problems.append(f"{name} must expire its logs after AccessLogRetentionDays")
+    elif not any(
+        rule.get("Status") == "Enabled"
+        and (rule.get("Prefix") or rule.get("Filter", {}).get("Prefix")) == _ref("ClaimCheckPrefix")
+        and ("ExpirationInDays" in rule or "ExpirationDate" in rule)
+        for rule in lifecycle
+    ):
+        problems.append(f"{name} has no enabled expiration rule on the ClaimCheckPrefix")
+    return problems
+
+
 def check_claim_check_bucket(raw: Template, cfn: Template) -> list[str]:
     problems: list[str] = []
     buckets = _of_type(cfn, "AWS::S3::Bucket")
@@ -278,23 +322,11 @@ def check_claim_check_bucket(raw: Template, cfn: Template) -> list[str]:
             for policy in policies
         ):
             problems.append(f"{name} has no bucket policy denying aws:SecureTransport=false")
-        lifecycle = p.get("LifecycleConfiguration", {}).get("Rules", [])
-        if name == "DelayBucket":
-            # Parked messages may wait a year: the lifecycle must never expire them before they are due.
-            if not any(
-                rule.get("Status") == "Enabled"
-                and (rule.get("Prefix") or rule.get("Filter", {}).get("Prefix")) == "delayed/"
-                and int(rule.get("ExpirationInDays", 0)) > 366
-                for rule in lifecycle
-            ):
-                problems.append(f"{name} must expire delayed/ only after more than the 365-day maximum delay")
-        elif not any(
-            rule.get("Status") == "Enabled"
-            and (rule.get("Prefix") or rule.get("Filter", {}).get("Prefix")) == _ref("ClaimCheckPrefix")
-            and ("ExpirationInDays" in rule or "ExpirationDate" in rule)
-            for rule in lifecycle
-        ):
-            problems.append(f"{name} has no enabled expiration rule on the ClaimCheckPrefix")
+        problems += _lifecycle_problems(name, p.get("LifecycleConfiguration", {}).get("Rules", []))
+    for name in ("ClaimCheckBucket", "DelayBucket"):  # payloads may hold personal data
+        logging = buckets.get(name, {}).get("Properties", {}).get("LoggingConfiguration", {})
+        if logging.get("DestinationBucketName") != _ref("AccessLogBucket"):
+            problems.append(f"{name} must log server access to AccessLogBucket")
     env = _consumer_env(cfn)
     if env.get("SLUICE_CLAIM_CHECK_PREFIX") != _ref("ClaimCheckPrefix"):
         problems.append("SLUICE_CLAIM_CHECK_PREFIX must be Ref ClaimCheckPrefix (the prefix that expires)")
@@ -481,7 +513,25 @@ REDRIVE_MODES = {  # logical id → the Condition that must guard it (exactly on
 }
 
 
-def check_redrive_modes(raw: Template, cfn: Template) -> list[str]:  # noqa: C901 - one branch per wiring rule of both modes
+def _redrive_trigger_problems(raw: Template) -> list[str]:
+    """Both modes start on the DLQ alarm's state change; the alarm itself notifies people only."""
+    problems: list[str] = []
+    if _properties(raw, "WorkDeadLetterDepthAlarm").get("AlarmActions") != [{"Ref": "CriticalTopic"}]:
+        problems.append("WorkDeadLetterDepthAlarm must notify CriticalTopic in both modes")
+    pattern = {
+        "source": ["aws.cloudwatch"],
+        "detail-type": ["CloudWatch Alarm State Change"],
+        "resources": [{"Fn::GetAtt": ["WorkDeadLetterDepthAlarm", "Arn"]}],
+        "detail": {"state": {"value": ["ALARM"]}},
+    }
+    for logical_id in ("RedriverFunction", "RedriveStateMachine"):  # the same trigger in both modes
+        event = _properties(raw, logical_id).get("Events", {}).get("DeadLetterAlarm", {})
+        if event.get("Type") != "EventBridgeRule" or event.get("Properties", {}).get("Pattern") != pattern:
+            problems.append(f"{logical_id} must start on the DLQ alarm entering ALARM (EventBridge rule)")
+    return problems
+
+
+def check_redrive_modes(raw: Template, cfn: Template) -> list[str]:
     """RedriveMode wires exactly one redriver; both share their settings; the pace table is right."""
     problems: list[str] = []
     conditions = raw.get("Conditions", {})
@@ -511,9 +561,7 @@ def check_redrive_modes(raw: Template, cfn: Template) -> list[str]:  # noqa: C90
     for name, info in sorted(fields.items()):
         if info.is_required() and name not in (env[0] or {}) and name not in shared:
             problems.append(f"{name} is required by RedriveSettings but not set on the redriver")
-    actions = _properties(raw, "WorkDeadLetterDepthAlarm").get("AlarmActions")
-    if actions != {"Fn::If": ["RedriveWithLambda", [{"Ref": "AlarmTopic"}], {"Ref": "AWS::NoValue"}]}:
-        problems.append("WorkDeadLetterDepthAlarm must notify AlarmTopic in lambda mode only")
+    problems += _redrive_trigger_problems(raw)
     pace = raw.get("Mappings", {}).get("RedrivePace", {})
     for rate in _parameter(raw, "RedriveMaxPerSecond").get("AllowedValues", []):
         want = math.ceil(10 / rate) if rate <= 10 else 0
@@ -758,8 +806,15 @@ MUTATIONS: dict[str, tuple[Callable[[Template], None], Check]] = {
         check_redrive_modes,
     ),
     "pace cell wrong": (_set("Mappings.RedrivePace.2.seconds", 1), check_redrive_modes),
-    "alarm triggers redriver in both modes": (
-        _set("Resources.WorkDeadLetterDepthAlarm.Properties.AlarmActions", [{"Ref": "AlarmTopic"}]),
+    "dlq alarm notifies nobody": (
+        _delete("Resources.WorkDeadLetterDepthAlarm.Properties.AlarmActions"),
+        check_redrive_modes,
+    ),
+    "redriver started by another alarm": (
+        _set(
+            "Resources.RedriverFunction.Properties.Events.DeadLetterAlarm.Properties.Pattern.resources",
+            [{"Fn::GetAtt": ["PoisonPillDepthAlarm", "Arn"]}],
+        ),
         check_redrive_modes,
     ),
     "visibility cell too small": (_set(f"Mappings.{VISIBILITY_MAPPING}.30.0", 179), check_visibility_timeout),

@@ -1,0 +1,309 @@
+"""The operations contract of template.yaml: who hears which alarm, what the dashboard shows.
+
+Every check runs on the template as CloudFormation would resolve it for each combination of
+``RedriveMode`` (lambda, stepfunctions) and the job store (configured or not): conditions evaluated,
+``Fn::If`` resolved, resources whose condition is false removed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sluice import metrics
+from sluice_local.template import _resolve_if, evaluate_conditions
+from tests.unit.test_template import load_template
+
+ROOT = Path(__file__).resolve().parents[2]
+TOPICS = ("WarningTopic", "CriticalTopic")
+VARIANTS = [
+    pytest.param({"RedriveMode": mode, "DatabaseSecretArn": secret}, id=f"{mode}-{label}")
+    for mode in ("lambda", "stepfunctions")
+    for secret, label in (
+        ("", "no-jobs"),
+        ("arn:aws:secretsmanager:us-east-1:123456789012:secret:db", "jobs"),
+    )
+]
+
+Template = dict[str, Any]
+
+
+def resolved(parameters: dict[str, str]) -> Template:
+    """The template's resources as CloudFormation creates them for these parameter values."""
+    raw = load_template()
+    values = {k: str(v.get("Default")) for k, v in raw["Parameters"].items() if "Default" in v}
+    values.update(parameters)
+    conditions = evaluate_conditions(raw.get("Conditions", {}), values)
+    resources = {
+        lid: _resolve_if(res, conditions)
+        for lid, res in raw["Resources"].items()
+        if conditions.get(res.get("Condition", ""), True)
+    }
+    return {"Resources": resources, "Conditions": conditions}
+
+
+def of_type(template: Template, kind: str) -> dict[str, dict[str, Any]]:
+    return {lid: r.get("Properties", {}) for lid, r in template["Resources"].items() if r["Type"] == kind}
+
+
+def alarm_name(props: dict[str, Any]) -> str:
+    name = props.get("AlarmName", "")
+    sub = name.get("Fn::Sub", "") if isinstance(name, dict) else ""
+    assert sub.startswith("${AWS::StackName}-"), f"alarm name {name!r} must be ${{AWS::StackName}}-<name>"
+    return str(sub.removeprefix("${AWS::StackName}-"))
+
+
+def watched(props: dict[str, Any]) -> tuple[str, str, str]:
+    """(namespace, metric, what it is about) of a single-metric alarm; ("math", return id, "") else."""
+    if "Metrics" in props:
+        [returned] = [m for m in props["Metrics"] if m.get("ReturnData")]
+        return "math", str(returned["Id"]), ""
+    [dimension] = props.get("Dimensions") or [{"Value": ""}]
+    value = dimension["Value"]
+    about = value.get("Ref") or value.get("Fn::GetAtt", [""])[0] if isinstance(value, dict) else str(value)
+    return str(props["Namespace"]), str(props["MetricName"]), str(about)
+
+
+# --- the expected alarms ----------------------------------------------------------------------------
+
+DEAD_ENDS = {  # queue → alarm prefix: a message waiting there is critical
+    "WorkDeadLetterQueue": "WorkDeadLetter",
+    "DelayDeadLetterQueue": "DelayDeadLetter",
+    "PoisonPillQueue": "PoisonPill",
+    "JobDeadLetterQueue": "JobDeadLetter",
+}
+NAMED = {  # alarm → (namespace, metric or math id, about, threshold, topic)
+    "WorkQueueAgeAlarm": (
+        "AWS/SQS", "ApproximateAgeOfOldestMessage", "WorkQueue", {"Ref": "OldestMessageAlarmSeconds"},
+        "WarningTopic",
+    ),
+    "WorkQueueTimeToDrainAlarm": ("math", "drain", "", {"Ref": "TimeToDrainAlarmSeconds"}, "WarningTopic"),
+    "WorkQueueConservationAlarm": (
+        "math", "unaccounted", "", {"Ref": "ConservationToleranceMessages"}, "CriticalTopic",
+    ),
+    "NearDeadLetterAlarm": ("Sluice", metrics.NEAR_DEAD_LETTER, "sluice", 0, "WarningTopic"),
+    "BreakerOpenAlarm": ("Sluice", metrics.BREAKER_OPEN, "sluice", 0, "WarningTopic"),
+    "RedriveFailuresAlarm": ("Sluice", metrics.REDRIVE_FAILURES, "sluice", 0, "CriticalTopic"),
+    "DelayedObjectsQuarantinedAlarm": (
+        "Sluice", metrics.DELAYED_OBJECTS_QUARANTINED, "sluice", 0, "CriticalTopic",
+    ),
+    "DelayBucketsStrandedAlarm": ("Sluice", "DelayBucketsStranded", "", 0, "WarningTopic"),
+    "JobStoreUnavailableAlarm": ("Sluice", metrics.JOB_STORE_UNAVAILABLE, "sluice", 0, "CriticalTopic"),
+    "JobsDeadAlarm": ("Sluice", metrics.JOBS_DEAD, "sluice", 0, "WarningTopic"),
+}  # fmt: skip
+STATE_MACHINE_METRICS = ("ExecutionsFailed", "ExecutionsTimedOut", "ExecutionThrottled")
+
+
+def expected_alarms(template: Template) -> dict[str, tuple[str, str, str, Any, str]]:
+    """Every alarm the resolved template must have, derived from its queues, functions and state
+    machines (a new function without its alarms fails here) plus the named ones."""
+    resources = template["Resources"]
+    out: dict[str, tuple[str, str, str, Any, str]] = {}
+    for queue, prefix in DEAD_ENDS.items():
+        if queue in resources:
+            out[f"{prefix}DepthAlarm"] = (
+                "AWS/SQS",
+                "ApproximateNumberOfMessagesVisible",
+                queue,
+                0,
+                "CriticalTopic",
+            )
+            out[f"{prefix}AgeAlarm"] = (
+                "AWS/SQS", "ApproximateAgeOfOldestMessage", queue, {"Ref": "DeadLetterAgeAlarmSeconds"},
+                "CriticalTopic",
+            )  # fmt: skip
+    for function in of_type(template, "AWS::Serverless::Function"):
+        base = function.removesuffix("Function")
+        for metric in ("Errors", "Throttles"):
+            out[f"{base}{metric}Alarm"] = ("AWS/Lambda", metric, function, 0, "CriticalTopic")
+    for machine in of_type(template, "AWS::Serverless::StateMachine"):
+        for metric in STATE_MACHINE_METRICS:
+            out[f"{machine}{metric}Alarm"] = ("AWS/States", metric, machine, 0, "CriticalTopic")
+    jobs = "JobQueue" in resources
+    out |= {k: v for k, v in NAMED.items() if jobs or not k.startswith(("JobStore", "Jobs"))}
+    return out
+
+
+@pytest.mark.parametrize("parameters", VARIANTS)
+def test_given_each_mode_then_every_alarm_watches_its_metric_at_its_threshold_and_notifies_its_topic(
+    parameters: dict[str, str],
+) -> None:
+    template = resolved(parameters)
+    alarms = of_type(template, "AWS::CloudWatch::Alarm")
+    expected = expected_alarms(template)
+
+    assert sorted(alarms) == sorted(expected)
+    for lid, (namespace, metric, about, threshold, topic) in expected.items():
+        props = alarms[lid]
+        assert watched(props) == (namespace, metric, about if namespace != "math" else ""), lid
+        assert props["Threshold"] == threshold, lid
+        assert props["AlarmActions"] == [{"Ref": topic}], lid
+        assert props.get("OKActions", [{"Ref": topic}]) == [{"Ref": topic}], lid
+        assert props["TreatMissingData"] in ("notBreaching", "breaching", "ignore", "missing"), lid
+
+
+def test_given_the_template_then_every_alarm_has_a_unique_name_and_says_why_it_treats_missing_data_so() -> (
+    None
+):
+    text = (ROOT / "template.yaml").read_text(encoding="utf-8")
+    lines = [line for line in text.splitlines() if line.strip().startswith("TreatMissingData:")]
+    raw = load_template()
+    alarms = {
+        lid: r["Properties"] for lid, r in raw["Resources"].items() if r["Type"] == "AWS::CloudWatch::Alarm"
+    }
+    names = [alarm_name(props) for props in alarms.values()]
+
+    assert len(lines) == len(alarms)
+    assert all("#" in line and len(line.split("#", 1)[1].strip()) > 10 for line in lines)
+    assert len(set(names)) == len(names)
+
+
+def test_given_the_work_dlq_alarm_then_it_starts_the_redrive_by_its_state_change_in_both_modes() -> None:
+    for mode, starter in (("lambda", "RedriverFunction"), ("stepfunctions", "RedriveStateMachine")):
+        template = resolved({"RedriveMode": mode})
+        [rule] = [
+            e["Properties"]["Pattern"]
+            for e in template["Resources"][starter]["Properties"]["Events"].values()
+            if e["Type"] == "EventBridgeRule"
+        ]
+        assert rule["resources"] == [{"Fn::GetAtt": ["WorkDeadLetterDepthAlarm", "Arn"]}]
+        assert rule["detail"] == {"state": {"value": ["ALARM"]}}
+        topics = of_type(template, "AWS::SNS::Topic")
+        assert sorted(topics) == sorted(TOPICS)  # no topic of its own: the alarm notifies people only
+        assert all(t["KmsMasterKeyId"] == {"Ref": "AlarmTopicKey"} for t in topics.values())
+
+
+# --- the dashboard ----------------------------------------------------------------------------------
+
+
+def dashboard(template: Template) -> dict[str, Any]:
+    """The dashboard's body as CloudFormation renders it, ``${X}`` left as ``<X>``."""
+    [props] = of_type(template, "AWS::CloudWatch::Dashboard").values()
+    separator, parts = props["DashboardBody"]["Fn::Join"]
+    text = separator.join(
+        re.sub(r"\$\{([^}]+)\}", r"<\1>", p["Fn::Sub"] if isinstance(p, dict) else p) for p in parts
+    )
+    return dict(json.loads(text))
+
+
+def published() -> set[str]:
+    """Every metric sluice publishes: the layer's names and what the state machines put themselves."""
+    names = {v for k, v in vars(metrics).items() if k.isupper() and isinstance(v, str)}
+    for path in (ROOT / "statemachines").glob("*.asl.json"):
+        names |= set(re.findall(r'"MetricName":\s*"([A-Za-z]+)"', path.read_text(encoding="utf-8")))
+    return names
+
+
+@pytest.mark.parametrize("parameters", VARIANTS)
+def test_given_each_mode_then_the_dashboard_shows_every_queue_metric_and_alarm(
+    parameters: dict[str, str],
+) -> None:
+    template = resolved(parameters)
+    body = dashboard(template)
+    shown: set[tuple[str, ...]] = set()
+    alarms_shown: set[str] = set()
+    for widget in body["widgets"]:
+        for line in widget["properties"].get("metrics", []):
+            shown.add(tuple(x for x in line if isinstance(x, str)))
+        alarms_shown |= set(widget["properties"].get("alarms", []))
+
+    queues = {f"<{q}.QueueName>" for q in of_type(template, "AWS::SQS::Queue")}
+    per_queue = {
+        "ApproximateNumberOfMessagesVisible", "ApproximateNumberOfMessagesNotVisible",
+        "ApproximateAgeOfOldestMessage", "NumberOfMessagesSent", "NumberOfMessagesDeleted",
+    }  # fmt: skip
+    for queue in queues:
+        assert {line[1] for line in shown if line[:1] == ("AWS/SQS",) and queue in line} >= per_queue, queue
+    sluice = {line[1] for line in shown if line[:1] == ("Sluice",)}
+    jobs = set(metrics.JOB_CONSUMER_COUNTERS) | {
+        metrics.JOBS_REAPED,
+        metrics.JOBS_RETRIED,
+        metrics.JOBS_REENQUEUED,
+    }
+    assert published() - (set() if "JobQueue" in template["Resources"] else jobs) - sluice == set()
+    expected = {
+        "arn:<AWS::Partition>:cloudwatch:<AWS::Region>:<AWS::AccountId>:alarm:<AWS::StackName>-"
+        + alarm_name(p)
+        for p in of_type(template, "AWS::CloudWatch::Alarm").values()
+    }
+    assert alarms_shown == expected
+    machines = {line[3] for line in shown if line[:1] == ("AWS/States",)}
+    assert machines == {f"<{m}>" for m in of_type(template, "AWS::Serverless::StateMachine")}
+    consumer = {line[1] for line in shown if line[:1] == ("AWS/Lambda",) and "<ConsumerFunction>" in line}
+    assert consumer >= {"ConcurrentExecutions", "Errors", "Throttles", "Duration"}
+
+
+# --- nothing lost on delete --------------------------------------------------------------------------
+
+STATEFUL_TYPES = (
+    "AWS::SQS::Queue", "AWS::DynamoDB::Table", "AWS::S3::Bucket", "AWS::KMS::Key",
+    "AWS::SecretsManager::Secret",
+)  # fmt: skip
+
+
+def test_given_the_template_then_every_stateful_resource_is_retained_unless_the_stack_says_otherwise() -> (
+    None
+):
+    raw = load_template()
+    parameter = raw["Parameters"]["StatefulResourcePolicy"]
+    stateful = {lid: r for lid, r in raw["Resources"].items() if r["Type"] in STATEFUL_TYPES}
+
+    assert "AWS::LanguageExtensions" in raw["Transform"]  # what lets the policies name a parameter
+    assert (parameter["Default"], sorted(parameter["AllowedValues"])) == ("Retain", ["Delete", "Retain"])
+    assert {"WorkDeadLetterQueue", "PoisonPillQueue", "IdempotencyTable", "ClaimCheckBucket"} <= set(stateful)
+    for lid, resource in stateful.items():
+        assert resource.get("DeletionPolicy") == {"Ref": "StatefulResourcePolicy"}, lid
+        assert resource.get("UpdateReplacePolicy") == {"Ref": "StatefulResourcePolicy"}, lid
+    for lid, resource in raw["Resources"].items():  # every other resource says what happens, too
+        if resource["Type"] == "AWS::Logs::LogGroup":
+            assert (resource.get("DeletionPolicy"), resource.get("UpdateReplacePolicy")) == (
+                "Delete",
+                "Delete",
+            ), lid
+
+
+def test_given_each_state_machine_then_it_logs_to_its_own_group_without_bodies_by_default_and_is_traced() -> (
+    None
+):
+    raw = load_template()
+    machines = {
+        lid: r["Properties"]
+        for lid, r in raw["Resources"].items()
+        if r["Type"] == "AWS::Serverless::StateMachine"
+    }
+
+    assert (
+        raw["Parameters"]["StateMachineLogExecutionData"]["Default"] == "false"
+    )  # bodies may hold personal data
+    assert raw["Parameters"]["StateMachineLogLevel"]["Default"] in ("ERROR", "ALL")
+    groups = set()
+    for lid, props in machines.items():
+        logging = props["Logging"]
+        assert props["Tracing"] == {"Enabled": True}, lid
+        assert logging["Level"] == {"Ref": "StateMachineLogLevel"}, lid
+        assert logging["IncludeExecutionData"] == {"Ref": "StateMachineLogExecutionData"}, lid
+        [destination] = logging["Destinations"]
+        group = destination["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"][0]
+        assert raw["Resources"][group]["Type"] == "AWS::Logs::LogGroup", lid
+        groups.add(group)
+    assert len(groups) == len(machines) == 2
+
+
+def test_given_a_checkov_suppression_then_it_sits_on_its_resource_with_its_reason() -> None:
+    """`make security` runs checkov with 0 failed checks; what it skips, the template explains."""
+    raw = load_template()
+    skips = [
+        (lid, skip)
+        for lid, resource in raw["Resources"].items()
+        for skip in resource.get("Metadata", {}).get("checkov", {}).get("skip", [])
+    ]
+
+    assert skips
+    for lid, skip in skips:
+        assert re.fullmatch(r"CKV2?_AWS_\d+", skip["id"]), (lid, skip)
+        assert len(skip.get("comment", "")) >= 40, (lid, skip)  # a reason, not a shrug
+    assert len({(lid, skip["id"]) for lid, skip in skips}) == len(skips)
