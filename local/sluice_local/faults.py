@@ -80,6 +80,8 @@ LAMBDA_KINDS = (INVOKE_ERROR, LOST_INVOKE_RESPONSE, CRASH)
 DB_KINDS = (DB_DROPPED, DB_LOST_RESPONSE)
 ALL_KINDS = (*AWS_KINDS, PARTIAL_BATCH, NO_SUCH_KEY, *LAMBDA_KINDS, *DB_KINDS)
 DB_COMMITS = frozenset({"commit", "complete_if_pending"})
+"""The job store's commits (its methods and statements of these names): their outcome for the caller
+opens the window."""
 """Job store statements that end a job's run: the job consumer's side effect is done before them."""
 BATCH_APIS = frozenset({"SendMessageBatch", "DeleteMessageBatch"})
 READ_APIS = frozenset({"GetObject", "HeadObject"})
@@ -474,17 +476,26 @@ def _faulty_statements(injector: Injector, original: Callable[..., Any]) -> Call
                 raise psycopg.OperationalError(f"injected {kind}: server closed the connection unexpectedly")
             return result
 
-        if name not in DB_COMMITS:
-            return original(self, name, faulty, isolated=isolated)
+        return original(self, name, faulty, isolated=isolated)
+
+    return db_run
+
+
+def _judged_commits(injector: Injector, original: Callable[..., Any]) -> Callable[..., Any]:
+    """A job store commit (``JobStore.commit``, ``complete_if_pending``) judged by what its caller gets:
+    returned, it landed; raised (unreachable, or :class:`~sluice.errors.LostClaim` when the claim was
+    reaped meanwhile and another run took the job), it failed for good — the window, as for a guard."""
+
+    def commit(self: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            result = original(self, name, faulty, isolated=isolated)
+            result = original(self, *args, **kwargs)
         except Exception:  # a crash (BaseException) marks the window where it happens
             injector.committed(ok=False)
             raise
         injector.committed(ok=True)
         return result
 
-    return db_run
+    return commit
 
 
 def _faulty_invocations(injector: Injector, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -523,6 +534,7 @@ def install(injector: Injector) -> Callable[[], None]:
     from sluice.jobs.store import JobStore  # noqa: PLC0415 - psycopg only where the job store is
 
     original_db = JobStore._run
+    original_commits = {name: getattr(JobStore, name) for name in DB_COMMITS}
     original_call = BaseClient._make_api_call  # type: ignore[attr-defined]
 
     def do_get_response(self: Endpoint, request: Any, operation_model: Any, context: Any) -> Any:
@@ -566,6 +578,10 @@ def install(injector: Injector) -> Callable[[], None]:
         (FunctionHost, "_run", invoke, original_invoke),
         (SqsPoller, "_poll_once", poll_once, original_poll),
         (JobStore, "_run", db_run, original_db),
+        *(
+            (JobStore, name, _judged_commits(injector, method), method)
+            for name, method in original_commits.items()
+        ),
     ]
     for owner, name, new, _ in patches:
         setattr(owner, name, new)

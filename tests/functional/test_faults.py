@@ -416,3 +416,23 @@ def test_given_a_worker_that_died_when_reported_then_its_missing_seeds_fail_the_
     assert summary.missing == [2]
     assert not summary.ok
     assert summary.lines(rates="r")[0] == "seeds run: 2 (r); MISSING 1: [2]"
+
+
+def test_given_a_job_commit_fenced_out_by_a_reaped_claim_then_its_effect_is_in_the_window():
+    """Found by the 500-seed soak (seed 293, loaded machine): a worker whose claim was reaped while it
+    retried its commit got LostClaim, another run charged again; the commit's statement had returned
+    (touching no row), so the injector took it for landed and the checker reported a duplicate."""
+    from sluice.errors import LostClaim  # noqa: PLC0415
+
+    def fenced_out(self: Any, claim: Any, result: Any = None) -> None:
+        raise LostClaim("job j-2: claim t lost; the job is processing under another claim")
+
+    injector = faults.Injector(faults.FaultPlan(seed=293, aws_rate=0.0, ledger_table="ledger"))
+    commit = faults._judged_commits(injector, fenced_out)
+    with handler(faults.Scope("JobConsumerFunction")):
+        injector.aws(
+            "dynamodb", "PutItem", b'{"TableName": "ledger", "Item": {"effect_key": {"S": "j-2#charge"}}}'
+        )
+        with pytest.raises(LostClaim):
+            commit(object(), object())
+    assert injector.in_window == {"j-2#charge": 1}
