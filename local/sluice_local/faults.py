@@ -88,11 +88,11 @@ READ_APIS = frozenset({"GetObject", "HeadObject"})
 GUARD_COMMITS = frozenset({"UpdateItem", "DeleteItem"})  # Powertools: COMPLETED, or removed when fn raised
 HTTP_REDIRECT = 300
 CRASH_WITHIN_CALLS = 8
+"""A crashing invocation dies before one of its handler's first 8 AWS calls (a consumer batch makes
+dozens; the redriver's send and delete, the rehydrator's reads, sends and rewrites come early)."""
 CRASH_POINTS = {"RedriverFunction": "DeleteMessageBatch"}
 """Where half of a function's crashes land instead of after a random number of calls: points a random
 count rarely reaches (the redriver between its send and its delete: it seldom has messages in hand)."""
-"""A crashing invocation dies before one of its handler's first 8 AWS calls (a consumer batch makes
-dozens; the redriver's send and delete, the rehydrator's reads, sends and rewrites come early)."""
 RECEIVE = "ReceiveMessage"
 SERVICE_EXCEPTION = "Lambda.ServiceException"
 TIMED_OUT = "Sandbox.Timedout"
@@ -145,6 +145,9 @@ class Scope:
     uncommitted: dict[int, str] = field(default_factory=dict)
     """Per thread of the invocation: the side effect (ledger ``effect_key``) it performed whose guard
     it has not committed yet (``once``: guard in progress → effect → commit)."""
+    failed_commit: dict[int, str] = field(default_factory=dict)
+    """Per thread: the effect whose commit last failed for good, until the thread performs another; a
+    retry of that same commit (the job worker's) that lands closes the window it opened."""
 
 
 _local = threading.local()
@@ -173,7 +176,6 @@ class Injector:
     _sequence: Counter[tuple[str, str]] = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _sabotaged: set[str] = field(default_factory=set)
-    _failed_commits: Counter[str] = field(default_factory=Counter)
     in_window: Counter[str] = field(default_factory=Counter)
     """Side effects (ledger ``effect_key``) whose invocation died after performing them and before
     committing their guard, or whose guard's commit failed for the caller (every attempt of the SDK's
@@ -272,7 +274,10 @@ class Injector:
             with self._lock:  # effects done, their guards never committed: each opens the window once
                 self.in_window.update(here.uncommitted.values())
                 here.uncommitted.clear()
-            raise SimulatedCrash(f"{here.caller} died after {here.crash_after} AWS calls")
+            where = (
+                f"before {here.crash_before}" if here.crash_before else f"after {here.crash_after} AWS calls"
+            )
+            raise SimulatedCrash(f"{here.caller} died {where}")
 
     def db(self, statement: str) -> str | None:
         """The fault (if any) for the job store's next ``statement`` by the current scope; raises
@@ -297,17 +302,19 @@ class Injector:
         here = current()
         if here is None:
             return
-        effect = here.uncommitted.get(threading.get_ident())
-        if not effect:
-            return
+        thread = threading.get_ident()
         with self._lock:
-            if ok:  # it landed (for a job: perhaps the worker's retry of its last transition): no window
-                here.uncommitted.pop(threading.get_ident(), None)
-                self.in_window.subtract({effect: self._failed_commits.pop(effect, 0)})
+            if not ok:
+                effect = here.uncommitted.pop(thread, None)  # that performance's commit is over
+                if effect:
+                    self.in_window[effect] += 1
+                    here.failed_commit[thread] = effect
+            elif here.uncommitted.pop(thread, None) is None and thread in here.failed_commit:
+                # the same thread retried the commit that failed (nothing performed since) and it
+                # landed after all: the window it opened is closed
+                effect = here.failed_commit.pop(thread)
+                self.in_window[effect] -= 1
                 self.in_window = +self.in_window
-            else:
-                self._failed_commits[effect] += 1
-                self.in_window[effect] += 1
 
     def timed_out(self, here: Scope) -> None:
         """The invocation ran past its timeout. Lambda stops it there; the local runtime cannot stop its
@@ -347,6 +354,7 @@ class Injector:
         item = json.loads(params).get("Item", {})
         key = str((item.get("effect_key") or {}).get("S", ""))
         here.uncommitted[threading.get_ident()] = key
+        here.failed_commit.pop(threading.get_ident(), None)  # a new performance: an old failure stays
         if not self.plan.sabotage_ledger:
             return None
         with self._lock:

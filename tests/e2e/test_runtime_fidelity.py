@@ -366,4 +366,7 @@ def test_an_environment_dropped_after_a_crash_closes_its_job_store_connection(tm
         function.invoke({"exit": True})
 
     assert failure.value.payload["errorType"] == "Runtime.ExitError"
+    deadline = time.monotonic() + 10  # PostgreSQL ends a closed connection's backend asynchronously
+    while open_connections() and time.monotonic() < deadline:
+        time.sleep(0.05)  # polling the condition, not standing in for it
     assert open_connections() == 0

@@ -436,3 +436,23 @@ def test_given_a_job_commit_fenced_out_by_a_reaped_claim_then_its_effect_is_in_t
         with pytest.raises(LostClaim):
             commit(object(), object())
     assert injector.in_window == {"j-2#charge": 1}
+
+
+def test_given_a_failed_guard_commit_then_neither_its_cleanup_nor_another_performers_commit_closes_it():
+    """Review finding: a failed commit's opening was cancelled by the next successful commit of the same
+    effect key (Powertools deleting the in-progress guard on the same thread, or the retry that performed
+    the effect again), so the excused repeat was reported duplicated."""
+    plan = faults.FaultPlan(seed=1, aws_rate=0.0, ledger_table="ledger", guard_table="guards")
+    injector = faults.Injector(plan)
+    ledger = b'{"TableName": "ledger", "Item": {"effect_key": {"S": "o-4#charge"}}}'
+    first = faults.Scope("ConsumerFunction")
+    with handler(first):
+        injector.aws("dynamodb", "PutItem", ledger)
+        assert injector.commits_guard("UpdateItem", {"TableName": "guards"})
+        injector.committed(ok=False)  # save_success failed for good
+        assert not injector.commits_guard("DeleteItem", {"TableName": "guards"})  # its cleanup: not judged
+    second = faults.Scope("ConsumerFunction")  # the retry, after the guard expired
+    with handler(second):
+        injector.aws("dynamodb", "PutItem", ledger)
+        injector.committed(ok=True)
+    assert injector.in_window == {"o-4#charge": 1}  # the second performance stays excused
