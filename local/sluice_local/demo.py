@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from sluice_local import postgres
+from sluice_local import postgres, report
 from sluice_local.cloud import LocalCloud
 from sluice_local.fast import FAST
 from sluice_local.scenarios.consumer import consumer_scenarios
@@ -26,7 +28,9 @@ QUEUES = (
     ("dead-letter", "WorkDeadLetterQueueUrl"),
     ("poison", "PoisonPillQueueUrl"),
     ("delay", "DelayQueueUrl"),
+    ("delay dead-letter", "DelayDeadLetterQueueUrl"),
 )
+REPORT = Path(".sluice-local/demo-report.html")
 
 
 def run_demo(log_file: Path, overrides: dict[str, str]) -> int:
@@ -50,6 +54,14 @@ def run_demo(log_file: Path, overrides: dict[str, str]) -> int:
             f"stack up at {cloud.endpoint} in {time.monotonic() - started:.1f} s; function logs → {log_file}"
         )
         stack = Stack(cloud.endpoint, cloud.outputs, log_file, cloud.region)
+        recording = report.Recording()
+        if cloud.alarms is not None:  # printed as the runtime evaluates them, and kept for the report
+
+            def alarm_changed(name: str, old: str, new: str, why: str) -> None:
+                recording.alarm(name, old, new, why)
+                console.print(f"[bold]alarm[/] {name}: {old} → {new} ({why})")
+
+            cloud.alarms.listeners.append(alarm_changed)
         # Everything that can share the stack runs at once; velocity (it times every redrive) and the
         # open breaker (it stops every redrive) each have the stack's redrive to themselves, afterwards.
         phases = [
@@ -71,8 +83,9 @@ def run_demo(log_file: Path, overrides: dict[str, str]) -> int:
             queues = Table(title="queues", expand=False)
             for column in ("queue", "visible", "in flight"):
                 queues.add_column(column, justify="right" if column != "queue" else "left")
-            for label, output in QUEUES:
-                visible, in_flight = stack.queue_depths(output)
+            depths = {label: stack.queue_depths(output) for label, output in QUEUES}
+            recording.sample(depths)
+            for label, (visible, in_flight) in depths.items():
                 queues.add_row(label, str(visible), str(in_flight))
             processed = sum(p.deleted for p in cloud.pollers)
             failed = sum(p.failed for p in cloud.pollers)
@@ -88,13 +101,23 @@ def run_demo(log_file: Path, overrides: dict[str, str]) -> int:
         with Live(render([]), console=console, refresh_per_second=4, transient=False) as live:
             for phase in phases:
                 results += run(stack, phase, on_tick=lambda r: live.update(render(r)))
+    return _conclude(console, results, recording, log_file, started)
+
+
+def _conclude(
+    console: Console, results: list[Outcome], recording: report.Recording, log_file: Path, started: float
+) -> int:
+    """The expected-vs-observed table, the summary line and the report; the exit code."""
     table = Table(title="sluice demo: expected vs observed")
     for column in ("scenario", "expected", "observed", "s", "result"):
         table.add_column(column)
     for r in results:
         verdict = "[yellow]SKIP[/]" if r.skipped else "[green]PASS[/]" if r.ok else "[red]FAIL[/]"
         table.add_row(r.name, r.expected, r.observed, f"{r.seconds:.1f}", verdict)
+        recording.span(r.name, r.started_at, r.seconds, "SKIP" if r.skipped else "PASS" if r.ok else "FAIL")
     console.print(table)
+    recording.lags = report.delivery_lags(_json_lines(log_file))
+    console.print(f"report: {report.write(recording, REPORT).resolve()} (open it in a browser)")
     failed = [r.name for r in results if not r.ok and not r.skipped]
     passed = sum(1 for r in results if r.ok and not r.skipped)
     summary = f"[bold]{passed} passed, {len(failed)} failed, {len(results) - passed - len(failed)} skipped[/]"
@@ -114,3 +137,17 @@ def _database() -> tuple[str | None, list[Outcome]]:
     return None, [
         Outcome(s.name, s.expected, f"skipped: {reason}", ok=False, skipped=True) for s in job_scenarios()
     ]
+
+
+def _json_lines(path: Path) -> list[dict[str, Any]]:
+    """The log file's JSON lines (function logs and EMF metrics); anything else is skipped."""
+    out: list[dict[str, Any]] = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if line.startswith("{"):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                out.append(value)
+    return out

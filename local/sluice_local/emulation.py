@@ -223,6 +223,9 @@ class Alarms:
         self._sns = sns
         self._events = events
         self.alarms: list[Alarm] = []
+        self.listeners: list[Callable[[str, str, str, str], None]] = []
+        """Called with (alarm name, old state, new state, reason) on every state change (``make demo``
+        prints them)."""
         self.silent: list[str] = []
         """Alarms on metrics the runtime does not compute (Lambda, Step Functions, sluice's own EMF
         metrics, metric math): they stay silent locally."""
@@ -286,6 +289,8 @@ class Alarms:
     def _transition(self, alarm: Alarm, new: str, reason: str) -> None:
         old, alarm.state = alarm.state, new
         alarm.transitions.append((old, new))
+        for listener in self.listeners:
+            listener(alarm.name, old, new, reason)
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.000+0000")
         self._cloudwatch.set_alarm_state(AlarmName=alarm.name, StateValue=new, StateReason=reason)
         message = {

@@ -393,7 +393,8 @@ def install_sqs_rules() -> Undo:
     documentation). SendMessage raises the error SQS raises; SendMessageBatch fails a whole call whose
     entries together exceed SQS's 1 MiB (``BatchRequestTooLong``, whatever the queue's own limit) and
     reports every other refused entry (one over the queue's ``MaximumMessageSize`` included) in
-    ``Failed`` with ``SenderFault``, sending the rest, as SQS does."""
+    ``Failed`` with ``SenderFault``, sending the rest, as SQS does; and each entry keeps its
+    ``MessageSystemAttributes`` (the ``AWSTraceHeader``), which moto's batch drops."""
     from moto.sqs.exceptions import BatchRequestTooLong, SQSException  # noqa: PLC0415
 
     from sluice.limits import MAX_MESSAGE_BYTES  # noqa: PLC0415
@@ -458,6 +459,11 @@ def install_sqs_rules() -> Undo:
         if not accepted:
             return [], failed
         sent, also_failed = original_batch(self, queue_name, accepted)
+        by_id = {str(e["Id"]): e for e in accepted.values()}
+        for message in sent:  # moto drops an entry's MessageSystemAttributes (AWSTraceHeader); SQS keeps them
+            system = by_id.get(str(getattr(message, "user_id", "")), {}).get("MessageSystemAttributes")
+            if system:
+                message.system_attributes = dict(system)
         return sent, failed + list(also_failed)
 
     return _undo_all(

@@ -1,6 +1,6 @@
-"""DLQ redrive through the deployed template, in both RedriveModes: lambda (the redriver, triggered by
-the DLQ alarm through SNS and a backstop schedule) and stepfunctions (the redrive state machine,
-started by the alarm's EventBridge event and a backstop schedule).
+"""DLQ redrive through the deployed template, in both RedriveModes: lambda (the redriver) and
+stepfunctions (the redrive state machine), each started by the DLQ alarm's EventBridge state change and a
+backstop schedule.
 
 Per mode, keeps-failing and recovers-after-redrive share the stack and run at once (one module-scoped
 run, one test each for its verdict); velocity (it times every redrive) and breaker-open (it stops every

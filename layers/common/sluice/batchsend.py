@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.limits import MAX_BATCH_BYTES, MAX_BATCH_ENTRIES, MAX_DELAY_SECONDS
 from sluice.sqs import check_message, message_bytes
+from sluice.tracing import system_attributes
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -55,6 +56,8 @@ class Outgoing:
     body: str
     attributes: SendAttributes = field(default_factory=dict)
     delay_seconds: int = 0
+    trace: str | None = None
+    """The message's X-Ray header (its envelope's ``trace``): sent as its ``AWSTraceHeader``."""
 
     def size(self) -> int:
         return message_bytes(self.body, self.attributes)
@@ -163,6 +166,8 @@ def _send_once(sqs: SQSClient, queue_url: str, batch: list[Outgoing]) -> list[Re
             entry["MessageAttributes"] = message.attributes
         if message.delay_seconds > 0:
             entry["DelaySeconds"] = max(0, min(MAX_DELAY_SECONDS, int(message.delay_seconds)))
+        if system := system_attributes(message.trace):
+            entry["MessageSystemAttributes"] = system
         entries.append(entry)
     try:
         response = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)

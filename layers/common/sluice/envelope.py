@@ -83,7 +83,11 @@ class Envelope(BaseModel):
     first_failure: datetime | None = None
     last_error: ErrorInfo | None = None
     trace: str | None = None
-    """X-Ray trace header of the first hop (``Root=...;Parent=...;Sampled=...``)."""
+    """X-Ray trace header of the first hop (``Root=...;Parent=...;Sampled=...``); every hop sends the
+    message with it as its ``AWSTraceHeader`` (:mod:`sluice.tracing`)."""
+    traceparent: str | None = None
+    """W3C trace context of the message (the producer's ``traceparent`` attribute, else the X-Ray
+    trace, else a new one); its trace id is every log line's ``correlation_id``."""
     deliver_at: datetime | None = None
     """When a delayed message is due (UTC); set by :func:`sluice.delay.send_delayed`."""
     target: str | None = None

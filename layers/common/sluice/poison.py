@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from sluice.envelope import Envelope, Seal, SendAttributes
 from sluice.fit import Offload, fit
+from sluice.tracing import system_attributes
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -40,5 +41,6 @@ def isolate(
         QueueUrl=poison_queue_url,
         MessageBody=fitted.body,
         MessageAttributes=fitted.attributes,  # type: ignore[arg-type]
+        MessageSystemAttributes=system_attributes(envelope.trace),  # type: ignore[arg-type]
     )
     return response["MessageId"]

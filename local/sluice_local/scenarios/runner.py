@@ -28,6 +28,8 @@ class Outcome:
     seconds: float = 0.0
     skipped: bool = False
     """Not run (e.g. no PostgreSQL for the job scenarios); ``observed`` says why. Never a pass."""
+    started_at: datetime | None = None
+    """When the scenario started (the demo report's timeline)."""
 
 
 class Scenario:
@@ -109,7 +111,14 @@ def run(
             ok, seen = scenario.observe(stack)
             elapsed = time.monotonic() - scenario.started
             if ok or scenario.failed or elapsed > scenario.timeout:
-                results[i] = Outcome(scenario.name, scenario.expected, seen, ok, round(elapsed, 1))
+                results[i] = Outcome(
+                    scenario.name,
+                    scenario.expected,
+                    seen,
+                    ok,
+                    round(elapsed, 1),
+                    started_at=scenario.started_at,
+                )
                 scenario.finish(stack)
         if on_tick:
             on_tick(results)

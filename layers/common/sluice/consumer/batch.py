@@ -43,6 +43,14 @@ from sluice.limits import MAX_VISIBILITY_SECONDS
 from sluice.poison import isolate
 from sluice.sealing import load_seal
 from sluice.sqs import queue_url_from_arn
+from sluice.tracing import (
+    AWS_TRACE_HEADER,
+    TRACEPARENT,
+    correlation_id,
+    first_hop,
+    system_attributes,
+    valid_xray_header,
+)
 
 if TYPE_CHECKING:
     import boto3
@@ -55,7 +63,6 @@ if TYPE_CHECKING:
 
     from sluice.metrics import MetricSink
 
-AWS_TRACE_HEADER = "AWSTraceHeader"
 
 # Log messages, defined once: tools that find these lines (sluice_local's scenarios) import them.
 LOG_DUPLICATE_SKIPPED = "duplicate skipped"
@@ -238,6 +245,9 @@ class Consumer:
                 attributes, envelope = self._read_envelope(record, stats)
             except Exception as exc:  # noqa: BLE001 - unreadable attributes: retry, never drop
                 self._retry_later(record, exc, stats, heartbeat)
+            self._log.thread_safe_append_keys(
+                correlation_id=correlation_id(envelope.traceparent, envelope.trace)
+            )
             try:
                 ran = self._process(record, attributes, envelope, stats)
             except PermanentError as exc:
@@ -264,7 +274,7 @@ class Consumer:
             if not ran:
                 self._log.info(LOG_DUPLICATE_SKIPPED)
         finally:
-            self._log.thread_safe_remove_keys(["message_id"])
+            self._log.thread_safe_remove_keys(["message_id", "correlation_id"])
 
     def _read_envelope(self, record: SQSRecord, stats: _Stats) -> tuple[SendAttributes, Envelope]:
         raw = record.raw_event.get("messageAttributes") or {}
@@ -274,17 +284,25 @@ class Consumer:
         if problem:
             stats.add(metrics.ENVELOPES_CORRUPT)
             self._log.warning(problem)
+        system = record.raw_event.get("attributes") or {}
         if envelope is None:  # first hop: this message becomes the identity
-            system = record.raw_event.get("attributes") or {}
+            trace, traceparent = first_hop(system.get(AWS_TRACE_HEADER), _attribute(attributes, TRACEPARENT))
             envelope = Envelope(
                 origin_id=record.message_id,
                 source=record.event_source_arn,
-                trace=system.get(AWS_TRACE_HEADER),
+                trace=trace,
+                traceparent=traceparent,
             )
         elif envelope.origin_id is None:  # a producer's envelope, or bookkeeping that failed its seal
             envelope = envelope.model_copy(
                 update={"origin_id": record.message_id, "source": envelope.source or record.event_source_arn}
             )
+        if envelope.traceparent is None or valid_xray_header(envelope.trace) != envelope.trace:
+            # an envelope written before traceparent existed, or a producer's with a malformed trace
+            trace, traceparent = first_hop(
+                envelope.trace or system.get(AWS_TRACE_HEADER), envelope.traceparent
+            )
+            envelope = envelope.model_copy(update={"trace": trace, "traceparent": traceparent})
         return attributes, envelope
 
     def _receive_count(self, record: SQSRecord) -> int:
@@ -413,6 +431,7 @@ class Consumer:
                 QueueUrl=s.dead_letter_queue_url,
                 MessageBody=fitted.body,
                 MessageAttributes=fitted.attributes,  # type: ignore[arg-type]
+                MessageSystemAttributes=system_attributes(envelope.trace),  # type: ignore[arg-type]
             )
         except Exception:  # noqa: BLE001 - the redrive policy still moves it, without the error
             self._log.warning(
@@ -484,3 +503,10 @@ class Consumer:
         if self._s3 is None:
             self._s3 = self._s3_factory()
         return self._s3
+
+
+def _attribute(attributes: SendAttributes, name: str) -> str | None:
+    """A user attribute's string value (None when absent or binary)."""
+    value = attributes.get(name) or {}
+    string = value.get("StringValue")
+    return str(string) if string is not None else None

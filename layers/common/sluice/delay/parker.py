@@ -33,6 +33,7 @@ from sluice.envelope import Envelope, Seal, SendAttributes, from_event_attribute
 from sluice.errors import ConfigurationError, PermanentError
 from sluice.fit import UnfittableError, fit
 from sluice.poison import isolate
+from sluice.tracing import AWS_TRACE_HEADER, TRACEPARENT, first_hop, valid_xray_header
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Logger
@@ -237,7 +238,7 @@ class BatchDelay:
                     Body=encode_object(bucket, [p.parked for p in planned]),
                     ContentType="application/json",
                 )
-                started += self._ensure_execution(bucket)
+                started += self._ensure_execution(bucket, _first_trace(planned))
             except Exception:  # noqa: BLE001 - retried by SQS; a parked copy is delivered once by idempotency
                 self._log.exception(
                     "could not park bucket; records will be retried", extra={"bucket": bucket}
@@ -247,7 +248,7 @@ class BatchDelay:
             delayed += len(planned)
         return started, delayed, direct
 
-    def _ensure_execution(self, bucket: int) -> int:
+    def _ensure_execution(self, bucket: int, trace: str | None = None) -> int:
         """1 when this call started the bucket's execution, 0 when it already existed.
 
         A StartExecution with the same name and input as a running execution is itself a no-op in
@@ -279,6 +280,9 @@ class BatchDelay:
                 stateMachineArn=self._s.delay_state_machine_arn,
                 name=name,
                 input=execution_input(self._s.delay_prefix, bucket),
+                # the bucket's execution joins the trace of its first message (one trace header per
+                # execution; every message keeps its own in its envelope and its AWSTraceHeader)
+                **({"traceHeader": trace} if trace else {}),
             )
         except self._sfn.exceptions.ExecutionAlreadyExists:
             return 0  # started concurrently by another invocation
@@ -326,14 +330,26 @@ def sent_at(record: Mapping[str, Any]) -> datetime | None:
 
 def identified(envelope: Envelope | None, record: Mapping[str, Any]) -> Envelope:
     """The envelope with the first hop's identity filled in where it is missing: this record's
-    message id as ``origin_id``, its queue as ``source``, its X-Ray header as ``trace``."""
+    message id as ``origin_id``, its queue as ``source``, its trace context (:func:`first_hop`: the
+    X-Ray header it arrived with, the producer's ``traceparent`` attribute)."""
     envelope = envelope or Envelope()
     update: dict[str, Any] = {}
     if envelope.origin_id is None:
         update["origin_id"] = record["messageId"]
     if envelope.source is None:
         update["source"] = record.get("eventSourceARN")
-    trace = (record.get("attributes") or {}).get("AWSTraceHeader")
-    if envelope.trace is None and trace:
-        update["trace"] = trace
+    if envelope.traceparent is None or valid_xray_header(envelope.trace) != envelope.trace:
+        producer = ((record.get("messageAttributes") or {}).get(TRACEPARENT) or {}).get("stringValue")
+        arrived = (record.get("attributes") or {}).get(AWS_TRACE_HEADER)
+        trace, traceparent = first_hop(envelope.trace or arrived, envelope.traceparent or producer)
+        update |= {"trace": trace, "traceparent": traceparent}
     return envelope.model_copy(update=update) if update else envelope
+
+
+def _first_trace(planned: list[_Planned]) -> str | None:
+    """The X-Ray header a bucket's execution continues: its first message's that has a valid one."""
+    for p in planned:
+        _, envelope, _ = split(p.parked.attributes, body=p.parked.body, seal=None)
+        if envelope is not None and valid_xray_header(envelope.trace):
+            return envelope.trace
+    return None

@@ -29,6 +29,7 @@ from sluice.errors import PermanentError
 from sluice.fit import Offload, fit
 from sluice.limits import MAX_DELAY_SECONDS, MAX_LONG_DELAY_SECONDS, MAX_MESSAGE_BYTES
 from sluice.sqs import allowlisted, message_bytes, queue_identity
+from sluice.tracing import system_attributes
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -68,13 +69,17 @@ def send_delayed(
     if due.tzinfo is None:
         raise ValueError("deliver_at must be timezone-aware (UTC)")
     user, envelope, _ = split(dict(attributes or {}), body=body, seal=seal)
-    if not keep_identity or envelope is None:
-        envelope = Envelope(trace=envelope.trace if envelope is not None else None)
+    if not keep_identity or envelope is None:  # a new message, on the same trace as the one handled
+        envelope = Envelope(
+            trace=envelope.trace if envelope is not None else None,
+            traceparent=envelope.traceparent if envelope is not None else None,
+        )
     envelope = envelope.model_copy(update={"deliver_at": due, "target": target})
     response = sqs.send_message(
         QueueUrl=delay_queue_url,
         MessageBody=body,
         MessageAttributes=merge(user, envelope, body=body, seal=seal),  # type: ignore[arg-type]
+        MessageSystemAttributes=system_attributes(envelope.trace),  # type: ignore[arg-type]
     )
     return response["MessageId"]
 
@@ -176,6 +181,7 @@ class Parked:
         delay. Raises :class:`~sluice.fit.UnfittableError` when SQS would refuse it however it is sent."""
         out = self.outgoing(now)
         user, envelope, problem = split(out.attributes, body=out.body, seal=seal)
+        out = replace(out, trace=envelope.trace if envelope is not None else None)  # one trace, end to end
         if message_bytes(out.body, out.attributes) <= MAX_MESSAGE_BYTES:
             return out, problem  # sent as parked: a seal that failed here fails at the consumer too
         base = envelope or Envelope(origin_id=self.key, target=self.target, deliver_at=self.due)

@@ -38,6 +38,7 @@ from sluice.fit import Offload, UnfittableError, fit
 from sluice.limits import MAX_DELAY_SECONDS, MAX_LONG_DELAY_SECONDS, MAX_VISIBILITY_SECONDS
 from sluice.redrive.breaker import as_utc
 from sluice.sqs import allowlisted
+from sluice.tracing import TRACEPARENT, first_hop, valid_xray_header
 
 if TYPE_CHECKING:
     from sluice.redrive.settings import RedriveSettings
@@ -150,20 +151,19 @@ class DlqMessage:
     def split(self, seal: Seal | None) -> tuple[SendAttributes, Envelope, str | None]:
         """(user attributes, envelope, problem). A message without an envelope (or whose bookkeeping
         failed ``seal``'s check) was dead-lettered on its first hop, so it is its own identity; a missing
-        ``origin_id`` or trace is filled in."""
+        ``origin_id`` or trace context is filled in (:func:`sluice.tracing.first_hop`)."""
         user, envelope, problem = split(self.attributes, body=self.body, seal=seal)
-        trace = self.system.get(TRACE_ATTRIBUTE)
+        arrived = self.system.get(TRACE_ATTRIBUTE)
         if envelope is None:
-            envelope = Envelope(
-                origin_id=self.message_id, source=self.system.get(SOURCE_ATTRIBUTE), trace=trace
+            envelope = Envelope(origin_id=self.message_id, source=self.system.get(SOURCE_ATTRIBUTE))
+        elif envelope.origin_id is None:
+            envelope = envelope.model_copy(
+                update={"origin_id": self.message_id, "source": self.system.get(SOURCE_ATTRIBUTE)}
             )
-        else:
-            if envelope.origin_id is None:
-                envelope = envelope.model_copy(
-                    update={"origin_id": self.message_id, "source": self.system.get(SOURCE_ATTRIBUTE)}
-                )
-            if envelope.trace is None and trace:
-                envelope = envelope.model_copy(update={"trace": trace})
+        if envelope.traceparent is None or valid_xray_header(envelope.trace) != envelope.trace:
+            producer = (user.get(TRACEPARENT) or {}).get("StringValue")
+            trace, traceparent = first_hop(envelope.trace or arrived, envelope.traceparent or producer)
+            envelope = envelope.model_copy(update={"trace": trace, "traceparent": traceparent})
         return user, envelope, problem
 
 

@@ -41,6 +41,7 @@ from sluice.redrive.breaker import Breaker, BreakerState, BreakerStatus, report
 from sluice.redrive.plan import Decision, DlqMessage, decide
 from sluice.redrive.settings import RedriveSettings
 from sluice.sqs import queue_url_from_arn
+from sluice.tracing import correlation_id
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Logger
@@ -250,7 +251,10 @@ class Redriver:
             refused = send_batch(
                 self._sqs,
                 destination,
-                [Outgoing(d.message_id, d.body, d.attributes, d.send_delay_seconds) for d in group],
+                [
+                    Outgoing(d.message_id, d.body, d.attributes, d.send_delay_seconds, trace=d.envelope.trace)
+                    for d in group
+                ],
                 sleep=self._sleep,
             )
             refused_ids = {r.message.key: r for r in refused}
@@ -284,7 +288,10 @@ class Redriver:
             refused = send_batch(
                 self._sqs,
                 self._s.poison_queue_url,
-                [Outgoing(d.message_id, d.body, d.attributes) for d in retry_as_poison],
+                [
+                    Outgoing(d.message_id, d.body, d.attributes, trace=d.envelope.trace)
+                    for d in retry_as_poison
+                ],
                 sleep=self._sleep,
             )
             still = {r.message.key for r in refused}
@@ -304,6 +311,7 @@ class Redriver:
         extra = {
             "message_id": d.message_id,
             "origin_id": d.envelope.origin_id,
+            "correlation_id": correlation_id(d.envelope.traceparent, d.envelope.trace),
             "attempt": d.attempt,
             "action": d.action,
             "delay_seconds": d.delay_seconds,

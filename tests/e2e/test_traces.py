@@ -1,0 +1,101 @@
+"""One trace id follows a message end to end, through the deployed template (RedriveMode=lambda).
+
+A producer sends with an X-Ray header (as the X-Ray SDK does from a traced producer). Across consumer →
+DLQ → redriver → poison queue, and across delay queue → S3 → delay state machine → rehydrator →
+consumer, every hop sends the message on with the same ``AWSTraceHeader`` and logs it with the same
+``correlation_id`` (the W3C trace id of that header), and the envelope carries both forms.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from sluice.consumer.batch import LOG_RECORD_DEAD_LETTERED, LOG_RECORD_RETRIED
+from sluice.envelope import Envelope, merge, utcnow
+from sluice.redrive.runner import LOG_MESSAGE_ISOLATED, LOG_MESSAGE_REDRIVEN
+from sluice_local.scenarios import runner
+from sluice_local.scenarios.observer import Stack, envelope_of
+
+DEADLINE_SECONDS = 240.0  # generous for a loaded machine: only reached when the trace is broken
+
+
+def traced() -> tuple[str, str]:
+    """A fresh X-Ray header and its W3C trace id."""
+    epoch, rest = f"{int(time.time()):08x}", uuid.uuid4().hex[:24]
+    return f"Root=1-{epoch}-{rest};Parent={uuid.uuid4().hex[:16]};Sampled=1", epoch + rest
+
+
+def system(header: str) -> dict[str, Any]:
+    return {"AWSTraceHeader": {"DataType": "String", "StringValue": header}}
+
+
+def wait_for(what: str, found: Callable[[], Any]) -> Any:
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while time.monotonic() < deadline:
+        if (value := found()) is not None:
+            return value
+        time.sleep(0.5)  # polling the condition below, not standing in for it
+    raise AssertionError(f"{what} not seen within {DEADLINE_SECONDS:.0f} s")
+
+
+def test_given_a_traced_message_that_fails_for_good_then_one_trace_id_follows_it_to_the_poison_queue(
+    stack: Stack,
+) -> None:
+    header, trace_id = traced()
+    key = f"{stack.outputs['ClaimCheckPrefix']}trace-{uuid.uuid4().hex}/payload"  # never uploaded
+    sqs = stack.client("sqs")
+    origin = sqs.send_message(
+        QueueUrl=stack.outputs["WorkQueueUrl"],
+        MessageBody=runner.claim_check(stack.outputs["ClaimCheckBucketName"], key),
+        MessageSystemAttributes=system(header),
+    )["MessageId"]
+
+    def poisoned() -> tuple[dict[str, Any], Envelope] | None:
+        for message in stack.every_message("PoisonPillQueueUrl"):
+            env = envelope_of(message)
+            if env is not None and env.origin_id == origin:
+                return message, env
+        return None
+
+    message, envelope = wait_for("the message in the poison queue", poisoned)
+
+    assert message["Attributes"].get("AWSTraceHeader") == header  # sent on with it at every hop
+    assert envelope.trace == header
+    assert envelope.traceparent is not None
+    assert envelope.traceparent.split("-")[1] == trace_id
+    lines = [e for e in stack.logs() if e.get("correlation_id") == trace_id]
+    consumer = {e["message"] for e in lines if key in str(e.get("error", ""))}
+    redriver = {e["message"] for e in lines if e.get("origin_id") == origin}
+    assert {LOG_RECORD_RETRIED, LOG_RECORD_DEAD_LETTERED} <= consumer, consumer
+    assert {LOG_MESSAGE_REDRIVEN, LOG_MESSAGE_ISOLATED} <= redriver, redriver
+
+
+def test_given_a_traced_delayed_message_then_the_rehydrated_delivery_carries_its_trace_id(
+    stack: Stack,
+) -> None:
+    header, trace_id = traced()
+    order = f"trace-{uuid.uuid4().hex[:12]}"
+    body = json.dumps(runner.order(order))
+    due = utcnow() + timedelta(seconds=12)  # beyond the direct-send threshold: parked in S3
+    envelope = Envelope(deliver_at=due, target=stack.outputs["WorkQueueUrl"])
+    stack.client("sqs").send_message(  # what send_delayed sends, from a traced producer
+        QueueUrl=stack.outputs["DelayQueueUrl"],
+        MessageBody=body,
+        MessageAttributes=merge({}, envelope, body=body, seal=None),
+        MessageSystemAttributes=system(header),
+    )
+
+    charged = wait_for(
+        "the rehydrated order's charge",
+        lambda: next(
+            (e for e in stack.logs() if e.get("message") == "charged" and order in json.dumps(e)), None
+        ),
+    )
+
+    # parked in S3 and rehydrated by the state machine with its envelope: the consumer logs its trace id
+    assert charged.get("correlation_id") == trace_id, charged
