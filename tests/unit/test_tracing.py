@@ -63,3 +63,14 @@ def test_given_a_valid_header_then_it_is_sent_as_the_aws_trace_header():
     assert tracing.system_attributes(HEADER) == {
         "AWSTraceHeader": {"DataType": "String", "StringValue": HEADER}
     }
+
+
+def test_given_an_untraced_message_then_every_receive_and_hop_derives_the_same_trace_from_its_origin():
+    """A message that arrived with no trace context is retried without an envelope being sent on: each
+    receive must land on the same id, or its log lines would carry a new correlation id every time."""
+    _, first = tracing.first_hop(None, None, "5fea7756-0ea4-451a-a703-a558b933e274")
+    _, again = tracing.first_hop(None, "not a traceparent", "5fea7756-0ea4-451a-a703-a558b933e274")
+    _, other = tracing.first_hop(None, None, "another-message")
+    assert first == again
+    assert tracing.valid_traceparent(first) == first
+    assert other != first

@@ -16,6 +16,7 @@ here, where they are used, and a malformed one is dropped rather than sent (SQS 
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 from typing import Any
@@ -24,6 +25,7 @@ __all__ = [
     "AWS_TRACE_HEADER",
     "TRACEPARENT",
     "correlation_id",
+    "derived_traceparent",
     "first_hop",
     "new_traceparent",
     "system_attributes",
@@ -80,10 +82,22 @@ def traceparent_of(xray_header: str | None) -> str | None:
     return f"00-{root.group(1)}{root.group(2)}-{span}-{flags}"
 
 
-def first_hop(xray_header: Any, producer_traceparent: Any) -> tuple[str | None, str]:
-    """The trace context a message starts with: (its X-Ray header, its ``traceparent``)."""
+def derived_traceparent(identity: str) -> str:
+    """A trace for a message that arrived with none, derived from its identity (its origin id): every
+    receive and every hop derives the same one until an envelope carrying it is sent on."""
+    digest = hashlib.sha256(identity.encode()).hexdigest()
+    return f"00-{digest[:32]}-{digest[32:48]}-01"
+
+
+def first_hop(
+    xray_header: Any, producer_traceparent: Any, identity: str | None = None
+) -> tuple[str | None, str]:
+    """The trace context a message starts with: (its X-Ray header, its ``traceparent``): the producer's
+    W3C context, else the X-Ray trace, else one derived from ``identity`` (else a new one)."""
     header = valid_xray_header(xray_header)
-    parent = valid_traceparent(producer_traceparent) or traceparent_of(header) or new_traceparent()
+    parent = valid_traceparent(producer_traceparent) or traceparent_of(header)
+    if parent is None:
+        parent = derived_traceparent(identity) if identity else new_traceparent()
     return header, parent
 
 

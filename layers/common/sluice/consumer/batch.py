@@ -49,6 +49,7 @@ from sluice.tracing import (
     correlation_id,
     first_hop,
     system_attributes,
+    valid_traceparent,
     valid_xray_header,
 )
 
@@ -286,21 +287,17 @@ class Consumer:
             self._log.warning(problem)
         system = record.raw_event.get("attributes") or {}
         if envelope is None:  # first hop: this message becomes the identity
-            trace, traceparent = first_hop(system.get(AWS_TRACE_HEADER), _attribute(attributes, TRACEPARENT))
-            envelope = Envelope(
-                origin_id=record.message_id,
-                source=record.event_source_arn,
-                trace=trace,
-                traceparent=traceparent,
-            )
+            envelope = Envelope(origin_id=record.message_id, source=record.event_source_arn)
         elif envelope.origin_id is None:  # a producer's envelope, or bookkeeping that failed its seal
             envelope = envelope.model_copy(
                 update={"origin_id": record.message_id, "source": envelope.source or record.event_source_arn}
             )
-        if envelope.traceparent is None or valid_xray_header(envelope.trace) != envelope.trace:
-            # an envelope written before traceparent existed, or a producer's with a malformed trace
+        if not valid_traceparent(envelope.traceparent) or valid_xray_header(envelope.trace) != envelope.trace:
+            # the first hop, an envelope written before traceparent existed, or a producer's malformed one
             trace, traceparent = first_hop(
-                envelope.trace or system.get(AWS_TRACE_HEADER), envelope.traceparent
+                valid_xray_header(envelope.trace) or system.get(AWS_TRACE_HEADER),
+                envelope.traceparent or _attribute(attributes, TRACEPARENT),
+                envelope.origin_id,
             )
             envelope = envelope.model_copy(update={"trace": trace, "traceparent": traceparent})
         return attributes, envelope

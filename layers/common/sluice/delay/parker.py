@@ -33,7 +33,7 @@ from sluice.envelope import Envelope, Seal, SendAttributes, from_event_attribute
 from sluice.errors import ConfigurationError, PermanentError
 from sluice.fit import UnfittableError, fit
 from sluice.poison import isolate
-from sluice.tracing import AWS_TRACE_HEADER, TRACEPARENT, first_hop, valid_xray_header
+from sluice.tracing import AWS_TRACE_HEADER, TRACEPARENT, first_hop, valid_traceparent, valid_xray_header
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Logger
@@ -338,10 +338,13 @@ def identified(envelope: Envelope | None, record: Mapping[str, Any]) -> Envelope
         update["origin_id"] = record["messageId"]
     if envelope.source is None:
         update["source"] = record.get("eventSourceARN")
-    if envelope.traceparent is None or valid_xray_header(envelope.trace) != envelope.trace:
+    if not valid_traceparent(envelope.traceparent) or valid_xray_header(envelope.trace) != envelope.trace:
         producer = ((record.get("messageAttributes") or {}).get(TRACEPARENT) or {}).get("stringValue")
         arrived = (record.get("attributes") or {}).get(AWS_TRACE_HEADER)
-        trace, traceparent = first_hop(envelope.trace or arrived, envelope.traceparent or producer)
+        origin = update.get("origin_id") or envelope.origin_id
+        trace, traceparent = first_hop(
+            valid_xray_header(envelope.trace) or arrived, envelope.traceparent or producer, origin
+        )
         update |= {"trace": trace, "traceparent": traceparent}
     return envelope.model_copy(update=update) if update else envelope
 

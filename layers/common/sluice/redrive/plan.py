@@ -38,7 +38,7 @@ from sluice.fit import Offload, UnfittableError, fit
 from sluice.limits import MAX_DELAY_SECONDS, MAX_LONG_DELAY_SECONDS, MAX_VISIBILITY_SECONDS
 from sluice.redrive.breaker import as_utc
 from sluice.sqs import allowlisted
-from sluice.tracing import TRACEPARENT, first_hop, valid_xray_header
+from sluice.tracing import TRACEPARENT, first_hop, valid_traceparent, valid_xray_header
 
 if TYPE_CHECKING:
     from sluice.redrive.settings import RedriveSettings
@@ -160,9 +160,13 @@ class DlqMessage:
             envelope = envelope.model_copy(
                 update={"origin_id": self.message_id, "source": self.system.get(SOURCE_ATTRIBUTE)}
             )
-        if envelope.traceparent is None or valid_xray_header(envelope.trace) != envelope.trace:
+        if not valid_traceparent(envelope.traceparent) or valid_xray_header(envelope.trace) != envelope.trace:
             producer = (user.get(TRACEPARENT) or {}).get("StringValue")
-            trace, traceparent = first_hop(envelope.trace or arrived, envelope.traceparent or producer)
+            trace, traceparent = first_hop(
+                valid_xray_header(envelope.trace) or arrived,
+                envelope.traceparent or producer,
+                envelope.origin_id,
+            )
             envelope = envelope.model_copy(update={"trace": trace, "traceparent": traceparent})
         return user, envelope, problem
 
