@@ -98,7 +98,7 @@ def resubmission(
         fitted = fit(message.body, message.user_attributes, env, seal=seal, offload=offload)
     except UnfittableError as exc:
         raise PermanentError(str(exc)) from exc
-    outgoing = Outgoing(message.message_id, fitted.body, fitted.attributes)
+    outgoing = Outgoing(message.message_id, fitted.body, fitted.attributes, trace=env.trace)
     return Planned(message, delay_queue, outgoing, env.attempts)
 
 

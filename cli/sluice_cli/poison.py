@@ -248,7 +248,10 @@ def _plan(
     if reset:
         env = env.model_copy(update={"attempts": 0, "redriven_at": None})
     outgoing = Outgoing(
-        message.message_id, message.body, merge(message.user_attributes, env, body=message.body, seal=seal)
+        message.message_id,
+        message.body,
+        merge(message.user_attributes, env, body=message.body, seal=seal),
+        trace=env.trace,  # the replay stays on the message's trace (AWSTraceHeader)
     )
     return Planned(message, destination, outgoing, env.attempts)
 

@@ -28,6 +28,7 @@ from sluice_cli.__main__ import main, make_context, parse
 from sluice_cli.messages import QueueScan
 from sluice_cli.output import Output
 from sluice_cli.resources import Resources
+from sluice_local import moto_adapter
 from tests.conftest import TEST_SEAL, envelope_key_secret
 
 REGION = "us-east-1"
@@ -87,19 +88,29 @@ class Stack:
         return str(self.resources.poison_queue_url)
 
     def put(
-        self, url: str, body: str, *, source: str | None = None, attempts: int = 2, origin: str = ""
+        self,
+        url: str,
+        body: str,
+        *,
+        source: str | None = None,
+        attempts: int = 2,
+        origin: str = "",
+        trace: str | None = None,
     ) -> str:
         """A message as sluice leaves it: user attributes plus an envelope (none without ``source``)."""
-        attributes = self.attributes(body, source=source, attempts=attempts, origin=origin)
+        attributes = self.attributes(body, source=source, attempts=attempts, origin=origin, trace=trace)
         return str(
             self.sqs.send_message(QueueUrl=url, MessageBody=body, MessageAttributes=attributes)["MessageId"]
         )
 
     @staticmethod
-    def attributes(body: str, *, source: str | None, attempts: int = 2, origin: str = "") -> dict[str, Any]:
+    def attributes(
+        body: str, *, source: str | None, attempts: int = 2, origin: str = "", trace: str | None = None
+    ) -> dict[str, Any]:
         attributes: dict[str, Any] = dict(USER_ATTRIBUTES)
         if source is not None:
             envelope = Envelope(
+                trace=trace,
                 origin_id=origin or None,
                 attempts=attempts,
                 first_failure=FAILED_AT,
@@ -518,6 +529,23 @@ def test_given_an_id_when_replayed_then_it_goes_to_its_source_unchanged_and_leav
     assert envelope.origin_id == "origin-1"
     remaining = stack.receive_all(stack.poison_url)  # the other one is visible again at once
     assert [m["MessageId"] for m in remaining] == [untouched]
+
+
+def test_given_a_traced_poison_pill_when_replayed_then_it_goes_back_on_its_trace(stack):
+    header = "Root=1-6746a1b2-0123456789abcdef01234567;Parent=89abcdef01234567;Sampled=1"
+    target = stack.put(stack.poison_url, '{"order_id": "o-9"}', source=stack.work_arn, trace=header)
+    undo = moto_adapter.install_sqs_rules()  # SQS keeps a batch entry's AWSTraceHeader; bare moto drops it
+    try:
+        result = stack.run("--json", "poison", "replay", target)
+    finally:
+        undo()
+
+    assert result.code == 0, result.stderr
+    (sent,) = stack.sqs.receive_message(
+        QueueUrl=stack.work_url, MessageSystemAttributeNames=["AWSTraceHeader"], MessageAttributeNames=["All"]
+    )["Messages"]
+    assert sent["Attributes"]["AWSTraceHeader"] == header
+    assert _envelope(sent)[1].trace == header
 
 
 def _lose_the_key(stack: Stack) -> None:
