@@ -80,9 +80,8 @@ LAMBDA_KINDS = (INVOKE_ERROR, LOST_INVOKE_RESPONSE, CRASH)
 DB_KINDS = (DB_DROPPED, DB_LOST_RESPONSE)
 ALL_KINDS = (*AWS_KINDS, PARTIAL_BATCH, NO_SUCH_KEY, *LAMBDA_KINDS, *DB_KINDS)
 DB_COMMITS = frozenset({"commit", "complete_if_pending"})
-"""The job store's commits (its methods and statements of these names): their outcome for the caller
-opens the window."""
-"""Job store statements that end a job's run: the job consumer's side effect is done before them."""
+"""The job store's commits, which end a job's run after its side effect (the methods of these names):
+their outcome for the caller opens the window."""
 BATCH_APIS = frozenset({"SendMessageBatch", "DeleteMessageBatch"})
 READ_APIS = frozenset({"GetObject", "HeadObject"})
 GUARD_COMMITS = frozenset({"UpdateItem", "DeleteItem"})  # Powertools: COMPLETED, or removed when fn raised
