@@ -330,6 +330,8 @@ connector = Connector(lambda refresh: DSN, application_name=APP)
 
 def connects(event, context):
     connector.connection().execute("select 1")
+    if "together" in event:  # a threading.Barrier: hold the environment until the others are busy too
+        event["together"].wait(timeout=60)
     if event.get("exit"):
         raise SystemExit(3)
     return {"ok": True}
@@ -366,7 +368,88 @@ def test_an_environment_dropped_after_a_crash_closes_its_job_store_connection(tm
         function.invoke({"exit": True})
 
     assert failure.value.payload["errorType"] == "Runtime.ExitError"
-    deadline = time.monotonic() + 10  # PostgreSQL ends a closed connection's backend asynchronously
-    while open_connections() and time.monotonic() < deadline:
+    assert _settles(open_connections, 0) == 0
+
+
+def _settles(read: Any, want: int, within: float = 10.0) -> int:
+    """``read()`` once it equals ``want`` or ``within`` seconds have passed (PostgreSQL ends a closed
+    connection's backend asynchronously)."""
+    deadline = time.monotonic() + within
+    value = read()
+    while value != want and time.monotonic() < deadline:
         time.sleep(0.05)  # polling the condition, not standing in for it
-    assert open_connections() == 0
+        value = read()
+    return int(value)
+
+
+def test_idle_environments_are_retired_and_close_their_job_store_connections(tmp_path, pg_url):
+    """Found by a 500-seed soak: the idle pool only grew, each environment with its connection, until
+    ten stacks used up PostgreSQL's max_connections. Lambda reclaims idle environments; so does this."""
+    import psycopg  # noqa: PLC0415 - only with a PostgreSQL
+
+    app = f"sluice-idle-{uuid.uuid4().hex[:12]}"
+    (tmp_path / "app.py").write_text(HOLDS_A_CONNECTION)
+    function = FunctionHost(
+        FunctionSpec(
+            logical_id="TestConnects", name="test-connects",
+            arn="arn:aws:lambda:us-east-1:123456789012:function:test-connects",
+            code_dir=tmp_path, handler="app.connects", environment={"DSN": pg_url, "APP": app},
+            timeout=60.0, memory=128,
+        )
+    )  # fmt: skip
+
+    def open_connections() -> int:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            row = conn.execute(
+                "select count(*) from pg_stat_activity where application_name = %s", (app,)
+            ).fetchone()
+            return int(row[0]) if row else 0
+
+    # Given three environments started for a burst of three concurrent invocations
+    together = threading.Barrier(3)
+    burst = [threading.Thread(target=function.invoke, args=({"together": together},)) for _ in range(3)]
+    for thread in burst:
+        thread.start()
+    for thread in burst:
+        thread.join(timeout=60)
+    assert function.cold_starts == 3
+    assert open_connections() == 3  # warm, each with its connection, as in AWS
+
+    # When they are idle and the runtime retires them
+    assert function.retire_idle() == 3
+
+    # Then their connections are closed and the next invocation starts cold
+    assert _settles(open_connections, 0) == 0
+    assert function.invoke({}) == {"ok": True}
+    assert function.cold_starts == 4
+
+    # And environments idle past their lifetime are retired without being asked (here: at once, so the
+    # warm one goes when the invocation arrives and the new one when it has finished)
+    function.spec.idle_lifetime = 0.0
+    assert function.invoke({}) == {"ok": True}
+    assert (function.cold_starts, function.retired) == (5, 5)
+    assert _settles(open_connections, 0) == 0
+
+
+def test_a_retired_environment_is_forgotten_and_the_next_one_imports_afresh(tmp_path):
+    (tmp_path / "app.py").write_text(
+        "STARTED = []\n\ndef handler(event, context):\n    STARTED.append(1)\n    return len(STARTED)\n"
+    )
+    function = FunctionHost(
+        FunctionSpec(
+            logical_id="TestCounts", name="test-counts",
+            arn="arn:aws:lambda:us-east-1:123456789012:function:test-counts",
+            code_dir=tmp_path, handler="app.handler", environment={}, timeout=30.0, memory=128,
+        )
+    )  # fmt: skip
+    before = set(sys.modules)
+
+    assert [function.invoke({}), function.invoke({})] == [1, 2]  # one warm environment keeps its module
+
+    loaded = set(sys.modules) - before
+    assert len(loaded) == 1
+    assert function.retire_idle(idle_for=3600) == 0  # not idle that long: kept
+    assert function.retire_idle() == 1
+    assert not loaded & set(sys.modules)  # its module is gone with it
+    assert function.invoke({}) == 1  # a fresh cold start
+    assert (function.cold_starts, function.retired) == (2, 1)
