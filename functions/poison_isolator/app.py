@@ -14,6 +14,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from sluice import metrics as names
 from sluice.redrive import IsolatorSettings, isolate_request
 from sluice.sealing import load_seal
+from sluice.tracing import correlation_id
 
 logger = Logger()
 metrics = Metrics()
@@ -33,6 +34,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     poison_id, envelope, problem = isolate_request(
         sqs, poison_queue_url=settings.poison_queue_url, request=event, seal=seal
     )
+    logger.append_keys(correlation_id=correlation_id(envelope.traceparent, envelope.trace))
     metrics.add_metric(name=names.POISON_PILLS_ISOLATED, unit="Count", value=1)
     if problem:  # its envelope failed the seal check: isolated without that history
         logger.warning(problem)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -75,18 +77,27 @@ class Delays:
         self.machine, self.settings = machine, settings
         self.clock = Clock(NOW)
         self.metrics = RecordingMetrics()
+        self.log = io.StringIO()
+        self.service = f"sluice-test-{uuid.uuid4().hex}"  # Powertools shares a logger per service name
+
+    def logged(self, message: str) -> list[dict[str, Any]]:
+        return [
+            line for line in map(json.loads, self.log.getvalue().splitlines()) if line["message"] == message
+        ]
 
     def delayer(self) -> BatchDelay:
         return BatchDelay(
             settings=self.settings, sqs=self.sqs, s3=self.s3, sfn=self.sfn,
-            logger=Logger(service="sluice-test"), metrics_sink=self.metrics, clock=self.clock,
+            logger=Logger(service=self.service, stream=self.log),
+            metrics_sink=self.metrics, clock=self.clock,
             seal=TEST_SEAL,
         )  # fmt: skip
 
     def rehydrator(self) -> Rehydrator:
         return Rehydrator(
             settings=self.settings, sqs=self.sqs, s3=self.s3,
-            logger=Logger(service="sluice-test"), metrics_sink=self.metrics, clock=self.clock,
+            logger=Logger(service=self.service, stream=self.log),
+            metrics_sink=self.metrics, clock=self.clock,
             seal=TEST_SEAL,
         )  # fmt: skip
 
@@ -177,6 +188,16 @@ def test_given_a_target_that_refuses_at_the_send_then_that_entry_alone_is_isolat
     assert poisoned["Body"] == "r" * 2048
     assert envelope_of(poisoned).origin_id == refused
     assert "Message must be shorter than 1024 bytes" in last_error_of(poisoned).message
+    # ... and logs it with the id of the trace the poison message goes on with
+    said = (
+        "delayed message isolated to the poison queue"
+        if seconds <= 900
+        else "parked message isolated to the poison queue"
+    )
+    [line] = delays.logged(said)
+    traceparent = envelope_of(poisoned).traceparent
+    assert traceparent is not None
+    assert line["correlation_id"] == traceparent.split("-")[1]
     [call] = [c for c in delays.calls.params("SendMessageBatch") if c["QueueUrl"] == small]
     assert sorted(e["MessageBody"][:7] for e in call["Entries"]) == ["healthy", "rrrrrrr"]  # one call
     names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"]

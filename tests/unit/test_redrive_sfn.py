@@ -149,6 +149,25 @@ def log_lines(log: io.StringIO) -> list[dict[str, Any]]:
 # --- redrive --------------------------------------------------------------------------------------
 
 
+def test_given_a_traced_dead_letter_when_planned_then_its_envelope_and_log_line_carry_the_trace():
+    # Given a message that arrived in the DLQ with an X-Ray header (and no envelope yet)
+    header = "Root=1-67a9b2c3-0123456789abcdef01234567;Parent=53995c3f42cd8ad8;Sampled=1"
+    event = message()
+    event["Attributes"]["AWSTraceHeader"] = header
+    # When the Plan step runs
+    log = io.StringIO()
+    plan = run(item(event), log=log)
+    # Then the envelope the Redrive task sends it back with keeps it (the optimized sqs:sendMessage
+    # integration takes no MessageSystemAttributes: the consumer reads the trace from the envelope)
+    assert plan["action"] == "redrive"
+    assert envelope_of(plan).trace == header
+    # ... and its log line carries the trace's id, as the consumer's and the redriver's do
+    [planned] = [
+        line for line in map(json.loads, log.getvalue().splitlines()) if line["message"] == "redrive planned"
+    ]
+    assert planned["correlation_id"] == "67a9b2c30123456789abcdef01234567"
+
+
 def test_given_a_first_time_dead_letter_when_planned_then_it_is_sent_at_once_with_its_backoff_as_delay():
     # Given a message dead-lettered on its first hop: no envelope, SQS names its source queue
     breaker = FakeBreaker()

@@ -33,7 +33,14 @@ from sluice.envelope import Envelope, Seal, SendAttributes, from_event_attribute
 from sluice.errors import ConfigurationError, PermanentError
 from sluice.fit import UnfittableError, fit
 from sluice.poison import isolate
-from sluice.tracing import AWS_TRACE_HEADER, TRACEPARENT, first_hop, valid_traceparent, valid_xray_header
+from sluice.tracing import (
+    AWS_TRACE_HEADER,
+    TRACEPARENT,
+    correlation_id,
+    first_hop,
+    valid_traceparent,
+    valid_xray_header,
+)
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Logger
@@ -59,6 +66,11 @@ def _by_target(planned: list[_Planned]) -> dict[str, list[_Planned]]:
 class _Planned:
     message_id: str
     parked: Parked
+    correlation_id: str | None = None
+    """Its trace's id, on every log line about it (:func:`sluice.tracing.correlation_id`)."""
+
+    def ids(self) -> dict[str, str | None]:
+        return {"message_id": self.message_id, "correlation_id": self.correlation_id}
 
 
 class BatchDelay:
@@ -104,7 +116,7 @@ class BatchDelay:
                     failed.add(mid)
                 continue
             except Exception:  # noqa: BLE001 - e.g. the offload's PutObject: this record retried, not the batch
-                self._log.exception("could not plan delayed message; retried", extra={"message_id": mid})
+                self._log.exception("could not plan delayed message; retried", extra=_ids(record))
                 failed.add(mid)
                 continue
             if is_direct:
@@ -132,7 +144,7 @@ class BatchDelay:
         """(the message as it will be sent or parked, its due time, whether it is sent now)."""
         attributes, envelope, problem = self._split(record)
         if problem:
-            self._log.warning(problem, extra={"message_id": record["messageId"]})
+            self._log.warning(problem, extra=_ids(record, envelope))
             self._metrics.add_metric(name=metrics.ENVELOPES_CORRUPT, unit="Count", value=1)
         if envelope is None:
             raise PermanentError(
@@ -155,7 +167,8 @@ class BatchDelay:
         except UnfittableError as exc:
             raise PermanentError(str(exc)) from exc
         message = Parked(record["messageId"], target, due, fitted.body, fitted.attributes)
-        return _Planned(record["messageId"], message), due, is_direct
+        cid = correlation_id(envelope.traceparent, envelope.trace)
+        return _Planned(record["messageId"], message, cid), due, is_direct
 
     def _send_direct(
         self, direct: dict[str, list[_Planned]], now: datetime, failed: set[str], isolated: set[str]
@@ -172,8 +185,7 @@ class BatchDelay:
                     else:
                         failed.add(p.message_id)
                 except Exception:  # noqa: BLE001 - e.g. the offload's PutObject: retried, never lost
-                    self._log.exception("could not send delayed message; will be retried",
-                                        extra={"message_id": p.message_id})  # fmt: skip
+                    self._log.exception("could not send delayed message; will be retried", extra=p.ids())
                     failed.add(p.message_id)
             refused = send_batch(self._sqs, target, outgoing)
             records = {p.message_id: p for p in planned}
@@ -183,7 +195,7 @@ class BatchDelay:
                     continue  # the target will never take it as it is: poison, with the reason
                 self._log.warning(
                     "direct send refused; will be retried",
-                    extra={"message_id": r.message.key, "code": r.code, "reason": r.reason},
+                    extra={**records[r.message.key].ids(), "code": r.code, "reason": r.reason},
                 )
                 failed.add(r.message.key)
             sent += len(outgoing) - len(refused)
@@ -192,7 +204,7 @@ class BatchDelay:
     def _isolate_planned(self, planned: _Planned, reason: str) -> bool:
         user, envelope, problem = split(planned.parked.attributes, body=planned.parked.body, seal=self._seal)
         if problem:  # sealed by this invocation: never expected
-            self._log.warning(problem, extra={"message_id": planned.message_id})
+            self._log.warning(problem, extra=planned.ids())
         base = envelope or Envelope(origin_id=planned.message_id)
         try:
             isolate(
@@ -205,11 +217,10 @@ class BatchDelay:
                 offload=self._offload,
             )
         except Exception:  # noqa: BLE001 - not isolated: retried, never lost
-            self._log.exception("poison isolation failed", extra={"message_id": planned.message_id})
+            self._log.exception("poison isolation failed", extra=planned.ids())
             return False
         self._log.error(
-            "delayed message isolated to the poison queue",
-            extra={"message_id": planned.message_id, "reason": reason},
+            "delayed message isolated to the poison queue", extra={**planned.ids(), "reason": reason}
         )
         return True
 
@@ -310,13 +321,22 @@ class BatchDelay:
                 offload=self._offload,
             )
         except Exception:  # noqa: BLE001 - not isolated: retried, never lost
-            self._log.exception("poison isolation failed", extra={"message_id": record["messageId"]})
+            self._log.exception("poison isolation failed", extra=_ids(record, base))
             return False
         self._log.error(
-            "delayed message isolated to the poison queue",
-            extra={"message_id": record["messageId"], "reason": str(exc)},
+            "delayed message isolated to the poison queue", extra={**_ids(record, base), "reason": str(exc)}
         )
         return True
+
+
+def _ids(record: Mapping[str, Any], envelope: Envelope | None = None) -> dict[str, str | None]:
+    """A record's id and its trace's ``correlation_id`` (the trace its envelope, or lacking a readable
+    one the record itself, carries: the same one its isolated or sent-on message carries)."""
+    found = identified(envelope, record)
+    return {
+        "message_id": record["messageId"],
+        "correlation_id": correlation_id(found.traceparent, found.trace),
+    }
 
 
 def sent_at(record: Mapping[str, Any]) -> datetime | None:

@@ -29,6 +29,7 @@ from sluice.envelope import Envelope, Seal, SendAttributes, split, utcnow
 from sluice.errors import InvalidEventError, PermanentError, TransientError
 from sluice.fit import UnfittableError
 from sluice.poison import isolate
+from sluice.tracing import correlation_id
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Logger
@@ -165,12 +166,12 @@ class Rehydrator:
                 except Exception:  # noqa: BLE001 - e.g. the offload's PutObject: kept for the retry
                     self._log.exception(
                         "could not prepare a parked message; kept for the retry",
-                        extra={"key": key, "parked_message": message.key},
+                        extra=self._ids(key, message),
                     )
                     unsent.append(message)
                     continue
                 if problem:  # sealed when parked: the key rotated twice since (docs/envelope.md)
-                    self._log.warning(problem, extra={"key": key, "parked_message": message.key})
+                    self._log.warning(problem, extra=self._ids(key, message))
                     stats[metrics.ENVELOPES_CORRUPT] += 1
                 outgoing.append(out)
             refused_keys = set()
@@ -183,7 +184,7 @@ class Rehydrator:
                     continue
                 self._log.warning(
                     "target refused a parked message; kept for the retry",
-                    extra={"key": key, "parked_message": message.key, "target": target, "reason": reason,
+                    extra={**self._ids(key, message), "target": target, "reason": reason,
                            "tries": message.tries + 1},
                 )  # fmt: skip
                 unsent.append(replace(message, tries=message.tries + 1))
@@ -203,6 +204,12 @@ class Rehydrator:
         stats[metrics.RECORDS_ISOLATED] += 1
         return True
 
+    def _ids(self, key: str, message: Parked) -> dict[str, str | None]:
+        """The parked object and message a log line is about, and the message's ``correlation_id``."""
+        _, envelope, _ = split(message.outgoing(self._clock()).attributes, body=message.body, seal=self._seal)
+        cid = correlation_id(envelope.traceparent, envelope.trace) if envelope is not None else None
+        return {"key": key, "parked_message": message.key, "correlation_id": cid}
+
     def _offload(self, body: str) -> tuple[str, SendAttributes]:
         return self._s.offloader(lambda: self._s3)(body)
 
@@ -211,7 +218,7 @@ class Rehydrator:
             message.outgoing(self._clock()).attributes, body=message.body, seal=self._seal
         )
         if problem:  # sealed when parked: the key rotated twice since (docs/envelope.md)
-            self._log.warning(problem, extra={"key": key, "parked_message": message.key})
+            self._log.warning(problem, extra=self._ids(key, message))
         base = envelope or Envelope(origin_id=message.key, target=message.target, deliver_at=message.due)
         try:
             isolate(
@@ -226,11 +233,11 @@ class Rehydrator:
                 offload=self._offload,
             )
         except Exception:  # noqa: BLE001 - not isolated: stays parked for the retry
-            self._log.exception("poison isolation failed", extra={"key": key, "parked_message": message.key})
+            self._log.exception("poison isolation failed", extra=self._ids(key, message))
             return False
         self._log.error(
             "parked message isolated to the poison queue",
-            extra={"key": key, "parked_message": message.key, "target": message.target, "reason": reason},
+            extra={**self._ids(key, message), "target": message.target, "reason": reason},
         )
         return True
 

@@ -39,6 +39,7 @@ from sluice.fit import Offload
 from sluice.limits import MAX_VISIBILITY_SECONDS
 from sluice.redrive.plan import Decision, DlqMessage, decide, sendable
 from sluice.redrive.settings import RedriveSettings
+from sluice.tracing import correlation_id
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Logger
@@ -108,11 +109,16 @@ def plan_step(
         decision = _isolate(message, settings, breaker, now, exc, seal=seal, offload=offload)
         logger.warning(
             "redrive refused; isolating",
-            extra={"message_id": message.message_id, "attempt": decision.attempt, "error": str(exc)},
+            extra={
+                **_ids(message.message_id, decision.envelope),
+                "attempt": decision.attempt,
+                "error": str(exc),
+            },
         )
     if decision.envelope_problem:
         logger.warning(
-            decision.envelope_problem, extra={"message_id": message.message_id, "attempt": decision.attempt}
+            decision.envelope_problem,
+            extra={**_ids(message.message_id, decision.envelope), "attempt": decision.attempt},
         )
     metrics_sink.add_metric(
         name=metrics.ENVELOPES_CORRUPT, unit="Count", value=1 if decision.envelope_problem else 0
@@ -129,7 +135,7 @@ def plan_step(
     logger.info(
         "redrive planned",
         extra={
-            "message_id": decision.message_id,
+            **_ids(decision.message_id, decision.envelope),
             "origin_id": decision.envelope.origin_id,
             "attempt": decision.attempt,
             "action": decision.action,
@@ -189,13 +195,13 @@ def refusal_step(
     decision = planned.refused(
         why, poison_queue_url=settings.poison_queue_url, now=now, seal=seal, offload=offload
     )
-    if decision.envelope_problem:  # the Plan step sealed it: a key rotation between the two steps
-        logger.warning(decision.envelope_problem, extra={"message_id": message_id})
     written = decision.envelope
+    if decision.envelope_problem:  # the Plan step sealed it: a key rotation between the two steps
+        logger.warning(decision.envelope_problem, extra=_ids(message_id, written))
     logger.error(
         "send refused by the source queue; isolating",
         extra={
-            "message_id": message_id,
+            **_ids(message_id, written),
             "origin_id": written.origin_id,
             "attempt": decision.attempt,
             "queue_url": plan["queueUrl"],
@@ -204,6 +210,11 @@ def refusal_step(
         },
     )
     return decision.to_state()
+
+
+def _ids(message_id: str, envelope: Envelope) -> dict[str, str | None]:
+    """What every log line about one message carries: its id and its trace's ``correlation_id``."""
+    return {"message_id": message_id, "correlation_id": correlation_id(envelope.traceparent, envelope.trace)}
 
 
 def refusal_reason(error: Mapping[str, Any]) -> str:
