@@ -30,6 +30,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sluice_local.asl_rules import unsupported_fields
+
 WRITTEN_FOR = "5.2.5"
 """The moto version this module was written and checked against (pinned in pyproject.toml)."""
 
@@ -630,6 +632,10 @@ def hand_over_state_machines(account: str, region: str) -> None:
             StepFunctionsParserBackend._validate_definition(definition=machine.definition)
         except Exception as exc:
             raise ValueError(f"state machine {machine.name}: invalid definition: {exc}") from exc
+        if problems := unsupported_fields(json.loads(machine.definition)):  # moto drops them at run time
+            raise ValueError(
+                f"state machine {machine.name}: SCHEMA_VALIDATION_FAILED: " + "; ".join(problems)
+            )
         executing.state_machines.append(machine)
 
 

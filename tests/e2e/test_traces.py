@@ -1,4 +1,4 @@
-"""One trace id follows a message end to end, through the deployed template (RedriveMode=lambda).
+"""One trace id follows a message end to end, through the deployed template (both RedriveModes).
 
 A producer sends with an X-Ray header (as the X-Ray SDK does from a traced producer). Across consumer →
 DLQ → redriver → poison queue, and across delay queue → S3 → delay state machine → rehydrator →
@@ -73,6 +73,41 @@ def test_given_a_traced_message_that_fails_for_good_then_one_trace_id_follows_it
     redriver = {e["message"] for e in lines if e.get("origin_id") == origin}
     assert {LOG_RECORD_RETRIED, LOG_RECORD_DEAD_LETTERED} <= consumer, consumer
     assert {LOG_MESSAGE_REDRIVEN, LOG_MESSAGE_ISOLATED} <= redriver, redriver
+
+
+def test_given_a_traced_message_when_the_redrive_state_machine_sends_it_back_then_it_stays_on_its_trace(
+    sfn_stack: Stack,
+) -> None:
+    """RedriveMode=stepfunctions. The Redrive task's optimized sqs:sendMessage integration takes no
+    MessageSystemAttributes (AWS refuses the field; the local runtime does too), so that hop carries the
+    trace in the envelope, which the consumer reads first: its log lines after each redrive, the Plan
+    step's and the isolator's all carry the same correlation_id, and the poison message its header."""
+    header, trace_id = traced()
+    key = f"{sfn_stack.outputs['ClaimCheckPrefix']}trace-{uuid.uuid4().hex}/payload"  # never uploaded
+    origin = sfn_stack.client("sqs").send_message(
+        QueueUrl=sfn_stack.outputs["WorkQueueUrl"],
+        MessageBody=runner.claim_check(sfn_stack.outputs["ClaimCheckBucketName"], key),
+        MessageSystemAttributes=system(header),
+    )["MessageId"]
+
+    def poisoned() -> dict[str, Any] | None:
+        for message in sfn_stack.every_message("PoisonPillQueueUrl"):
+            env = envelope_of(message)
+            if env is not None and env.origin_id == origin:
+                return message
+        return None
+
+    message = wait_for("the message in the poison queue", poisoned)
+
+    assert message["Attributes"].get("AWSTraceHeader") == header
+    lines = [e for e in sfn_stack.logs() if e.get("correlation_id") == trace_id]
+    dead_lettered = [
+        e for e in lines if e["message"] == LOG_RECORD_DEAD_LETTERED and key in str(e.get("error"))
+    ]
+    planned = [e for e in lines if e["message"] == "redrive planned" and e.get("origin_id") == origin]
+    assert len(dead_lettered) >= 2, dead_lettered  # the first receive, and again after a redrive
+    assert {e["action"] for e in planned} == {"redrive", "poison"}, planned
+    assert any(e["message"] == "message isolated to the poison queue" for e in lines)
 
 
 def test_given_a_traced_delayed_message_then_the_rehydrated_delivery_carries_its_trace_id(
