@@ -207,6 +207,7 @@ class Consumer:
             InFlight(r["messageId"], r["receiptHandle"], self._queue_url(r["eventSourceARN"]))
             for r in records
         ]
+        correlations: dict[str, str | None] = {}  # the heartbeat's thread logs without the record's keys
         heartbeat = Heartbeat(
             self._sqs,
             in_flight,
@@ -214,11 +215,13 @@ class Consumer:
             fraction=self._settings.heartbeat_fraction,
             batch_window=self._settings.batch_window_seconds,
             on_extended=lambda n: stats.add(metrics.VISIBILITY_EXTENDED, n),
-            on_error=lambda mid, why: self._log.warning(why, extra={"message_id": mid}),
+            on_error=lambda mid, why: self._log.warning(
+                why, extra={"message_id": mid, "correlation_id": correlations.get(mid)}
+            ),
         )
 
         def record_handler(record: SQSRecord) -> None:
-            self._handle_record(record, heartbeat, stats)
+            self._handle_record(record, heartbeat, stats, correlations)
 
         with heartbeat:
             response = process_partial_response(
@@ -237,7 +240,9 @@ class Consumer:
 
     # --- record --------------------------------------------------------------------------------
 
-    def _handle_record(self, record: SQSRecord, heartbeat: Heartbeat, stats: _Stats) -> None:
+    def _handle_record(
+        self, record: SQSRecord, heartbeat: Heartbeat, stats: _Stats, correlations: dict[str, str | None]
+    ) -> None:
         """Returns normally when the record is done (processed, duplicate, isolated); raises to retry it."""
         mid = record.message_id
         self._log.thread_safe_append_keys(message_id=mid)
@@ -246,9 +251,8 @@ class Consumer:
                 attributes, envelope = self._read_envelope(record, stats)
             except Exception as exc:  # noqa: BLE001 - unreadable attributes: retry, never drop
                 self._retry_later(record, exc, stats, heartbeat)
-            self._log.thread_safe_append_keys(
-                correlation_id=correlation_id(envelope.traceparent, envelope.trace)
-            )
+            correlations[mid] = correlation_id(envelope.traceparent, envelope.trace)
+            self._log.thread_safe_append_keys(correlation_id=correlations[mid])
             try:
                 ran = self._process(record, attributes, envelope, stats)
             except PermanentError as exc:
@@ -282,9 +286,6 @@ class Consumer:
         attributes, envelope, problem = split(
             from_event_attributes(raw), body=record.body or "", seal=self._seal
         )
-        if problem:
-            stats.add(metrics.ENVELOPES_CORRUPT)
-            self._log.warning(problem)
         system = record.raw_event.get("attributes") or {}
         if envelope is None:  # first hop: this message becomes the identity
             envelope = Envelope(origin_id=record.message_id, source=record.event_source_arn)
@@ -300,6 +301,11 @@ class Consumer:
                 envelope.origin_id,
             )
             envelope = envelope.model_copy(update={"trace": trace, "traceparent": traceparent})
+        if problem:  # logged with the trace the message goes on with (its corrupt one is dropped)
+            stats.add(metrics.ENVELOPES_CORRUPT)
+            self._log.warning(
+                problem, extra={"correlation_id": correlation_id(envelope.traceparent, envelope.trace)}
+            )
         return attributes, envelope
 
     def _receive_count(self, record: SQSRecord) -> int:

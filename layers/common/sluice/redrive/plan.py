@@ -38,7 +38,7 @@ from sluice.fit import Offload, UnfittableError, fit
 from sluice.limits import MAX_DELAY_SECONDS, MAX_LONG_DELAY_SECONDS, MAX_VISIBILITY_SECONDS
 from sluice.redrive.breaker import as_utc
 from sluice.sqs import allowlisted
-from sluice.tracing import TRACEPARENT, first_hop, valid_traceparent, valid_xray_header
+from sluice.tracing import TRACEPARENT, correlation_id, first_hop, valid_traceparent, valid_xray_header
 
 if TYPE_CHECKING:
     from sluice.redrive.settings import RedriveSettings
@@ -195,6 +195,13 @@ class Decision:
     """Its last failure happened after ``decide``'s ``failed_after`` (the half-open probe's time)."""
     due_at: datetime | None = None
     """When a re-driven message is due on its source again (None for poison)."""
+
+    def ids(self) -> dict[str, str | None]:
+        """What every log line about this message carries: its id and its trace's ``correlation_id``."""
+        return {
+            "message_id": self.message_id,
+            "correlation_id": correlation_id(self.envelope.traceparent, self.envelope.trace),
+        }
 
     @property
     def send_delay_seconds(self) -> int:

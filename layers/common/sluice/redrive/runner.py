@@ -38,7 +38,7 @@ from sluice.errors import ConfigurationError
 from sluice.fit import Offload
 from sluice.limits import MAX_BATCH_ENTRIES
 from sluice.redrive.breaker import Breaker, BreakerState, BreakerStatus, report
-from sluice.redrive.plan import Decision, DlqMessage, decide
+from sluice.redrive.plan import TRACE_ATTRIBUTE, Decision, DlqMessage, decide
 from sluice.redrive.settings import RedriveSettings
 from sluice.sqs import queue_url_from_arn
 from sluice.tracing import correlation_id
@@ -217,12 +217,16 @@ class Redriver:
                 report_.failed += 1
                 self._log.exception(
                     "could not plan a dead-lettered message; it stays in the DLQ",
-                    extra={"message_id": message.message_id, "error_type": exc.__class__.__name__},
+                    extra={
+                        "message_id": message.message_id,
+                        "correlation_id": correlation_id(None, message.system.get(TRACE_ATTRIBUTE)),
+                        "error_type": exc.__class__.__name__,
+                    },
                 )
                 continue
             if decision.envelope_problem:
                 self._metrics.add_metric(name=metrics.ENVELOPES_CORRUPT, unit="Count", value=1)
-                self._log.warning(decision.envelope_problem, extra={"message_id": message.message_id})
+                self._log.warning(decision.envelope_problem, extra=decision.ids())
             decisions.append(decision)
         bouncing = sum(d.bouncing for d in decisions)
         report_.bouncing += bouncing
@@ -278,7 +282,7 @@ class Redriver:
                     self._log.error(
                         "send refused; the message stays in the DLQ for the next run",
                         extra={
-                            "message_id": d.message_id,
+                            **d.ids(),
                             "attempt": d.attempt,
                             "code": r.code,
                             "reason": r.reason,
@@ -300,7 +304,7 @@ class Redriver:
                     report_.failed += 1
                     self._log.error(
                         "neither the source nor the poison queue took the message; it stays in the DLQ",
-                        extra={"message_id": d.message_id, "attempt": by_id[d.message_id].attempt},
+                        extra={**d.ids(), "attempt": by_id[d.message_id].attempt},
                     )
                 else:
                     accepted.add(d.message_id)
@@ -309,9 +313,8 @@ class Redriver:
 
     def _done(self, d: Decision, report_: RedriveReport) -> None:
         extra = {
-            "message_id": d.message_id,
+            **d.ids(),
             "origin_id": d.envelope.origin_id,
-            "correlation_id": correlation_id(d.envelope.traceparent, d.envelope.trace),
             "attempt": d.attempt,
             "action": d.action,
             "delay_seconds": d.delay_seconds,
@@ -345,7 +348,7 @@ class Redriver:
                     "re-driven but not deleted from the DLQ: it will be re-driven again, "
                     "and the consumer's idempotency absorbs the duplicate",
                     extra={
-                        "message_id": d.message_id,
+                        **d.ids(),
                         "code": failure.get("Code"),
                         "reason": failure.get("Message"),
                     },

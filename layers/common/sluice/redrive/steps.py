@@ -39,7 +39,6 @@ from sluice.fit import Offload
 from sluice.limits import MAX_VISIBILITY_SECONDS
 from sluice.redrive.plan import Decision, DlqMessage, decide, sendable
 from sluice.redrive.settings import RedriveSettings
-from sluice.tracing import correlation_id
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Logger
@@ -110,7 +109,7 @@ def plan_step(
         logger.warning(
             "redrive refused; isolating",
             extra={
-                **_ids(message.message_id, decision.envelope),
+                **decision.ids(),
                 "attempt": decision.attempt,
                 "error": str(exc),
             },
@@ -118,7 +117,7 @@ def plan_step(
     if decision.envelope_problem:
         logger.warning(
             decision.envelope_problem,
-            extra={**_ids(message.message_id, decision.envelope), "attempt": decision.attempt},
+            extra={**decision.ids(), "attempt": decision.attempt},
         )
     metrics_sink.add_metric(
         name=metrics.ENVELOPES_CORRUPT, unit="Count", value=1 if decision.envelope_problem else 0
@@ -135,7 +134,7 @@ def plan_step(
     logger.info(
         "redrive planned",
         extra={
-            **_ids(decision.message_id, decision.envelope),
+            **decision.ids(),
             "origin_id": decision.envelope.origin_id,
             "attempt": decision.attempt,
             "action": decision.action,
@@ -197,11 +196,11 @@ def refusal_step(
     )
     written = decision.envelope
     if decision.envelope_problem:  # the Plan step sealed it: a key rotation between the two steps
-        logger.warning(decision.envelope_problem, extra=_ids(message_id, written))
+        logger.warning(decision.envelope_problem, extra=decision.ids())
     logger.error(
         "send refused by the source queue; isolating",
         extra={
-            **_ids(message_id, written),
+            **decision.ids(),
             "origin_id": written.origin_id,
             "attempt": decision.attempt,
             "queue_url": plan["queueUrl"],
@@ -210,11 +209,6 @@ def refusal_step(
         },
     )
     return decision.to_state()
-
-
-def _ids(message_id: str, envelope: Envelope) -> dict[str, str | None]:
-    """What every log line about one message carries: its id and its trace's ``correlation_id``."""
-    return {"message_id": message_id, "correlation_id": correlation_id(envelope.traceparent, envelope.trace)}
 
 
 def refusal_reason(error: Mapping[str, Any]) -> str:
