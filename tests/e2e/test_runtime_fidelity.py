@@ -14,6 +14,7 @@ import textwrap
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -338,19 +339,18 @@ def connects(event, context):
 """
 
 
-def test_an_environment_dropped_after_a_crash_closes_its_job_store_connection(tmp_path, pg_url):
-    """Found by a 500-seed soak: environments dropped after a crash or a timeout kept their job store
-    connections open (in AWS their process is gone) until PostgreSQL's max_connections ran out."""
+def connecting_function(tmp_path: Path, pg_url: str) -> tuple[FunctionHost, Callable[[], int]]:
+    """A function whose environments each hold a job store connection, and a count of those open."""
     import psycopg  # noqa: PLC0415 - only with a PostgreSQL
 
-    app = f"sluice-leak-{uuid.uuid4().hex[:12]}"
+    app = f"sluice-conn-{uuid.uuid4().hex[:12]}"
     (tmp_path / "app.py").write_text(HOLDS_A_CONNECTION)
     function = FunctionHost(
         FunctionSpec(
             logical_id="TestConnects", name="test-connects",
             arn="arn:aws:lambda:us-east-1:123456789012:function:test-connects",
             code_dir=tmp_path, handler="app.connects", environment={"DSN": pg_url, "APP": app},
-            timeout=30.0, memory=128,
+            timeout=60.0, memory=128,
         )
     )  # fmt: skip
 
@@ -361,6 +361,13 @@ def test_an_environment_dropped_after_a_crash_closes_its_job_store_connection(tm
             ).fetchone()
             return int(row[0]) if row else 0
 
+    return function, open_connections
+
+
+def test_an_environment_dropped_after_a_crash_closes_its_job_store_connection(tmp_path, pg_url):
+    """Found by a 500-seed soak: environments dropped after a crash or a timeout kept their job store
+    connections open (in AWS their process is gone) until PostgreSQL's max_connections ran out."""
+    function, open_connections = connecting_function(tmp_path, pg_url)
     assert function.invoke({}) == {"ok": True}
     assert open_connections() == 1  # a warm environment keeps its connection, as in AWS
 
@@ -385,25 +392,7 @@ def _settles(read: Any, want: int, within: float = 10.0) -> int:
 def test_idle_environments_are_retired_and_close_their_job_store_connections(tmp_path, pg_url):
     """Found by a 500-seed soak: the idle pool only grew, each environment with its connection, until
     ten stacks used up PostgreSQL's max_connections. Lambda reclaims idle environments; so does this."""
-    import psycopg  # noqa: PLC0415 - only with a PostgreSQL
-
-    app = f"sluice-idle-{uuid.uuid4().hex[:12]}"
-    (tmp_path / "app.py").write_text(HOLDS_A_CONNECTION)
-    function = FunctionHost(
-        FunctionSpec(
-            logical_id="TestConnects", name="test-connects",
-            arn="arn:aws:lambda:us-east-1:123456789012:function:test-connects",
-            code_dir=tmp_path, handler="app.connects", environment={"DSN": pg_url, "APP": app},
-            timeout=60.0, memory=128,
-        )
-    )  # fmt: skip
-
-    def open_connections() -> int:
-        with psycopg.connect(pg_url, autocommit=True) as conn:
-            row = conn.execute(
-                "select count(*) from pg_stat_activity where application_name = %s", (app,)
-            ).fetchone()
-            return int(row[0]) if row else 0
+    function, open_connections = connecting_function(tmp_path, pg_url)
 
     # Given three environments started for a burst of three concurrent invocations
     together = threading.Barrier(3)
