@@ -124,8 +124,6 @@ class LocalCloud:
         for poller in self.pollers:
             poller.stop()
         self.pollers.clear()
-        for host in self.functions.values():  # the environments end with the runtime
-            host.retire_idle()
         if self._server is not None:
             self._server.stop()
             self._server = None

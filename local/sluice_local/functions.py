@@ -20,7 +20,6 @@ import logging
 import os
 import sys
 import threading
-import time
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,16 +28,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from sluice_local.lambda_loader import UNIQUE_PREFIX, Handler, LambdaContext, load_handler
+from sluice_local.lambda_loader import Handler, LambdaContext, load_handler
 
 log = logging.getLogger("sluice_local")
 _ENV_LOCK = threading.RLock()  # os.environ is process-wide: one cold start at a time
-
-
-IDLE_LIFETIME_SECONDS = 300.0
-"""Lambda reclaims an environment that has had no invocation for a while (minutes; AWS does not publish
-the figure). The local runtime retires one after this long, freeing what it held, so environments
-started for a burst do not each keep a database connection for the life of the process."""
 
 
 @dataclass
@@ -55,8 +48,6 @@ class FunctionSpec:
     reserved_concurrency: int | None = None
     """ReservedConcurrentExecutions: invocations beyond it wait for a free slot (Lambda queues
     asynchronous invocations it throttles and retries them)."""
-    idle_lifetime: float = IDLE_LIFETIME_SECONDS
-    """How long an execution environment is kept after its last invocation before it is retired."""
 
 
 class FunctionError(Exception):
@@ -119,13 +110,8 @@ def _release(handler: Handler) -> None:
     """What the end of a dropped execution environment frees in AWS (its process is gone): the database
     connections its module holds (the job store's connector, found among the module's objects up to three
     attributes deep). Otherwise each crashed or timed-out environment would keep one open for good."""
-    module = getattr(handler, "__module__", "")
-    if module.startswith(UNIQUE_PREFIX):  # its module goes with it (a new environment imports afresh)
-        sys.modules.pop(module, None)
-    connection = sys.modules.get("sluice.jobs.connection")
-    if connection is None:  # no handler has imported the job store: no connection to close
-        return
-    connector = connection.Connector
+    from sluice.jobs.connection import Connector  # noqa: PLC0415 - psycopg only where a job store is
+
     seen: set[int] = set()
     todo: list[tuple[Any, int]] = [(v, 0) for v in getattr(handler, "__globals__", {}).values()]
     while todo:
@@ -133,7 +119,7 @@ def _release(handler: Handler) -> None:
         if id(value) in seen or depth > 3:
             continue
         seen.add(id(value))
-        if isinstance(value, connector):
+        if isinstance(value, Connector):
             value.close()
         elif type(value).__module__.startswith("sluice.") and hasattr(value, "__dict__"):
             todo.extend((v, depth + 1) for v in vars(value).values())
@@ -142,11 +128,9 @@ def _release(handler: Handler) -> None:
 class FunctionHost:
     def __init__(self, spec: FunctionSpec) -> None:
         self.spec = spec
-        self._idle: list[tuple[Handler, float]] = []
-        """Warm environments, each with the monotonic time it went idle; the most recent last."""
+        self._idle: list[Handler] = []
         self._lock = threading.Lock()
         self.cold_starts = 0
-        self.retired = 0
         self.invocations = 0
         self.errors = 0
         self.timeouts = 0
@@ -155,31 +139,10 @@ class FunctionHost:
         reserved = spec.reserved_concurrency
         self._slots = threading.BoundedSemaphore(reserved) if reserved else None
 
-    def _take_idle(self, idle_for: float) -> list[Handler]:
-        """Take out the environments idle at least ``idle_for`` seconds (call with the lock held)."""
-        cut = time.monotonic() - idle_for
-        gone = [handler for handler, since in self._idle if since <= cut]
-        self._idle = [(handler, since) for handler, since in self._idle if since > cut]
-        self.retired += len(gone)
-        return gone
-
-    def retire_idle(self, idle_for: float = 0.0) -> int:
-        """Retire the environments idle at least ``idle_for`` seconds (by default every idle one), as
-        Lambda reclaims unused ones, freeing what they hold; returns how many. Busy ones are kept."""
-        with self._lock:
-            gone = self._take_idle(idle_for)
-        for handler in gone:
-            _release(handler)
-        return len(gone)
-
     def _acquire(self) -> Handler:
         with self._lock:
-            gone = self._take_idle(self.spec.idle_lifetime)
-            warm = self._idle.pop()[0] if self._idle else None
-        for handler in gone:
-            _release(handler)
-        if warm is not None:
-            return warm
+            if self._idle:
+                return self._idle.pop()
         with _ENV_LOCK, _function_environment(self.spec):
             handler = load_handler(self.spec.code_dir, self.spec.handler)
         with self._lock:
@@ -258,8 +221,7 @@ class FunctionHost:
                 }
             ) from error
         with self._lock:
-            self._idle.append((handler, time.monotonic()))
-        self.retire_idle(self.spec.idle_lifetime)
+            self._idle.append(handler)
         if error is not None:
             raise self._fail(
                 {

@@ -21,8 +21,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 FUNCTIONS = ROOT / "functions"
 _counter = itertools.count()
-UNIQUE_PREFIX = "_sluice_fn_"
-"""How the module of each cold start is named in sys.modules (one per execution environment)."""
 
 Handler = Callable[[Any, Any], Any]
 
@@ -60,7 +58,7 @@ def load_handler(code_dir: str | Path, handler: str = "app.lambda_handler") -> H
     siblings = {p.stem for p in code.glob("*.py")}
     for name in siblings:  # another function's module of the same name must not be reused
         sys.modules.pop(name, None)
-    unique = f"{UNIQUE_PREFIX}{code.name}_{next(_counter)}"
+    unique = f"_sluice_fn_{code.name}_{next(_counter)}"
     spec = importlib.util.spec_from_file_location(unique, source)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {source}")

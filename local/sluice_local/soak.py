@@ -507,15 +507,6 @@ class Soak:
                 result.misrouted.append(f"{label}: completed, never rendered")
 
     def _clean_up(self) -> None:
-        # Every idle environment is retired between seeds (the next seed starts cold), so a stack holds
-        # at most its busiest seed's environments, each with its job store connection: ten stacks used
-        # up PostgreSQL's max_connections in run 2 of the 500-seed soak. Within a seed they keep the
-        # runtime's idle lifetime (minutes, as in Lambda). Retired after 20 s idle instead, the cold starts
-        # ate into the compressed 6 s visibility: a 50-seed run on a loaded 2-core machine then poisoned
-        # orders that had been charged (seeds 7 and 9; both passed replayed alone, and the run passed
-        # without that retirement).
-        for host in self.cloud.functions.values():
-            host.retire_idle()
         sqs = self.stack.client("sqs")
         for output in ("PoisonPillQueueUrl",):
             for message in self.stack.every_message(output):
