@@ -21,7 +21,7 @@ help:
 	@echo "make build     sam build (no Docker needed)"
 	@echo "make security  checkov on template.yaml in each mode (its own venv): 0 failed checks, every skip explained in the template"
 	@echo "make deploy    sam build && sam deploy (guided when the stack does not exist yet; ENV=prod for production)"
-	@echo "make soak      seeded fault schedules through the stack (SOAK_SEEDS=500): lost, duplicated, unexpected"
+	@echo "make soak      seeded fault schedules through the stack (SOAK_SEEDS=500, SOAK_WORKERS=2×cores): lost, duplicated, unexpected"
 	@echo "make bench     run the benchmarks in benchmarks/"
 
 # Create or reuse .venv with Python 3.13 where the machine has it (the Lambda runtime's version).
@@ -95,9 +95,9 @@ up: $(STAMP)
 	$(PY) -m sluice_local up --fast $(UP_ARGS)
 
 SOAK_SEEDS ?= 500
-SOAK_WORKERS ?= 10
+SOAK_WORKERS ?=
 soak: $(STAMP)
-	$(PY) -m sluice_local soak --seeds $(SOAK_SEEDS) --workers $(SOAK_WORKERS) $(SOAK_ARGS)
+	$(PY) -m sluice_local soak --seeds $(SOAK_SEEDS) $(if $(SOAK_WORKERS),--workers $(SOAK_WORKERS)) $(SOAK_ARGS)
 
 bench: $(STAMP)
 	$(PY) benchmarks/cold_start.py

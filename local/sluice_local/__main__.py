@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
@@ -168,7 +169,13 @@ def main(argv: list[str] | None = None) -> int:
     soak.add_argument("--seeds", type=int, default=500, help="how many seeds (default 500)")
     soak.add_argument("--first", type=int, default=0, help="the first seed (default 0)")
     soak.add_argument("--seed", type=int, default=None, help="replay this one seed alone")
-    soak.add_argument("--workers", type=int, default=10, help="processes, each its own stack (default 10)")
+    soak.add_argument(
+        "--workers",
+        type=int,
+        default=max(2, 2 * (os.cpu_count() or 1)),
+        help="processes, each its own stack (default: twice the cores; each stack's job functions hold a "
+        "PostgreSQL connection per execution environment, about ten a stack)",
+    )
     _rates(soak)
     soak.set_defaults(func=cmd_soak)
     worker = sub.add_parser("soak-worker", help=argparse.SUPPRESS)
