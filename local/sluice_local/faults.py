@@ -85,6 +85,7 @@ their outcome for the caller opens the window."""
 BATCH_APIS = frozenset({"SendMessageBatch", "DeleteMessageBatch"})
 READ_APIS = frozenset({"GetObject", "HeadObject"})
 GUARD_COMMITS = frozenset({"UpdateItem", "DeleteItem"})  # Powertools: COMPLETED, or removed when fn raised
+GUARD_COMPLETES = "UpdateItem"
 HTTP_REDIRECT = 300
 CRASH_WITHIN_CALLS = 8
 """A crashing invocation dies before one of its handler's first 8 AWS calls (a consumer batch makes
@@ -147,6 +148,10 @@ class Scope:
     failed_commit: dict[int, str] = field(default_factory=dict)
     """Per thread: the effect whose commit last failed for good, until the thread performs another; a
     retry of that same commit (the job worker's) that lands closes the window it opened."""
+    landed: set[int] = field(default_factory=set)
+    """Threads whose guard commit (the UpdateItem to COMPLETED) took effect on some attempt although its
+    caller saw an error: the guard is completed, so a retry must not perform the effect again and no
+    window opens (a repeat would be a duplicate)."""
 
 
 _local = threading.local()
@@ -253,6 +258,19 @@ class Injector:
             and threading.get_ident() in here.uncommitted
         )
 
+    def took_effect(self, api: str, params: bytes | None) -> None:
+        """An attempt of this call took effect and its response was lost. For the guard's completion
+        (Powertools' ``save_success``; a failed one is not undone) that attempt settles the guard."""
+        here = current()
+        if (
+            here is not None
+            and api == GUARD_COMPLETES
+            and _table("dynamodb", params) == self.plan.guard_table
+            and threading.get_ident() in here.uncommitted
+        ):
+            with self._lock:
+                here.landed.add(threading.get_ident())
+
     def _survives(self, here: Scope, api: str) -> None:
         """Raises :class:`SimulatedCrash` once the invocation's handler has made the calls it may make
         (calls of its cold start, on the invoking thread, do not count: the crash lands in the handler)."""
@@ -271,7 +289,7 @@ class Injector:
             if first:
                 log.info("seed %d: %s died before %s", self.plan.seed, here.caller, api)
             with self._lock:  # effects done, their guards never committed: each opens the window once
-                self.in_window.update(here.uncommitted.values())
+                self.in_window.update(e for t, e in here.uncommitted.items() if t not in here.landed)
                 here.uncommitted.clear()
             where = (
                 f"before {here.crash_before}" if here.crash_before else f"after {here.crash_after} AWS calls"
@@ -303,9 +321,11 @@ class Injector:
             return
         thread = threading.get_ident()
         with self._lock:
+            landed = thread in here.landed
+            here.landed.discard(thread)
             if not ok:
                 effect = here.uncommitted.pop(thread, None)  # that performance's commit is over
-                if effect:
+                if effect and not landed:  # landed: the guard is COMPLETED, a repeat is a duplicate
                     self.in_window[effect] += 1
                     here.failed_commit[thread] = effect
             elif here.uncommitted.pop(thread, None) is None and thread in here.failed_commit:
@@ -354,6 +374,7 @@ class Injector:
         key = str((item.get("effect_key") or {}).get("S", ""))
         here.uncommitted[threading.get_ident()] = key
         here.failed_commit.pop(threading.get_ident(), None)  # a new performance: an old failure stays
+        here.landed.discard(threading.get_ident())
         if not self.plan.sabotage_ledger:
             return None
         with self._lock:
@@ -442,6 +463,8 @@ def _faulty_response(
     result, error = send()  # LOST_RESPONSE or SABOTAGED: the call took effect
     if error is not None:
         return result, error
+    if result[0].status_code < HTTP_REDIRECT:
+        injector.took_effect(operation_model.name, request.body if isinstance(request.body, bytes) else None)
     if kind == SABOTAGED:
         return _error(request, 400, "InjectedFailureAfterEffect", "sabotage: it happened")
     return None, ReadTimeoutError(endpoint_url=request.url)

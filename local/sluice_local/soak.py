@@ -31,6 +31,7 @@ invocation is back in seconds instead of minutes; everything else is the ``--fas
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import os
@@ -47,6 +48,8 @@ from sluice import claimcheck
 from sluice.delay import send_delayed
 from sluice.envelope import split
 from sluice.jobs import job_message
+from sluice.redrive.runner import LOG_MESSAGE_REDRIVEN
+from sluice.redrive.steps import LOG_REDRIVE_PLANNED
 from sluice_local import faults, postgres
 from sluice_local.cloud import LocalCloud
 from sluice_local.fast import FAST
@@ -114,11 +117,16 @@ class SeedResult:
     seconds: float
     stuck: str = ""
     misrouted: list[str] = field(default_factory=list)
-    """Orders that ended somewhere their kind must not: a valid order poisoned as permanently bad, a
-    permanent failure processed, an order processed without all its side effects."""
+    """Orders that ended somewhere their kind must not: a valid order poisoned as permanently bad or
+    after an error no fault produces (:func:`_a_bug`), a permanent failure processed, an order processed
+    without all its side effects and not isolated (deleted part-way)."""
     exhausted: list[str] = field(default_factory=list)
     """Valid orders isolated, or left in the delay DLQ, because their retries and redrives ran out under
-    the faults (allowed, and reported)."""
+    the faults (allowed, and reported), some part-way through their side effects: their last error is a
+    fault's (an AWS error, a timeout, a transient one) or none (their invocations died)."""
+    redriven: list[str] = field(default_factory=list)
+    """Orders whose message went from the work DLQ back to the work queue (re-driven or re-delayed by the
+    redriver, or planned so by the redrive state machine): the redrive path ran under the faults."""
     overlaps: list[str] = field(default_factory=list)
     """Orders found in more than one place (processed and a copy isolated or dead-lettered): a redelivered
     copy, reported; each order is counted once in the conservation line, in the first of its places."""
@@ -176,6 +184,8 @@ class Soak:
         self.options = options
         self.no_jobs = no_jobs
         self.stack = Stack(cloud.endpoint, cloud.outputs, log_path)
+        self._log_path = log_path
+        self._log_offset = 0
         self._known: set[str] = set()
         """Every id this stack was sent (orders, job ids, job business ids), over all its seeds."""
         self._reported: set[str] = set()
@@ -409,6 +419,11 @@ class Soak:
         duplicated: list[str] = []
         window: list[str] = []
         misrouted: list[str] = []
+        exhausted: list[str] = []
+        poisoned = self._in_queue("PoisonPillQueueUrl", by_message)
+        delay_dead = self._in_queue("DelayDeadLetterQueueUrl", by_message)
+        work_dead = self._in_queue("WorkDeadLetterQueueUrl", by_message)
+        isolated = {**work_dead, **delay_dead, **poisoned}
         for s in sent:
             performed = {effect: self._ledger(s.order_id, effect) for effect in EFFECTS}
             for effect, n in performed.items():
@@ -419,21 +434,27 @@ class Soak:
                 processed.add(s.order_id)
                 expected = {"charge", "notify"} | ({"reward"} if s.kind == "claim-check" else set())
                 missing = sorted(e for e in expected if not performed[e])
-                if missing or s.kind == "permanent":
-                    misrouted.append(f"{s.order_id} ({s.kind}) processed, missing {missing}")
-        poisoned = self._in_queue("PoisonPillQueueUrl", by_message)
-        exhausted: list[str] = []
+                error = isolated.get(s.order_id)
+                if missing and s.kind != "permanent" and _a_fault(error):
+                    # part-way, then its retries ran out: isolated where an operator re-drives it (the
+                    # guards keep what was done from being done again); deleted part-way would be a loss
+                    exhausted.append(f"{s.order_id} ({s.kind}): isolated part-way, {missing} not performed "
+                                     f"({error or 'no error'})")  # fmt: skip
+                elif missing or s.kind == "permanent":
+                    where = "" if s.kind == "permanent" else ", and deleted"
+                    misrouted.append(f"{s.order_id} ({s.kind}) processed, missing {missing}{where}")
         for s in sent:
             error = poisoned.get(s.order_id)
             if error is None or s.order_id in processed or s.kind == "permanent":
                 continue
             if error == "PermanentError":  # a valid order refused as permanently bad
                 misrouted.append(f"{s.order_id} ({s.kind}) poisoned with a PermanentError")
+            elif _a_bug(error):  # retries cannot cure it, and no injected fault raises it
+                misrouted.append(f"{s.order_id} ({s.kind}) poisoned after a {error}: a bug, not a fault")
             else:
                 exhausted.append(f"{s.order_id} ({s.kind}): {error or 'no error'}")
         poison = set(poisoned)
-        delay_dead = self._in_queue("DelayDeadLetterQueueUrl", by_message)
-        dead = set(self._in_queue("WorkDeadLetterQueueUrl", by_message)) | set(delay_dead)
+        dead = set(work_dead) | set(delay_dead)
         exhausted += [
             f"{s.order_id} ({s.kind}): in the delay DLQ ({delay_dead[s.order_id] or 'no error'})"
             for s in sent
@@ -445,6 +466,8 @@ class Soak:
             for order in sorted(ids)
             if sum(order in where for where in places.values()) > 1
         ]
+        origins = self._redriven_origins()
+        redriven = sorted({order for mid, order in by_message.items() if mid in origins})
         # each order counted once, in the first of its places: the line balances exactly when none is lost
         return SeedResult(
             seed=seed, mode=self.mode, sent=len(ids), processed=len(processed),
@@ -453,7 +476,7 @@ class Soak:
             lost=sorted(ids - processed - poison - dead), duplicated=duplicated, at_least_once=window,
             unexpected=[], faults=dict(injector.counts),
             faults_at=dict(injector.where), seconds=round(seconds, 1), stuck=stuck,
-            misrouted=misrouted, exhausted=exhausted, overlaps=overlaps,
+            misrouted=misrouted, exhausted=exhausted, overlaps=overlaps, redriven=redriven,
         )  # fmt: skip
 
     def _unexpected(self) -> list[str]:
@@ -506,6 +529,30 @@ class Soak:
             ):
                 result.misrouted.append(f"{label}: completed, never rendered")
 
+    def _redriven_origins(self) -> set[str]:
+        """Origin ids of the messages sent back from the work DLQ since the last call, from the functions'
+        log lines (the redriver's re-driven lines; the redrive state machine's Plan step's)."""
+        try:
+            with self._log_path.open("rb") as f:
+                f.seek(self._log_offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            return set()
+        end = chunk.rfind(b"\n") + 1  # whole lines only: the rest is read next time
+        self._log_offset += end
+        out: set[str] = set()
+        for raw in chunk[:end].split(b"\n"):
+            if LOG_MESSAGE_REDRIVEN.encode() not in raw and LOG_REDRIVE_PLANNED.encode() not in raw:
+                continue
+            try:
+                entry = json.loads(raw)
+            except ValueError:
+                continue
+            planned = entry.get("message") == LOG_REDRIVE_PLANNED and entry.get("action") != "poison"
+            if (entry.get("message") == LOG_MESSAGE_REDRIVEN or planned) and entry.get("origin_id"):
+                out.add(str(entry["origin_id"]))
+        return out
+
     def _clean_up(self) -> None:
         sqs = self.stack.client("sqs")
         for output in ("PoisonPillQueueUrl",):
@@ -513,6 +560,19 @@ class Soak:
                 sqs.delete_message(
                     QueueUrl=self.stack.outputs[output], ReceiptHandle=message["ReceiptHandle"]
                 )
+
+
+def _a_bug(error: str) -> bool:
+    """Whether an order's last error is one no injected fault produces: a built-in exception other than
+    an OS or connection error (a TypeError, KeyError, ... in the code that handled it)."""
+    kind = getattr(builtins, error, None) if error else None
+    return isinstance(kind, type) and issubclass(kind, Exception) and not issubclass(kind, OSError)
+
+
+def _a_fault(error: str | None) -> bool:
+    """Whether an order isolated with this last error (None: not isolated) may have run out of retries
+    under the faults: neither a verdict (``PermanentError``) nor a bug (:func:`_a_bug`)."""
+    return error is not None and error != "PermanentError" and not _a_bug(error)
 
 
 def mode_of(seed: int) -> str:
@@ -603,6 +663,13 @@ class Summary:
     errors: list[str] = field(default_factory=list)
     expected: list[int] | None = None
     """The seeds asked for (None: whatever results came): a seed without a result fails the run."""
+    jobs_required: bool = False
+    """The workload includes the jobs: a seed that skipped them (no PostgreSQL answered) fails the run,
+    which would otherwise pass without the job store having been soaked at all."""
+
+    @property
+    def jobs_skipped(self) -> list[str]:
+        return sorted({r["jobs_skipped"] for r in self.results if r.get("jobs_skipped")})
 
     @property
     def missing(self) -> list[int]:
@@ -624,12 +691,15 @@ class Summary:
         jobs = {
             k: sum(r.get(k, 0) for r in self.results) for k in ("jobs_sent", "jobs_completed", "jobs_dead")
         }
-        no_jobs = sorted({r["jobs_skipped"] for r in self.results if r.get("jobs_skipped")})
+        no_jobs = self.jobs_skipped
         lost = sum(len(r["lost"]) for r in self.results)
         duplicated = sum(len(r["duplicated"]) for r in self.results)
         unexpected = sum(len(r["unexpected"]) for r in self.results)
         misrouted = sum(len(r.get("misrouted", [])) for r in self.results)
         exhausted = sum(len(r.get("exhausted", [])) for r in self.results)
+        redriven: Counter[str] = Counter({"lambda": 0, "stepfunctions": 0})
+        for r in self.results:
+            redriven[r["mode"]] += len(r.get("redriven", []))
         out = [
             f"seeds run: {len(self.results)} ({rates})"
             + (f"; MISSING {len(self.missing)}: {self.missing[:20]}" if self.missing else ""),
@@ -640,6 +710,8 @@ class Summary:
             f"lost = {lost}, duplicated side effects = {duplicated}, unexpected = {unexpected}, "
             f"misrouted = {misrouted}",
             f"valid orders isolated after their retries and redrives ran out under the faults: {exhausted}",
+            "orders re-driven from the work DLQ: "
+            + ", ".join(f"{mode} {n}" for mode, n in sorted(redriven.items())),
             f"orders also found in a second place (a redelivered copy isolated or dead-lettered): "
             f"{sum(len(r.get('overlaps', [])) for r in self.results)}",
             f"performed again inside the at-least-once window (a fault between an effect and its guard's "
@@ -672,12 +744,21 @@ class Summary:
         out.append(f"faults by call site ({len(where)} sites), most hit first:")
         out += [f"  {n:5d}  {site}" for site, n in where.most_common(25)]
         out += [f"worker error: {e}" for e in self.errors]
+        if self.jobs_required and no_jobs:
+            out.append(
+                f"FAILED: the job store was not soaked ({no_jobs[0]}); point SLUICE_DATABASE_URL at a "
+                "PostgreSQL, or run --workload orders to soak without the jobs"
+            )
         return out
 
     @property
     def ok(self) -> bool:
         return (
-            bool(self.results) and not self.errors and not self.missing and all(r["ok"] for r in self.results)
+            bool(self.results)
+            and not self.errors
+            and not self.missing
+            and not (self.jobs_required and self.jobs_skipped)
+            and all(r["ok"] for r in self.results)
         )
 
 
@@ -711,7 +792,7 @@ def run(seeds: list[int], *, workers: int, log_dir: Path, options: Options) -> S
                     subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env),
                 )
             )
-    summary = Summary(expected=list(seeds))
+    summary = Summary(expected=list(seeds), jobs_required=options.workload != "orders")
     for command, process in processes:
         for line in process.stdout or ():
             summary.add(line.strip())

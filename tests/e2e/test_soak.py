@@ -78,6 +78,9 @@ def test_the_short_soak_loses_nothing_and_duplicates_no_side_effect(tmp_path, ca
     assert conservation.endswith("✓"), conservation
     faults = int(re.search(r"faults injected: (\d+)", output).group(1))  # type: ignore[union-attr]
     assert faults >= SEEDS, "the schedules injected almost nothing"
+    redriven = re.search(r"orders re-driven from the work DLQ: lambda (\d+), stepfunctions (\d+)", output)
+    assert redriven, output
+    assert min(map(int, redriven.groups())) > 0, "the redrive path did not run in both RedriveModes"
 
 
 JOB_SEEDS = int(os.environ.get("SLUICE_TEST_JOB_SOAK_SEEDS", "16"))
@@ -119,7 +122,7 @@ REGRESSION_SEEDS = {
     # visibility timeout, later than DelayPastGraceSeconds, and was poisoned as "in the past"
     # (misrouted s5104-6): fixed by judging the due time against the request's SentTimestamp (9198d68).
     "5104-delay-poisoned-after-retries": [
-        "--seed", "5104", "--lambda-rate", "0.5",
+        "--seed", "5104", "--lambda-rate", "0.5", "--workload", "orders",
         "--only", "invoke-error,lost-invoke-response,crash-mid-invocation",
     ],
 }  # fmt: skip

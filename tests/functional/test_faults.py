@@ -342,10 +342,12 @@ def guards() -> Iterator[Any]:
         yield client
 
 
-def perform_then_commit(client: Any, injector: faults.Injector, effect: str) -> Exception | None:
+def perform_then_commit(
+    client: Any, injector: faults.Injector, effect: str, inner: faults.Scope | None = None
+) -> Exception | None:
     undo = faults.install(injector)
     try:
-        with handler(faults.Scope("ConsumerFunction")):
+        with handler(inner or faults.Scope("ConsumerFunction")):
             client.put_item(TableName="ledger", Item={"id": {"S": effect}, "effect_key": {"S": effect}})
             try:
                 client.update_item(
@@ -384,15 +386,32 @@ def test_given_a_guard_commit_whose_every_attempt_fails_then_the_window_opens_on
     assert injector.in_window == {"o-2#charge": 1}  # one more performance is excused, not any number
 
 
-def test_given_a_commit_whose_every_response_is_lost_then_it_landed_and_the_window_still_opens(guards):
-    """The caller cannot tell it landed: its record is retried, and the guard says COMPLETED or not."""
+def test_given_a_commit_whose_every_response_is_lost_then_it_landed_and_no_window_opens(guards):
+    """Review finding: the window opened although the guard was COMPLETED. Powertools does not undo a
+    ``save_success`` that raised, so the record's retry finds the guard completed and must not perform
+    the effect again: a repeat there is a duplicate (a guard ignored), never excused."""
     plan = faults.FaultPlan(
         seed=1, aws_rate=1.0, only=(faults.LOST_EVERY_ATTEMPT,), guard_table="guards", ledger_table="ledger"
     )
     injector = faults.Injector(plan)
     seen = perform_then_commit(guards, injector, "o-3#charge")
-    assert isinstance(seen, ReadTimeoutError)
-    assert injector.in_window == {"o-3#charge": 1}
+    assert isinstance(seen, ReadTimeoutError)  # the caller saw the commit fail
+    item = guards.get_item(TableName="guards", Key={"id": {"S": "o-3#charge"}})["Item"]
+    assert item["status"]["S"] == "COMPLETED"
+    assert not injector.in_window
+
+
+def test_given_a_commit_that_landed_when_the_invocation_dies_on_its_retry_then_no_window_opens(guards):
+    plan = faults.FaultPlan(
+        seed=1, aws_rate=1.0, only=(faults.LOST_RESPONSE,), guard_table="guards", ledger_table="ledger"
+    )
+    injector = faults.Injector(plan)
+    dying = faults.Scope("ConsumerFunction", crash_after=2)  # the ledger write, the commit's first attempt
+    with pytest.raises(faults.SimulatedCrash):
+        perform_then_commit(guards, injector, "o-5#charge", dying)
+    item = guards.get_item(TableName="guards", Key={"id": {"S": "o-5#charge"}})["Item"]
+    assert item["status"]["S"] == "COMPLETED"
+    assert not injector.in_window
 
 
 def test_given_a_redriver_crash_then_half_of_them_land_between_its_send_and_its_delete():
@@ -416,6 +435,46 @@ def test_given_a_worker_that_died_when_reported_then_its_missing_seeds_fail_the_
     assert summary.missing == [2]
     assert not summary.ok
     assert summary.lines(rates="r")[0] == "seeds run: 2 (r); MISSING 1: [2]"
+
+
+def test_given_a_soak_with_the_jobs_when_no_postgresql_answered_then_the_run_fails_and_says_why():
+    """Review finding: `make soak` passed without the job store having been soaked at all."""
+    from sluice_local.soak import Summary  # noqa: PLC0415 - the soak imports the local runtime
+
+    skipped = [result(1, jobs_skipped="no PostgreSQL at 127.0.0.1:5432")]
+    assert Summary(results=skipped).ok  # --workload orders: the jobs are not asked for
+    summary = Summary(results=skipped, jobs_required=True)
+    assert not summary.ok
+    assert any(line.startswith("FAILED: the job store was not soaked") for line in summary.lines(rates="r"))
+
+
+def test_given_reports_from_both_modes_then_the_re_driven_orders_are_counted_per_mode():
+    from sluice_local.soak import Summary  # noqa: PLC0415 - the soak imports the local runtime
+
+    summary = Summary(results=[result(1, redriven=["s1-4", "s1-5"]), result(3, redriven=["s3-1"])])
+    assert "orders re-driven from the work DLQ: lambda 3, stepfunctions 0" in summary.lines(rates="r")
+
+
+@pytest.mark.parametrize(
+    ("error", "a_bug"),
+    [("TypeError", True), ("KeyError", True), ("RuntimeError", True), ("", False),
+     ("TransientError", False), ("ClientError", False), ("ReadTimeoutError", False),
+     ("TimeoutError", False), ("ConnectionError", False)],
+)  # fmt: skip
+def test_given_a_valid_order_isolated_then_only_an_error_no_fault_raises_is_called_a_bug(error, a_bug):
+    """Review finding: any valid order isolated with a non-PermanentError was excused as exhausted, so a
+    processor raising TypeError on every attempt would have passed the soak."""
+    from sluice_local.soak import _a_bug, _a_fault  # noqa: PLC0415 - the soak imports the local runtime
+
+    assert _a_bug(error) is a_bug
+    assert _a_fault(error) is not a_bug  # isolated part-way after it: exhausted, else misrouted
+
+
+def test_given_an_order_not_isolated_or_refused_then_it_never_counts_as_run_out_under_the_faults():
+    from sluice_local.soak import _a_fault  # noqa: PLC0415 - the soak imports the local runtime
+
+    assert not _a_fault(None)  # charged and not isolated anywhere: deleted part-way
+    assert not _a_fault("PermanentError")  # a verdict, not bad luck
 
 
 def test_given_a_job_commit_fenced_out_by_a_reaped_claim_then_its_effect_is_in_the_window():

@@ -60,6 +60,8 @@ MAX_HOLD_SECONDS = MAX_VISIBILITY_SECONDS - FETCH_VISIBILITY_SECONDS
 after it was received. It exceeds the longest hold a plan asks for, 12 h - 900 s: the longest
 backoff (12 h - 300 s) less the 900 s sent as ``DelaySeconds``, plus the 300 s margin."""
 
+LOG_REDRIVE_PLANNED = "redrive planned"
+"""The Plan step's line for each DLQ message (``action``: redrive, delay or poison), defined once."""
 SEND_REFUSALS = ("InvalidMessageContents", "InvalidParameterValue")
 """SQS error codes by which ``sqs:sendMessage`` refuses the message itself (characters SQS does not
 allow, too large, invalid attributes): it will never be accepted, so the state machine isolates it.
@@ -132,7 +134,7 @@ def plan_step(
     state = decision.to_state()
     state["holdSeconds"] = min(int(state["holdSeconds"]), MAX_HOLD_SECONDS)
     logger.info(
-        "redrive planned",
+        LOG_REDRIVE_PLANNED,
         extra={
             **decision.ids(),
             "origin_id": decision.envelope.origin_id,
