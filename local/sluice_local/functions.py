@@ -15,6 +15,7 @@ the background and never blocks shutdown); a result JSON cannot represent fails 
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import os
@@ -26,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from sluice_local.lambda_loader import Handler, LambdaContext, load_handler
 
@@ -109,20 +110,33 @@ class _Invocation:
 def _release(handler: Handler) -> None:
     """What the end of a dropped execution environment frees in AWS (its process is gone): the database
     connections its module holds (the job store's connector, found among the module's objects up to three
-    attributes deep). Otherwise each crashed or timed-out environment would keep one open for good."""
+    attributes deep). Otherwise each crashed or timed-out environment would keep one open for good.
+
+    The module is the handler's own, not its decorators' (Powertools' wrappers carry their module's
+    globals). A released connector refuses to connect again: a timed-out handler's thread keeps running
+    here (Lambda stops the process), and its next statement must not open a connection no one closes."""
     from sluice.jobs.connection import Connector  # noqa: PLC0415 - psycopg only where a job store is
 
+    module = sys.modules.get(getattr(handler, "__module__", "") or "")
+    found = {**getattr(inspect.unwrap(handler), "__globals__", {}), **(vars(module) if module else {})}
     seen: set[int] = set()
-    todo: list[tuple[Any, int]] = [(v, 0) for v in getattr(handler, "__globals__", {}).values()]
+    todo: list[tuple[Any, int]] = [(v, 0) for v in found.values()]
     while todo:
         value, depth = todo.pop()
         if id(value) in seen or depth > 3:
             continue
         seen.add(id(value))
         if isinstance(value, Connector):
+            value.connection = _environment_gone  # type: ignore[method-assign]
             value.close()
         elif type(value).__module__.startswith("sluice.") and hasattr(value, "__dict__"):
             todo.extend((v, depth + 1) for v in vars(value).values())
+
+
+def _environment_gone() -> NoReturn:
+    import psycopg  # noqa: PLC0415 - psycopg only where a job store is
+
+    raise psycopg.OperationalError("the execution environment is gone (it timed out or crashed)")
 
 
 class FunctionHost:

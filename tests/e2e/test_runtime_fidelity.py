@@ -335,11 +335,26 @@ def connects(event, context):
         event["together"].wait(timeout=60)
     if event.get("exit"):
         raise SystemExit(3)
+    if "then" in event:  # past its timeout: its statement once the test lets it go on
+        event["then"].wait(timeout=60)
+        connector.connection().execute("select 1")
     return {"ok": True}
+
+
+from aws_lambda_powertools import Logger  # noqa: E402 - the decorated handler, as every sluice function's
+
+logger = Logger(service="test-connects")
+
+
+@logger.inject_lambda_context
+def decorated(event, context):  # its __globals__ are Powertools', not this module's
+    return connects(event, context)
 """
 
 
-def connecting_function(tmp_path: Path, pg_url: str) -> tuple[FunctionHost, Callable[[], int]]:
+def connecting_function(
+    tmp_path: Path, pg_url: str, *, handler: str = "app.connects", timeout: float = 60.0
+) -> tuple[FunctionHost, Callable[[], int]]:
     """A function whose environments each hold a job store connection, and a count of those open."""
     import psycopg  # noqa: PLC0415 - only with a PostgreSQL
 
@@ -349,8 +364,8 @@ def connecting_function(tmp_path: Path, pg_url: str) -> tuple[FunctionHost, Call
         FunctionSpec(
             logical_id="TestConnects", name="test-connects",
             arn="arn:aws:lambda:us-east-1:123456789012:function:test-connects",
-            code_dir=tmp_path, handler="app.connects", environment={"DSN": pg_url, "APP": app},
-            timeout=60.0, memory=128,
+            code_dir=tmp_path, handler=handler, environment={"DSN": pg_url, "APP": app},
+            timeout=timeout, memory=128,
         )
     )  # fmt: skip
 
@@ -376,6 +391,39 @@ def test_an_environment_dropped_after_a_crash_closes_its_job_store_connection(tm
 
     assert failure.value.payload["errorType"] == "Runtime.ExitError"
     assert _settles(open_connections, 0) == 0
+
+
+def test_a_decorated_handler_dropped_after_a_crash_closes_its_job_store_connection(tmp_path, pg_url):
+    """Found by the 500-seed soak of session 10: the release looked for the connector among the handler's
+    __globals__, which for a decorated handler (every sluice function) are Powertools' module's, so the
+    job functions' crashed environments kept their connections (the sweeper's grew to 21)."""
+    function, open_connections = connecting_function(tmp_path, pg_url, handler="app.decorated")
+    assert function.invoke({}) == {"ok": True}
+    assert open_connections() == 1
+
+    with pytest.raises(FunctionError):
+        function.invoke({"exit": True})
+
+    assert _settles(open_connections, 0) == 0
+
+
+def test_a_timed_out_handler_thread_cannot_open_a_connection_after_its_environment_was_dropped(
+    tmp_path, pg_url
+):
+    """Lambda stops a timed-out process; here its thread runs on. Its next statement must not reconnect
+    the released connector (a connection no environment would ever close)."""
+    function, open_connections = connecting_function(tmp_path, pg_url, handler="app.decorated", timeout=1.0)
+    then = threading.Event()
+    with pytest.raises(FunctionError) as failure:
+        function.invoke({"then": then})
+    assert failure.value.payload["errorType"] == "Sandbox.Timedout"
+    assert _settles(open_connections, 0) == 0  # dropped: its connection closed
+
+    then.set()  # the thread goes on to its statement
+    [thread] = function.timed_out
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    assert open_connections() == 0
 
 
 def _settles(read: Any, want: int, within: float = 10.0) -> int:
