@@ -189,6 +189,10 @@ class Soak:
         self._known: set[str] = set()
         """Every id this stack was sent (orders, job ids, job business ids), over all its seeds."""
         self._reported: set[str] = set()
+        self._checked: dict[str, int] = {}
+        """Per guarded effect (ledger ``effect_key``) of the seeds run so far: its performances when its
+        seed was checked. Every later seed's check re-reads them: a performance written afterwards (by
+        anything still running) is reported then, as a duplicate."""
         self._compress_time()
 
     def _compress_time(self) -> None:
@@ -237,7 +241,8 @@ class Soak:
         self._known |= {s.order_id for s in sent} | {i for j in jobs for i in (j.job_id, j.business_id)}
         result = self._check(seed, sent, injector, time.monotonic() - started, stuck)
         self._check_jobs(result, jobs, injector)
-        result.unexpected = self._unexpected()
+        result.unexpected, late = self._whole_ledger()
+        result.duplicated += late
         self._clean_up()
         return result
 
@@ -426,6 +431,7 @@ class Soak:
         isolated = {**work_dead, **delay_dead, **poisoned}
         for s in sent:
             performed = {effect: self._ledger(s.order_id, effect) for effect in EFFECTS}
+            self._checked.update({f"{s.order_id}#{effect}": n for effect, n in performed.items()})
             for effect, n in performed.items():
                 if n > 1:  # each time the window opened for it excuses one more performance, no more
                     key = f"{s.order_id}#{effect}"
@@ -479,22 +485,31 @@ class Soak:
             misrouted=misrouted, exhausted=exhausted, overlaps=overlaps, redriven=redriven,
         )  # fmt: skip
 
-    def _unexpected(self) -> list[str]:
-        """Side effects in the whole ledger (every effect, every seed this stack ran) whose id was never
-        sent: each reported once, by the seed whose check first sees it."""
+    def _whole_ledger(self) -> tuple[list[str], list[str]]:
+        """Read the whole ledger (every effect, every seed this stack ran): the ids of side effects never
+        sent (**unexpected**), each reported once, by the seed whose check first sees it; and the effects
+        of earlier seeds performed again since their seed's check (a late duplicate), each reported once."""
         table = self.stack.outputs["LedgerTableName"]
         kwargs: dict[str, Any] = {"TableName": table, "ConsistentRead": True}
-        kwargs["ProjectionExpression"] = "order_id"
+        kwargs["ProjectionExpression"] = "order_id, effect_key"
         ids: set[str] = set()
+        performed: Counter[str] = Counter()
         while True:
             page = self.stack.client("dynamodb").scan(**kwargs)
-            ids |= {item["order_id"]["S"] for item in page.get("Items", [])}
+            for item in page.get("Items", []):
+                ids.add(item["order_id"]["S"])
+                performed[item["effect_key"]["S"]] += 1
             if "LastEvaluatedKey" not in page:
                 break
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         new = sorted(ids - self._known - self._reported)
         self._reported.update(new)
-        return new
+        late: list[str] = []
+        for key, checked in self._checked.items():
+            if performed[key] > checked:
+                late.append(f"{key} x{performed[key]} (performed again after its seed's check: {checked})")
+                self._checked[key] = performed[key]
+        return new, late
 
     def _check_jobs(self, result: SeedResult, jobs: list[SentJob], injector: faults.Injector) -> None:
         result.jobs_skipped = self.no_jobs
@@ -503,6 +518,7 @@ class Soak:
             job = store.get(uuid.UUID(j.job_id)) if store is not None else None
             result.jobs_sent += 1
             charges = self._ledger(j.job_id, "charge")
+            self._checked[f"{j.job_id}#charge"] = charges
             label = f"job {j.business_id} ({j.kind}, {j.job_id})"
             if job is None or job.status not in ("completed", "dead"):
                 result.lost.append(f"{label}: {job.status if job else 'row missing'}")

@@ -515,3 +515,43 @@ def test_given_a_failed_guard_commit_then_neither_its_cleanup_nor_another_perfor
         injector.aws("dynamodb", "PutItem", ledger)
         injector.committed(ok=True)
     assert injector.in_window == {"o-4#charge": 1}  # the second performance stays excused
+
+
+class _LedgerStack:
+    """What the soak's checker reads of a stack here: the ledger table, through moto."""
+
+    def __init__(self, client: Any) -> None:
+        self.outputs = {"LedgerTableName": "ledger"}
+        self._client = client
+
+    def client(self, name: str) -> Any:
+        assert name == "dynamodb"
+        return self._client
+
+
+def test_given_an_effect_performed_again_after_its_seed_was_checked_then_a_later_check_reports_it(guards):
+    """Review finding: each seed counted only its own effects at its own check, so a performance written
+    afterwards (by anything still running) went unseen."""
+    from sluice_local.soak import Soak  # noqa: PLC0415 - the soak imports the local runtime
+
+    def perform(effect_key: str, n: int) -> None:
+        guards.put_item(
+            TableName="ledger",
+            Item={"id": {"S": f"{effect_key}/{n}"}, "effect_key": {"S": effect_key},
+                  "order_id": {"S": effect_key.partition("#")[0]}},
+        )  # fmt: skip
+
+    checker = object.__new__(Soak)  # the checker's state alone, without a deployed stack
+    checker.stack = _LedgerStack(guards)  # type: ignore[assignment]
+    checker._known, checker._reported = {"s1-0", "s2-0"}, set()
+    checker._checked = {"s1-0#charge": 1, "s1-0#notify": 1}
+    perform("s1-0#charge", 1)
+    perform("s1-0#notify", 1)
+    assert checker._whole_ledger() == ([], [])
+
+    perform("s1-0#charge", 2)  # seed 1's charge again, after seed 1 was checked
+    perform("s9-0#charge", 1)  # never sent
+    unexpected, late = checker._whole_ledger()
+    assert unexpected == ["s9-0"]
+    assert late == ["s1-0#charge x2 (performed again after its seed's check: 1)"]
+    assert checker._whole_ledger() == ([], [])  # each reported once
