@@ -555,3 +555,36 @@ def test_given_an_effect_performed_again_after_its_seed_was_checked_then_a_later
     assert unexpected == ["s9-0"]
     assert late == ["s1-0#charge x2 (performed again after its seed's check: 1)"]
     assert checker._whole_ledger() == ([], [])  # each reported once
+
+
+def test_given_workers_that_write_more_than_a_pipe_holds_then_the_soak_reads_them_all_at_once(tmp_path):
+    """Found by the 500-seed soak of session 10: the workers' result lines were read one worker after
+    another; a later worker's pipe filled and it blocked between seeds until the earlier ones ended.
+    Here the first worker waits for the second to finish writing 400 KiB: read in turn, it never would."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from sluice_local.soak import Summary, gather  # noqa: PLC0415 - the soak imports the local runtime
+
+    done = tmp_path / "second-done"
+    line = json.dumps(result(1)).replace('"seed": 1', '"seed": %d')
+    first = f"import pathlib,time\nprint({line!r} % 1, flush=True)\n" + (
+        f"while not pathlib.Path({str(done)!r}).exists(): time.sleep(0.05)\n"
+    )
+    second = (
+        f"import pathlib\nfor n in range(2, 2 + 400 * 1024 // {len(line)}): print({line!r} % n)\n"
+        f"pathlib.Path({str(done)!r}).touch()\n"
+    )
+    processes = [
+        (name, subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True))
+        for name, code in (("first", first), ("second", second))
+    ]
+    summary = Summary()
+    reader = threading.Thread(target=gather, args=(processes, summary, tmp_path), daemon=True)
+    reader.start()
+    reader.join(timeout=60)
+    for _, process in processes:
+        process.kill()
+    assert not reader.is_alive(), "the second worker blocked on its full pipe"
+    assert not summary.errors
+    assert len(summary.results) == 1 + len(range(2, 2 + 400 * 1024 // len(line)))
