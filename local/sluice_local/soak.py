@@ -240,8 +240,12 @@ class Soak:
             if o.sabotage == "delete-failed":
                 SqsPoller._failures = original  # type: ignore[method-assign]
         self._known |= {s.order_id for s in sent} | {i for j in jobs for i in (j.job_id, j.business_id)}
+        checked_before = set(self._checked)
         result = self._check(seed, sent, injector, time.monotonic() - started, stuck)
         self._check_jobs(result, jobs, injector)
+        if stuck:  # still running at its check (the seed fails): what it performs later is not re-counted
+            for key in set(self._checked) - checked_before:
+                del self._checked[key]
         result.unexpected, late = self._whole_ledger()
         result.duplicated += late
         self._clean_up()
@@ -448,7 +452,8 @@ class Soak:
                     exhausted.append(f"{s.order_id} ({s.kind}): isolated part-way, {missing} not performed "
                                      f"({error or 'no error'})")  # fmt: skip
                 elif missing or s.kind == "permanent":
-                    where = "" if s.kind == "permanent" else ", and deleted"
+                    where = ", and deleted" if error is None else f", isolated ({error})"
+                    where = "" if s.kind == "permanent" else where
                     misrouted.append(f"{s.order_id} ({s.kind}) processed, missing {missing}{where}")
         for s in sent:
             error = poisoned.get(s.order_id)
