@@ -389,25 +389,38 @@ def install_aws_sdk_casing(region: str = "us-east-1") -> Undo:
 
 
 def install_sqs_rules() -> Undo:
-    """SQS refuses what AWS refuses (moto is lenient): the body's characters, the size in bytes
-    including attributes against the queue's ``MaximumMessageSize``, at most 10 attributes, and each
-    attribute's name, ``DataType`` and value (:func:`sluice.sqs.check_message`, written from the SQS
-    documentation). SendMessage raises the error SQS raises; SendMessageBatch fails a whole call whose
-    entries together exceed SQS's 1 MiB (``BatchRequestTooLong``, whatever the queue's own limit) and
-    reports every other refused entry (one over the queue's ``MaximumMessageSize`` included) in
-    ``Failed`` with ``SenderFault``, sending the rest, as SQS does; and each entry keeps its
-    ``MessageSystemAttributes`` (the ``AWSTraceHeader``), which moto's batch drops."""
-    from moto.sqs.exceptions import BatchRequestTooLong, SQSException  # noqa: PLC0415
+    """SQS refuses what AWS refuses (moto is lenient), judged by the runtime's own table of SQS's
+    documented rules (:mod:`sluice_local.sqs_rules`, read by :mod:`sluice_local.sqs_checker`; never
+    the layer's :mod:`sluice.sqs`, whose reading of the same rules this is here to catch): the body's
+    characters, the size in bytes including attributes against the queue's ``MaximumMessageSize``,
+    at most 10 attributes, each attribute's name, ``DataType`` and value, ``DelaySeconds`` and the
+    FIFO fields. SendMessage raises the error SQS raises; SendMessageBatch fails a whole call that
+    breaks a rule of the call (1 to 10 entries, distinct ids of up to 80 alphanumerics, hyphens and
+    underscores, all entries together within SQS's 1 MiB: ``BatchRequestTooLong`` whatever the
+    queue's own limit) and reports every other refused entry (one over the queue's
+    ``MaximumMessageSize`` included) in ``Failed`` with ``SenderFault``, sending the rest, as SQS
+    does; and each entry keeps its ``MessageSystemAttributes`` (the ``AWSTraceHeader``), which
+    moto's batch drops."""
+    from moto.sqs.exceptions import SQSException  # noqa: PLC0415
 
-    from sluice.limits import MAX_MESSAGE_BYTES  # noqa: PLC0415
-    from sluice.sqs import check_message, message_bytes  # noqa: PLC0415
+    from sluice_local.sqs_checker import Violation, check_batch, check_entry  # noqa: PLC0415
 
     backend_class = SQS_SEND_MESSAGE.owner_class()
     original_send = backend_class.send_message
     original_batch = backend_class.send_message_batch
 
-    def limit(backend: Any, queue_name: str) -> int:
-        return int(backend.get_queue(queue_name).maximum_message_size)
+    def judge(backend: Any, queue_name: str, entry: Mapping[str, Any]) -> Violation | None:
+        queue = backend.get_queue(queue_name)
+        return check_entry(
+            entry.get("MessageBody"),
+            wire_attributes(entry.get("MessageAttributes")),
+            max_bytes=int(queue.maximum_message_size),
+            delay_seconds=entry.get("DelaySeconds"),
+            fifo=bool(queue.fifo_queue),
+            content_based_deduplication=queue.attributes.get("ContentBasedDeduplication") == "true",
+            group_id=entry.get("MessageGroupId"),
+            deduplication_id=entry.get("MessageDeduplicationId"),
+        )
 
     def send_message(  # noqa: PLR0917 - moto's signature
         self: Any,
@@ -420,11 +433,16 @@ def install_sqs_rules() -> Undo:
         system_attributes: dict[str, Any] | None = None,
         validate_group_id: bool = True,
     ) -> Any:
-        refusal = check_message(
-            message_body, wire_attributes(message_attributes), max_bytes=limit(self, queue_name)
-        )
-        if refusal is not None:
-            raise SQSException(refusal.code, refusal.message)
+        entry = {
+            "MessageBody": message_body,
+            "MessageAttributes": message_attributes,
+            "DelaySeconds": delay_seconds,
+            "MessageGroupId": group_id,
+            "MessageDeduplicationId": deduplication_id,
+        }
+        violation = judge(self, queue_name, entry)
+        if violation is not None:
+            raise SQSException(violation.code, violation.message)
         return original_send(
             self,
             queue_name,
@@ -438,25 +456,26 @@ def install_sqs_rules() -> Undo:
         )
 
     def send_message_batch(self: Any, queue_name: str, entries: dict[str, dict[str, Any]]) -> Any:
-        total = sum(
-            message_bytes(str(e.get("MessageBody", "")), wire_attributes(e.get("MessageAttributes")))
-            for e in entries.values()
-        )
-        if total > MAX_MESSAGE_BYTES:  # SQS's fixed batch limit; each entry meets its queue's own below
-            raise BatchRequestTooLong(total)
+        call = [
+            {**e, "MessageAttributes": wire_attributes(e.get("MessageAttributes"))} for e in entries.values()
+        ]
+        violation = check_batch(call)  # rules of the whole call first: SQS judges no entry then
+        if violation is not None:
+            raise SQSException(violation.code, violation.message)
         failed: list[dict[str, Any]] = []
         accepted: dict[str, dict[str, Any]] = {}
         for key, entry in entries.items():
-            refusal = check_message(
-                entry.get("MessageBody"),
-                wire_attributes(entry.get("MessageAttributes")),
-                max_bytes=limit(self, queue_name),
-            )
-            if refusal is None:
+            violation = judge(self, queue_name, entry)
+            if violation is None:
                 accepted[key] = entry
             else:
                 failed.append(
-                    {"Id": entry["Id"], "SenderFault": True, "Code": refusal.code, "Message": refusal.message}
+                    {
+                        "Id": entry["Id"],
+                        "SenderFault": True,
+                        "Code": violation.code,
+                        "Message": violation.message,
+                    }
                 )
         if not accepted:
             return [], failed
