@@ -28,6 +28,10 @@ ACCEPTED: list[tuple[str, str, dict[str, Any]]] = [
     ),
     ("ten attributes", "{}", {f"a{i}": s(str(i)) for i in range(10)}),
     ("custom type label", "{}", {"n": s("3", "Number.int"), "t": s("x", "String.json")}),
+    # "The custom-type label has the same restrictions as the message body" (SQS developer guide)
+    ("type label with a slash and a space", "{}", {"b": s("x", "String.image/png; v 2")}),
+    ("type label beyond ASCII", "{}", {"n": s("3", "Number.µs")}),
+    ("number at 10^126 and 10^-128", "{}", {"a": s("-1e126", "Number"), "b": s("1E-128", "Number")}),
     ("binary value", "{}", {"b": {"DataType": "Binary", "BinaryValue": b"\x00\x01"}}),
     ("number forms", "{}", {"a": s("-1.5e10", "Number"), "b": s(".5", "Number"), "c": s("0", "Number")}),
     ("38 significant digits", "{}", {"n": s("1" * 38, "Number")}),
@@ -69,6 +73,10 @@ REFUSED: list[tuple[str, Any, dict[str, Any], str, str]] = [
     ("number that is not one", "{}", {"n": s("12abc", "Number")}, "InvalidParameterValue", "number"),
     ("number of 39 digits", "{}", {"n": s("1" * 39, "Number")}, "InvalidParameterValue", "number"),
     ("number beyond 10^126", "{}", {"n": s("1e127", "Number")}, "InvalidParameterValue", "number"),
+    # "it can be between 10^-128 and 10^+126": 2 x 10^126 is not (the layer once allowed < 10^127)
+    ("number just beyond 10^126", "{}", {"n": s("1.1e126", "Number")}, "InvalidParameterValue", "number"),
+    ("number below 10^-128", "{}", {"n": s("-9.9e-129", "Number")}, "InvalidParameterValue", "number"),
+    ("type label with a NUL", "{}", {"k": s("v", "String.a\x00")}, "InvalidParameterValue", "type"),
     ("binary given as string", "{}", {"b": s("x", "Binary")}, "InvalidParameterValue", "Binary"),
     ("reserved prefix", "{}", {"AWS.trace": s("v")}, "InvalidParameterValue", "reserved"),
     ("reserved prefix any case", "{}", {"amazon.X": s("v")}, "InvalidParameterValue", "reserved"),

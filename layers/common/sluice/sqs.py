@@ -85,10 +85,12 @@ def attribute_bytes(attributes: SendAttributes) -> int:
 
 _REFUSED_CHARACTER = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _ATTRIBUTE_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,256}")
-_DATA_TYPE = re.compile(r"(String|Number|Binary)(\.[A-Za-z0-9_.\-]+)?")
+_DATA_TYPE = re.compile(r"(String|Number|Binary)(\..+)?", re.DOTALL)  # a label: any character of a body
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 MAX_DATA_TYPE_LENGTH = 256
 MAX_NUMBER_DIGITS = 38
+NUMBER_MAGNITUDES = (Decimal("1e-128"), Decimal("1e126"))
+"""A Number's non-zero magnitude lies between 10^-128 and 10^+126 (the SQS developer guide)."""
 RESERVED_NAME_PREFIXES = ("aws.", "amazon.")
 
 
@@ -177,7 +179,11 @@ def check_attribute(name: object, value: object) -> Refusal | None:  # noqa: PLR
             "InvalidParameterValue",
             f"The message attribute '{name}' must contain non-empty message attribute type.",
         )
-    if len(data_type) > MAX_DATA_TYPE_LENGTH or not _DATA_TYPE.fullmatch(data_type):
+    if (
+        len(data_type) > MAX_DATA_TYPE_LENGTH
+        or not _DATA_TYPE.fullmatch(data_type)
+        or refused_character(data_type) is not None
+    ):
         return Refusal(
             "InvalidParameterValue",
             f"The message attribute '{name}' has an invalid message attribute type, the set of supported "
@@ -220,6 +226,5 @@ def _is_sqs_number(text: str) -> bool:
     if number.is_zero():
         return True
     significant = "".join(map(str, number.as_tuple().digits)).strip("0")  # exact: no context rounding
-    digits = len(significant)
-    exponent = number.copy_abs().adjusted()
-    return digits <= MAX_NUMBER_DIGITS and -128 <= exponent <= 126
+    smallest, largest = NUMBER_MAGNITUDES
+    return len(significant) <= MAX_NUMBER_DIGITS and smallest <= number.copy_abs() <= largest
