@@ -1,0 +1,244 @@
+"""The table of SQS's documented rules (sluice_local.sqs_rules) holds both sides to AWS's word.
+
+For every rule, cases are generated from the table's own limit: at it, just inside and just outside.
+The layer (``sluice.sqs.check_message`` / ``check_attribute``, its batcher and its delay clamp) and
+the local runtime's checker (``sluice_local.sqs_checker``) must each give the table's verdict. The
+checker never reads the layer (an ast check below), so a misreading in either shows up here as a
+disagreement; the mutation tests show a deliberately wrong rule on each side is reported.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import sluice.sqs
+from sluice import batchsend
+from sluice.batchsend import Outgoing, chunks, send_batch
+from sluice_local import sqs_checker
+from sluice_local.sqs_rules import RULE, RULES
+from tests.unit.sqs_rule_cases import CASES, GENERATORS, Case, number
+
+ROOT = Path(__file__).resolve().parents[2]
+NEVER_SENT = "never sent as asked"
+"""The layer's verdict where it has no check but never puts the request on the wire as asked."""
+
+
+# --- each side's verdict --------------------------------------------------------------------------
+
+Verdict = tuple[str, str | None] | None
+"""None when accepted, else (error code, the rule the side names, or None when it names none)."""
+
+
+def emulation(case: Case) -> Verdict:
+    if "entries" in case.request:
+        violation = sqs_checker.check_batch(case.request["entries"])
+    else:
+        violation = sqs_checker.check_entry(**case.request)
+    return None if violation is None else (violation.code, violation.rule)
+
+
+class Recorder:
+    """An SQS client that accepts every entry and keeps each SendMessageBatch call's entries."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[dict[str, Any]]] = []
+
+    def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:  # noqa: N803
+        self.calls.append(Entries)
+        return {"Successful": [{"Id": e["Id"]} for e in Entries], "Failed": []}
+
+
+def sent_entries(messages: list[Outgoing]) -> list[list[dict[str, Any]]]:
+    sqs = Recorder()
+    assert send_batch(sqs, "https://sqs.invalid/1/q", messages) == []  # type: ignore[arg-type]
+    return sqs.calls
+
+
+LAYER_BATCHES = {"batch.entries.min", "batch.entries.max", "batch.max-bytes"}
+"""Rules the layer meets by how it cuts messages into calls (``sluice.batchsend.chunks``)."""
+NOT_THE_LAYERS = {
+    "batch.id.max-length": "the layer names a call's entries itself (0-9)",
+    "batch.id.characters": "the layer names a call's entries itself (0-9)",
+    "batch.id.distinct": "the layer names a call's entries itself (0-9)",
+    "fifo.delay-seconds": "the layer sends to standard queues: it sets no FIFO field",
+    "fifo.group-id.required": "the layer sends to standard queues: it sets no FIFO field",
+    "fifo.deduplication-id.required": "the layer sends to standard queues: it sets no FIFO field",
+    "fifo.ids.max-length": "the layer sends to standard queues: it sets no FIFO field",
+    "fifo.ids.characters": "the layer sends to standard queues: it sets no FIFO field",
+}
+
+
+def layer(case: Case) -> Verdict:
+    request = case.request
+    if case.rule in LAYER_BATCHES:  # sent as asked when the batcher makes it exactly one call
+        messages = [Outgoing(e["Id"], e["MessageBody"]) for e in request["entries"]]
+        return None if len(chunks(messages)) == 1 else (NEVER_SENT, None)
+    if case.rule == "message.delay-seconds":  # sent as asked when the call carries the delay asked for
+        asked = request["delay_seconds"]
+        [[sent]] = sent_entries([Outgoing("k", request["body"], delay_seconds=asked)])
+        return None if sent.get("DelaySeconds", 0) == asked else (NEVER_SENT, None)
+    if RULE[case.rule].scope == "attribute":
+        [(name, value)] = request["attributes"].items()
+        refusal = sluice.sqs.check_attribute(name, value)
+    else:
+        refusal = sluice.sqs.check_message(request["body"], request.get("attributes"))
+    return None if refusal is None else (refusal.code, None)
+
+
+def disagreements(side: str, verdict: Callable[[Case], Verdict], cases: list[Case]) -> list[str]:
+    """Every case where ``side`` does not give the table's verdict (code, and rule where it names one)."""
+    out = []
+    for case in cases:
+        expected = RULE[case.rule].code if case.refused else None
+        got = verdict(case)
+        agrees = (
+            (got is None and expected is None)
+            or (got is not None and expected is not None and got[0] in (expected, NEVER_SENT))
+        ) and (got is None or got[1] in (None, case.rule))
+        if not agrees:
+            says = "accepted" if got is None else f"{got[0]} ({got[1] or 'no rule named'})"
+            out.append(
+                f"{side}: {case.rule} / {case.label}: the table says {expected or 'accepted'}, {side} {says}"
+            )
+    return out
+
+
+def layer_cases(rule_ids: set[str] | None = None) -> list[Case]:
+    return [c for c in CASES if c.rule not in NOT_THE_LAYERS and (rule_ids is None or c.rule in rule_ids)]
+
+
+# --- the table itself ---------------------------------------------------------------------------
+
+
+def test_every_rule_has_cases_on_both_sides_of_its_limit():
+    assert set(GENERATORS) == set(RULE), "a rule without cases (or cases without a rule)"
+    for rule in RULES:
+        verdicts = {c.refused for c in CASES if c.rule == rule.id}
+        assert verdicts == {True, False}, rule.id
+
+
+def test_every_rule_names_its_source_and_the_documented_number():
+    for rule in RULES:
+        assert rule.source.startswith("https://docs.aws.amazon.com/"), rule.id
+        assert rule.code, rule.id
+        assert rule.says, rule.id
+        if isinstance(rule.limit, int) and rule.limit > 1:
+            assert f"{rule.limit:,}" in rule.says or str(rule.limit) in rule.says, rule.id
+
+
+def test_the_table_says_sqs_takes_a_message_of_1_mib():
+    # Since August 2025 SQS takes up to 1 MiB (it was 256 KiB); the layer's limits say so too.
+    assert RULE["message.max-bytes"].limit == RULE["batch.max-bytes"].limit == 1_048_576
+
+
+def test_the_runtime_judges_without_the_layer():
+    # Given the table and its checker, when their imports are read, then none is the layer's
+    for module in ("sqs_rules", "sqs_checker"):
+        tree = ast.parse((ROOT / "local" / "sluice_local" / f"{module}.py").read_text())
+        imported = [
+            name
+            for node in ast.walk(tree)
+            for name in (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+        ]
+        assert imported, module
+        assert not [n for n in imported if n == "sluice" or n.startswith("sluice.")], module
+
+
+# --- both sides against the table ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rule", [r.id for r in RULES])
+def test_the_local_runtime_gives_the_tables_verdict(rule):
+    cases = [c for c in CASES if c.rule == rule]
+    assert disagreements("the local runtime", emulation, cases) == []
+
+
+@pytest.mark.parametrize("rule", [r.id for r in RULES if r.id not in NOT_THE_LAYERS])
+def test_the_layer_gives_the_tables_verdict(rule):
+    cases = layer_cases({rule})
+    assert disagreements("the layer", layer, cases) == []
+
+
+def test_the_layer_names_a_full_calls_entries_as_the_table_allows():
+    # Given more messages than one call takes, when the layer sends them, then each call passes
+    calls = sent_entries([Outgoing(str(i), f"m{i}") for i in range(number(RULE["batch.entries.max"]) + 3)])
+    assert len(calls) == 2
+    assert [sqs_checker.check_batch(call) for call in calls] == [None, None]
+
+
+def test_the_layer_sets_no_fifo_field():
+    sources = "\n".join(p.read_text() for p in (ROOT / "layers" / "common" / "sluice").rglob("*.py"))
+    assert not re.search("MessageGroupId|MessageDeduplicationId", sources)
+
+
+# --- a wrong rule on either side is caught ------------------------------------------------------------
+
+
+def test_given_a_layer_that_takes_an_11th_attribute_then_the_table_reports_it(monkeypatch):
+    monkeypatch.setattr(sluice.sqs, "MAX_ATTRIBUTES", 11)
+    found = disagreements("the layer", layer, layer_cases())
+    assert found == [
+        "the layer: attributes.max-count / 11 attributes: the table says InvalidParameterValue, "
+        "the layer accepted"
+    ]
+
+
+def test_given_a_layer_that_takes_39_digits_then_the_table_reports_it(monkeypatch):
+    monkeypatch.setattr(sluice.sqs, "MAX_NUMBER_DIGITS", 39)
+    found = disagreements("the layer", layer, layer_cases())
+    assert found
+    assert all(line.startswith("the layer: attribute.number.precision / ") for line in found)
+
+
+def test_given_a_layer_that_batches_11_entries_then_the_table_reports_it(monkeypatch):
+    monkeypatch.setattr(batchsend, "MAX_BATCH_ENTRIES", 11)
+    found = disagreements("the layer", layer, layer_cases())
+    assert found == [
+        "the layer: batch.entries.max / 11 entries: the table says TooManyEntriesInBatchRequest, "
+        "the layer accepted"
+    ]
+
+
+def test_given_a_runtime_that_takes_an_11th_attribute_then_the_table_reports_it(monkeypatch):
+    monkeypatch.setattr(sqs_checker, "MAX_ATTRIBUTES", 11)
+    found = disagreements("the local runtime", emulation, CASES)
+    assert found == [
+        "the local runtime: attributes.max-count / 11 attributes: the table says InvalidParameterValue, "
+        "the local runtime accepted"
+    ]
+
+
+def test_given_a_runtime_that_forgets_the_amazon_prefix_then_the_table_reports_it(monkeypatch):
+    monkeypatch.setattr(sqs_checker, "RESERVED_PREFIXES", ("aws.",))
+    found = disagreements("the local runtime", emulation, CASES)
+    assert found
+    assert [line.split(":")[1] for line in found] == [
+        f" attribute.name.reserved-prefixes / {prefix}" for prefix in ("Amazon.", "AMAZON.", "amazon.")
+    ]
+
+
+def test_given_a_runtime_that_names_the_wrong_rule_then_the_table_reports_it(monkeypatch):
+    # Given a checker whose attribute-count refusal names the size rule (the right code, wrong rule)
+    right = sqs_checker._violation
+    monkeypatch.setattr(
+        sqs_checker,
+        "_violation",
+        lambda rule, message: right("message.max-bytes" if rule == "attributes.max-count" else rule, message),
+    )
+    found = disagreements("the local runtime", emulation, CASES)
+    assert found == [
+        "the local runtime: attributes.max-count / 11 attributes: the table says InvalidParameterValue, "
+        "the local runtime InvalidParameterValue (message.max-bytes)"
+    ]
