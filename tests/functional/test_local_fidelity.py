@@ -163,6 +163,50 @@ def test_given_a_batch_over_the_limit_only_with_attributes_when_sent_then_the_wh
     assert visible(sqs, queue) == 0
 
 
+@pytest.mark.parametrize(
+    ("entries", "code"),
+    [
+        (
+            [{"Id": "bad", "MessageBody": "nul\x00"}]
+            + [{"Id": f"e{i}", "MessageBody": "{}"} for i in range(10)],
+            "TooManyEntriesInBatchRequest",
+        ),
+        ([{"Id": "caf\u00e9", "MessageBody": "{}"}], "InvalidBatchEntryId"),
+        ([{"Id": "i" * 81, "MessageBody": "{}"}], "InvalidBatchEntryId"),
+        (
+            [{"Id": "same", "MessageBody": "nul\x00"}, {"Id": "same", "MessageBody": "{}"}],
+            "BatchEntryIdsNotDistinct",
+        ),
+    ],
+    ids=["eleven entries, one bad", "id beyond ASCII", "id of 81", "ids repeated, one entry bad"],
+)
+def test_given_a_batch_that_breaks_a_rule_of_the_call_when_sent_then_the_whole_call_fails(
+    sqs, queue, entries, code
+):
+    # The rules of a call are judged on all its entries, before any entry: moto judged them only on
+    # the entries left after the refused ones (eleven with one bad went through), and took any
+    # Unicode letter in an id.
+    with pytest.raises(ClientError) as caught:
+        sqs.send_message_batch(QueueUrl=queue, Entries=entries)
+    assert caught.value.response["Error"]["Code"].endswith(code)
+    assert visible(sqs, queue) == 0
+
+
+def test_given_a_negative_delay_when_sent_then_it_is_refused_as_sqs_refuses_it(sqs, queue):
+    with pytest.raises(ClientError) as caught:
+        sqs.send_message(QueueUrl=queue, MessageBody="{}", DelaySeconds=-1)
+    assert caught.value.response["Error"]["Code"] == "InvalidParameterValue"
+    assert "DelaySeconds must be >= 0 and <= 900" in caught.value.response["Error"]["Message"]
+
+
+def test_given_a_type_label_with_any_body_character_when_sent_then_it_is_accepted(sqs, queue):
+    # "The custom-type label has the same restrictions as the message body" (SQS developer guide)
+    sqs.send_message(
+        QueueUrl=queue, MessageBody="{}", MessageAttributes={"k": attribute("v", "String.image/png")}
+    )
+    assert visible(sqs, queue) == 1
+
+
 def test_given_unnamed_executions_when_started_then_each_gets_its_own_generated_name():
     definition = {"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}
     undo = [moto_adapter.configure(), moto_adapter.install_execution_names()]
