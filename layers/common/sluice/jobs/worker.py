@@ -62,6 +62,9 @@ DEADLINE_RESERVE_SECONDS = 1.5
 MAX_JOB_MESSAGE_BYTES = 4096
 """A job message only names a job; anything longer is not one."""
 
+# Log messages, defined once: tools that find these lines (the e2e trace tests) import them.
+LOG_JOB_MESSAGE_REJECTED = "job message rejected to the poison queue"
+
 
 class Outcome(StrEnum):
     COMPLETED = "completed"
@@ -409,7 +412,7 @@ class JobConsumer:
             seal=self._seal,
         )
         self._log.error(
-            "job message rejected to the poison queue",
+            LOG_JOB_MESSAGE_REJECTED,
             extra={
                 "reason": str(exc)[:512],
                 "error_type": exc.__class__.__name__,
