@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from sluice.arrival import receive_count
 from sluice.envelope import Envelope, Seal, SendAttributes, split
 from sluice.redrive.plan import DlqMessage
 
@@ -55,10 +56,7 @@ class Received:
 
     @property
     def receives(self) -> int | None:
-        try:
-            return int(self.system["ApproximateReceiveCount"])
-        except (KeyError, ValueError):
-            return None
+        return receive_count(self.system)
 
     def matches(self, identifier: str) -> bool:
         """Its SQS message id, or the envelope's ``origin_id`` (the id of the first delivery)."""

@@ -135,6 +135,15 @@ def stack(running_stack: RunningStack) -> Stack:
     return running_stack.stack
 
 
+@pytest.fixture
+def job_stack(stack: Stack) -> Stack:
+    """The session stack when it has a job store; otherwise the test is skipped with the reason (no
+    PostgreSQL answered)."""
+    if "JobQueueUrl" not in stack.outputs:
+        pytest.skip(NO_DATABASE[0] if NO_DATABASE else "the session stack has no job store")
+    return stack
+
+
 @pytest.fixture(scope="session")
 def sfn_running_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
     """The same template with ``RedriveMode=stepfunctions``: the redrive state machine drains the DLQ."""

@@ -2,7 +2,7 @@
 the job queue, the job consumer's event source mapping, the reaper's and the sweeper's schedules.
 
 Skipped, with the reason printed, when no PostgreSQL answers (``SLUICE_DATABASE_URL``, else
-127.0.0.1:5432): the session stack then has no job store.
+127.0.0.1:5432): the session stack then has no job store (the ``job_stack`` fixture, conftest.py).
 """
 
 from __future__ import annotations
@@ -10,14 +10,6 @@ from __future__ import annotations
 import pytest
 
 from sluice_local.scenarios import jobs, runner
-from tests.e2e.conftest import NO_DATABASE
-
-
-@pytest.fixture
-def job_stack(stack):
-    if "JobQueueUrl" not in stack.outputs:
-        pytest.skip(NO_DATABASE[0] if NO_DATABASE else "the session stack has no job store")
-    return stack
 
 
 @pytest.mark.parametrize(

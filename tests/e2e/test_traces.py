@@ -1,9 +1,10 @@
 """One trace id follows a message end to end, through the deployed template (both RedriveModes).
 
 A producer sends with an X-Ray header (as the X-Ray SDK does from a traced producer). Across consumer →
-DLQ → redriver → poison queue, and across delay queue → S3 → delay state machine → rehydrator →
-consumer, every hop sends the message on with the same ``AWSTraceHeader`` and logs it with the same
-``correlation_id`` (the W3C trace id of that header), and the envelope carries both forms.
+DLQ → redriver → poison queue, across delay queue → S3 → delay state machine → rehydrator →
+consumer, and across job queue → job consumer → poison queue (when a PostgreSQL answers), every hop
+sends the message on with the same ``AWSTraceHeader`` and logs it with the same ``correlation_id``
+(the W3C trace id of that header), and the envelope carries both forms.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from sluice.consumer.batch import LOG_RECORD_DEAD_LETTERED, LOG_RECORD_RETRIED
 from sluice.envelope import Envelope, merge, utcnow
+from sluice.jobs.worker import LOG_JOB_MESSAGE_REJECTED, job_message
 from sluice.redrive.runner import LOG_MESSAGE_ISOLATED, LOG_MESSAGE_REDRIVEN
 from sluice_local.scenarios import runner
 from sluice_local.scenarios.observer import Stack, envelope_of
@@ -134,3 +136,65 @@ def test_given_a_traced_delayed_message_then_the_rehydrated_delivery_carries_its
 
     # parked in S3 and rehydrated by the state machine with its envelope: the consumer logs its trace id
     assert charged.get("correlation_id") == trace_id, charged
+
+
+def test_given_a_traced_job_message_naming_no_job_then_it_is_poisoned_on_its_trace(job_stack: Stack) -> None:
+    """The job path: the job consumer reads its records as every hop does, so a job message it rejects
+    goes to the poison queue with the header it arrived with, and its log lines carry the trace id."""
+    header, trace_id = traced()
+    origin = job_stack.client("sqs").send_message(
+        QueueUrl=job_stack.outputs["JobQueueUrl"],
+        MessageBody=job_message(uuid.uuid4()),  # a job this database does not have
+        MessageSystemAttributes=system(header),
+    )["MessageId"]
+
+    def poisoned() -> tuple[dict[str, Any], Envelope] | None:
+        for message in job_stack.every_message("PoisonPillQueueUrl"):
+            env = envelope_of(message)
+            if env is not None and env.origin_id == origin:
+                return message, env
+        return None
+
+    message, envelope = wait_for("the job message in the poison queue", poisoned)
+
+    assert message["Attributes"].get("AWSTraceHeader") == header
+    assert envelope.trace == header
+    assert envelope.traceparent is not None
+    assert envelope.traceparent.split("-")[1] == trace_id
+    assert envelope.last_error is not None
+    assert envelope.last_error.type == "JobNotFound"
+    assert envelope.source == job_stack.outputs["JobQueueArn"]
+    rejected = wait_for(
+        "the job consumer's line about it",
+        lambda: next(
+            (
+                e
+                for e in job_stack.logs()
+                if e.get("message_id") == origin and e.get("message") == LOG_JOB_MESSAGE_REJECTED
+            ),
+            None,
+        ),
+    )
+    assert rejected.get("correlation_id") == trace_id, rejected
+
+
+def test_given_a_traced_job_message_then_the_job_workers_log_lines_carry_its_trace_id(
+    job_stack: Stack,
+) -> None:
+    header, trace_id = traced()
+    job = job_stack.job_store().create(
+        "charge", {"order_id": f"trace-{uuid.uuid4().hex[:12]}", "amount_cents": 0}
+    )
+    job_stack.client("sqs").send_message(  # an invalid charge: dead at once, logged by the worker
+        QueueUrl=job_stack.outputs["JobQueueUrl"],
+        MessageBody=job_message(job.id),
+        MessageSystemAttributes=system(header),
+    )
+
+    dead = wait_for(
+        "the worker's line about the dead job",
+        lambda: next((e for e in job_stack.logs() if e.get("job_id") == str(job.id)), None),
+    )
+
+    assert dead.get("message") == "job is dead", dead
+    assert dead.get("correlation_id") == trace_id, dead

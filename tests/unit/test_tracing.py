@@ -25,6 +25,7 @@ def test_given_an_xray_header_then_its_w3c_form_has_the_same_trace_and_parent():
         "Parent=89abcdef01234567",  # no root
         HEADER + ";Evil=<script>",  # characters SQS refuses
         "Root=1-6746a1b2-0123456789abcdef01234567;" + "x" * 300,  # too long
+        HEADER + "\n",  # a trailing newline (a regex's $ would let it through)
         12,
         None,
     ],
@@ -42,6 +43,7 @@ def test_given_a_malformed_xray_header_then_it_is_never_sent(forged):
         f"01-{TRACE_ID}-89abcdef01234567-01",
         f"00-{TRACE_ID.upper()}-89abcdef01234567-01",
         "traceparent",
+        f"00-{TRACE_ID}-89abcdef01234567-01\n",
         None,
     ],
 )

@@ -39,11 +39,12 @@ AWS_TRACE_HEADER = "AWSTraceHeader"
 TRACEPARENT = "traceparent"
 """The W3C message attribute OpenTelemetry's SQS propagation uses."""
 
-_XRAY = re.compile(r"^[A-Za-z0-9=;:_.?-]{1,256}$")
+# \Z, not $: a $ also matches before a trailing newline, which SQS refuses in an AWSTraceHeader
+_XRAY = re.compile(r"^[A-Za-z0-9=;:_.?-]{1,256}\Z")
 _XRAY_ROOT = re.compile(r"(?:^|;)Root=1-([0-9a-f]{8})-([0-9a-f]{24})(?:;|$)")
 _XRAY_PARENT = re.compile(r"(?:^|;)Parent=([0-9a-f]{16})(?:;|$)")
 _XRAY_SAMPLED = re.compile(r"(?:^|;)Sampled=([01?])(?:;|$)")
-_TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
+_TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})\Z")
 
 
 def valid_xray_header(value: Any) -> str | None:

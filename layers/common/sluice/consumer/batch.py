@@ -23,35 +23,27 @@ import json
 import os
 from collections import Counter
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from threading import Lock
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from pydantic import BaseModel, ValidationError
 
 from sluice import claimcheck, metrics
+from sluice.arrival import Arrival, receive_count
 from sluice.backoff import full_jitter
 from sluice.consumer.heartbeat import Heartbeat, InFlight
 from sluice.consumer.idempotency import Idempotency, InProgressElsewhere
 from sluice.consumer.settings import ConsumerSettings
-from sluice.envelope import Envelope, ErrorInfo, Seal, SendAttributes, from_event_attributes, split
+from sluice.envelope import Envelope, ErrorInfo, Seal, SendAttributes
 from sluice.errors import PermanentError, RetryAfter
 from sluice.fit import fit
 from sluice.limits import MAX_VISIBILITY_SECONDS
+from sluice.partial import each_record
 from sluice.poison import isolate
 from sluice.sealing import load_seal
 from sluice.sqs import queue_url_from_arn
-from sluice.tracing import (
-    AWS_TRACE_HEADER,
-    TRACEPARENT,
-    correlation_id,
-    first_hop,
-    system_attributes,
-    valid_traceparent,
-    valid_xray_header,
-)
+from sluice.tracing import system_attributes
 
 if TYPE_CHECKING:
     import boto3
@@ -104,20 +96,6 @@ class _Stats:
     def add(self, name: str, value: int = 1) -> None:
         with self._lock:
             self.counts[name] += value
-
-
-class _PoolBatchProcessor(BatchProcessor):
-    """Powertools BatchProcessor whose records run on a bounded thread pool (order of results kept)."""
-
-    def __init__(self, workers: int) -> None:
-        super().__init__(EventType.SQS, raise_on_entire_batch_failure=False)
-        self._workers = workers
-
-    def process(self) -> list[tuple[Any, ...]]:
-        if self._workers <= 1 or len(self.records) <= 1:
-            return super().process()
-        with ThreadPoolExecutor(max_workers=min(self._workers, len(self.records))) as pool:
-            return list(pool.map(self._process_record, self.records))
 
 
 class Consumer:
@@ -224,19 +202,14 @@ class Consumer:
             self._handle_record(record, heartbeat, stats, correlations)
 
         with heartbeat:
-            response = process_partial_response(
-                event=dict(event),
-                record_handler=record_handler,
-                processor=_PoolBatchProcessor(self._settings.concurrency),
-                context=context,
-            )
+            response = each_record(event, record_handler, context=context, workers=self._settings.concurrency)
         for name in metrics.CONSUMER_COUNTERS:
             self._metrics.add_metric(name=name, unit="Count", value=stats.counts[name])
         self._log.info(
             "batch done",
             extra={"records": len(records), "failed": len(response["batchItemFailures"]), **stats.counts},
         )
-        return dict(response)
+        return response
 
     # --- record --------------------------------------------------------------------------------
 
@@ -248,17 +221,21 @@ class Consumer:
         self._log.thread_safe_append_keys(message_id=mid)
         try:
             try:
-                attributes, envelope = self._read_envelope(record, stats)
+                arrival = Arrival.from_record(record, seal=self._seal)
             except Exception as exc:  # noqa: BLE001 - unreadable attributes: retry, never drop
-                self._retry_later(record, exc, stats, heartbeat)
-            correlations[mid] = correlation_id(envelope.traceparent, envelope.trace)
+                receives = receive_count(record.raw_event.get("attributes")) or 1
+                self._retry_later(record, exc, stats, heartbeat, receives)
+            correlations[mid] = arrival.correlation_id
+            if arrival.problem:  # logged with the trace the message goes on with (its corrupt one is dropped)
+                stats.add(metrics.ENVELOPES_CORRUPT)
+                self._log.warning(arrival.problem, extra={"correlation_id": arrival.correlation_id})
             self._log.thread_safe_append_keys(correlation_id=correlations[mid])
             try:
-                ran = self._process(record, attributes, envelope, stats)
+                ran = self._process(arrival, stats)
             except PermanentError as exc:
                 failure: Exception = exc
                 try:
-                    self._isolate(record, attributes, envelope, exc, stats)
+                    self._isolate(arrival, exc, stats)
                 except Exception as isolation_error:  # noqa: BLE001 - not isolated: retried, never lost
                     self._log.error(
                         "permanent failure could not be isolated; retrying the record",
@@ -268,12 +245,12 @@ class Consumer:
                 else:
                     heartbeat.succeed(mid)  # reported as success: Lambda deletes it at batch end
                     return
-                self._retry_later(record, failure, stats, heartbeat)
+                self._retry_later(record, failure, stats, heartbeat, arrival.receive_count)
             except Exception as exc:  # noqa: BLE001 - every other failure is retried with backoff
-                if self._dead_letter(record, attributes, envelope, exc, stats):
+                if self._dead_letter(arrival, exc, stats):
                     heartbeat.succeed(mid)  # forwarded with its error: Lambda deletes it at batch end
                     return
-                self._retry_later(record, exc, stats, heartbeat)
+                self._retry_later(record, exc, stats, heartbeat, arrival.receive_count)
             heartbeat.succeed(mid)
             stats.add(metrics.RECORDS_PROCESSED if ran else metrics.DUPLICATES_SKIPPED)
             if not ran:
@@ -281,50 +258,15 @@ class Consumer:
         finally:
             self._log.thread_safe_remove_keys(["message_id", "correlation_id"])
 
-    def _read_envelope(self, record: SQSRecord, stats: _Stats) -> tuple[SendAttributes, Envelope]:
-        raw = record.raw_event.get("messageAttributes") or {}
-        attributes, envelope, problem = split(
-            from_event_attributes(raw), body=record.body or "", seal=self._seal
-        )
-        system = record.raw_event.get("attributes") or {}
-        if envelope is None:  # first hop: this message becomes the identity
-            envelope = Envelope(origin_id=record.message_id, source=record.event_source_arn)
-        elif envelope.origin_id is None:  # a producer's envelope, or bookkeeping that failed its seal
-            envelope = envelope.model_copy(
-                update={"origin_id": record.message_id, "source": envelope.source or record.event_source_arn}
-            )
-        if not valid_traceparent(envelope.traceparent) or valid_xray_header(envelope.trace) != envelope.trace:
-            # the first hop, an envelope written before traceparent existed, or a producer's malformed one
-            trace, traceparent = first_hop(
-                valid_xray_header(envelope.trace) or system.get(AWS_TRACE_HEADER),
-                envelope.traceparent or _attribute(attributes, TRACEPARENT),
-                envelope.origin_id,
-            )
-            envelope = envelope.model_copy(update={"trace": trace, "traceparent": traceparent})
-        if problem:  # logged with the trace the message goes on with (its corrupt one is dropped)
-            stats.add(metrics.ENVELOPES_CORRUPT)
-            self._log.warning(
-                problem, extra={"correlation_id": correlation_id(envelope.traceparent, envelope.trace)}
-            )
-        return attributes, envelope
-
-    def _receive_count(self, record: SQSRecord) -> int:
-        try:
-            return max(1, int(record.attributes.approximate_receive_count))
-        except (TypeError, ValueError):
-            return 1
-
-    def _process(
-        self, record: SQSRecord, attributes: SendAttributes, envelope: Envelope, stats: _Stats
-    ) -> bool:
-        receives = self._receive_count(record)
+    def _process(self, arrival: Arrival, stats: _Stats) -> bool:
+        receives = arrival.receive_count
         if receives >= self._settings.max_receive_count - 1:
             stats.add(metrics.NEAR_DEAD_LETTER)
             self._log.warning(
                 "record is near the dead-letter queue",
                 extra={"receive_count": receives, "max_receive_count": self._settings.max_receive_count},
             )
-        body = record.body or ""
+        body = arrival.body
         pointer = claimcheck.parse_pointer(body)
         if pointer is not None:
             claimcheck.authorize(
@@ -347,13 +289,13 @@ class Consumer:
                     f"body does not match {self._model.__name__}: "
                     + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
                 ) from None
-        key = self._key(payload, envelope, record.message_id)
+        key = self._key(payload, arrival.envelope, arrival.message_id)
         sluice_record = SluiceRecord(
-            message_id=record.message_id,
+            message_id=arrival.message_id,
             body=body,
             data=data,
-            attributes=attributes,
-            envelope=envelope,
+            attributes=arrival.attributes,
+            envelope=arrival.envelope,
             receive_count=receives,
             idempotency_key=key,
             _idempotency=self._idempotency,
@@ -368,21 +310,14 @@ class Consumer:
                 return "body:" + json.dumps(value, sort_keys=True, separators=(",", ":"))
         return "msg:" + (envelope.origin_id or message_id)
 
-    def _isolate(
-        self,
-        record: SQSRecord,
-        attributes: SendAttributes,
-        envelope: Envelope,
-        exc: PermanentError,
-        stats: _Stats,
-    ) -> None:
-        failed = envelope.failed(exc, receives=self._receive_count(record))
+    def _isolate(self, arrival: Arrival, exc: PermanentError, stats: _Stats) -> None:
+        failed = arrival.envelope.failed(exc, receives=arrival.receive_count)
         try:
             poison_id = isolate(
                 self._sqs,
                 poison_queue_url=self._settings.poison_queue_url,
-                body=record.body or "",
-                attributes=attributes,
+                body=arrival.body,
+                attributes=arrival.attributes,
                 envelope=failed,
                 seal=self._seal,
                 offload=self._offload,
@@ -402,14 +337,7 @@ class Consumer:
             },
         )
 
-    def _dead_letter(
-        self,
-        record: SQSRecord,
-        attributes: SendAttributes,
-        envelope: Envelope,
-        exc: Exception,
-        stats: _Stats,
-    ) -> bool:
+    def _dead_letter(self, arrival: Arrival, exc: Exception, stats: _Stats) -> bool:
         """On the last receive before the redrive policy would move the record, move it ourselves,
         with the error recorded in its envelope (SQS's own move cannot say why a message failed).
 
@@ -419,7 +347,7 @@ class Consumer:
         fails.
         """
         s = self._settings
-        receives = self._receive_count(record)
+        receives = arrival.receive_count
         if (
             not s.dead_letter_queue_url
             or receives < s.max_receive_count
@@ -427,14 +355,14 @@ class Consumer:
         ):
             return False
         error = ErrorInfo.from_exception(exc, receives=receives)
-        recorded = envelope.recording(error)
+        recorded = arrival.envelope.recording(error)
         try:
-            fitted = fit(record.body or "", attributes, recorded, seal=self._seal, offload=self._offload)
+            fitted = fit(arrival.body, arrival.attributes, recorded, seal=self._seal, offload=self._offload)
             self._sqs.send_message(
                 QueueUrl=s.dead_letter_queue_url,
                 MessageBody=fitted.body,
                 MessageAttributes=fitted.attributes,  # type: ignore[arg-type]
-                MessageSystemAttributes=system_attributes(envelope.trace),  # type: ignore[arg-type]
+                MessageSystemAttributes=system_attributes(recorded.trace),  # type: ignore[arg-type]
             )
         except Exception:  # noqa: BLE001 - the redrive policy still moves it, without the error
             self._log.warning(
@@ -452,11 +380,11 @@ class Consumer:
         return True
 
     def _retry_later(
-        self, record: SQSRecord, exc: Exception, stats: _Stats, heartbeat: Heartbeat
+        self, record: SQSRecord, exc: Exception, stats: _Stats, heartbeat: Heartbeat, receives: int
     ) -> NoReturn:
-        """Give the record its backoff visibility, then fail it (it lands in batchItemFailures)."""
+        """Give the record its backoff visibility for its ``receives``-th failure, then fail it (it
+        lands in batchItemFailures)."""
         heartbeat.settle(record.message_id)
-        receives = self._receive_count(record)
         s = self._settings
         if isinstance(exc, RetryAfter):
             delay = exc.seconds
@@ -506,10 +434,3 @@ class Consumer:
         if self._s3 is None:
             self._s3 = self._s3_factory()
         return self._s3
-
-
-def _attribute(attributes: SendAttributes, name: str) -> str | None:
-    """A user attribute's string value (None when absent or binary)."""
-    value = attributes.get(name) or {}
-    string = value.get("StringValue")
-    return str(string) if string is not None else None

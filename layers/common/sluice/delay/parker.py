@@ -12,10 +12,11 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sluice import metrics
+from sluice.arrival import Arrival
 from sluice.batchsend import Outgoing, send_batch
 from sluice.delay.schedule import (
     Parked,
@@ -29,18 +30,11 @@ from sluice.delay.schedule import (
     execution_name,
 )
 from sluice.delay.settings import DelaySettings
-from sluice.envelope import Envelope, Seal, SendAttributes, from_event_attributes, split, utcnow
+from sluice.envelope import Envelope, Seal, SendAttributes, split, utcnow
 from sluice.errors import ConfigurationError, PermanentError
 from sluice.fit import UnfittableError, fit
 from sluice.poison import isolate
-from sluice.tracing import (
-    AWS_TRACE_HEADER,
-    TRACEPARENT,
-    correlation_id,
-    first_hop,
-    valid_traceparent,
-    valid_xray_header,
-)
+from sluice.tracing import AWS_TRACE_HEADER, correlation_id, valid_xray_header
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Logger
@@ -108,15 +102,21 @@ class BatchDelay:
         for record in event.get("Records", []):
             mid = record["messageId"]
             try:
-                planned, due, is_direct = self._plan(record, now)
+                arrival = Arrival.from_record(record, seal=self._seal)
+            except Exception:  # noqa: BLE001 - unreadable attributes: this record retried, not the batch
+                self._log.exception("could not read delayed message; retried", extra=_ids(record))
+                failed.add(mid)
+                continue
+            try:
+                planned, due, is_direct = self._plan(arrival, now)
             except PermanentError as exc:
-                if self._isolate(record, exc):
+                if self._isolate(arrival, exc):
                     isolated.add(mid)
                 else:
                     failed.add(mid)
                 continue
             except Exception:  # noqa: BLE001 - e.g. the offload's PutObject: this record retried, not the batch
-                self._log.exception("could not plan delayed message; retried", extra=_ids(record))
+                self._log.exception("could not plan delayed message; retried", extra=arrival.ids())
                 failed.add(mid)
                 continue
             if is_direct:
@@ -140,20 +140,18 @@ class BatchDelay:
         )  # fmt: skip
         return {"batchItemFailures": [{"itemIdentifier": mid} for mid in sorted(failed)]}
 
-    def _plan(self, record: Mapping[str, Any], now: datetime) -> tuple[_Planned, datetime, bool]:
+    def _plan(self, arrival: Arrival, now: datetime) -> tuple[_Planned, datetime, bool]:
         """(the message as it will be sent or parked, its due time, whether it is sent now)."""
-        attributes, envelope, problem = self._split(record)
-        if problem:
-            self._log.warning(problem, extra=_ids(record, envelope))
+        if arrival.problem:
+            self._log.warning(arrival.problem, extra=arrival.ids())
             self._metrics.add_metric(name=metrics.ENVELOPES_CORRUPT, unit="Count", value=1)
-        if envelope is None:
+        if not arrival.carried:
             raise PermanentError(
-                problem or "delayed message has no sluice envelope (use sluice.delay.send_delayed)"
+                arrival.problem or "delayed message has no sluice envelope (use sluice.delay.send_delayed)"
             )
+        envelope, attributes, body = arrival.envelope, arrival.attributes, arrival.body
         target = check_target(envelope.target, self._s.delay_targets)
-        due = due_time(envelope, now=now, grace_seconds=self._s.past_grace_seconds, sent_at=sent_at(record))
-        envelope = identified(envelope, record)
-        body = record.get("body") or ""
+        due = due_time(envelope, now=now, grace_seconds=self._s.past_grace_seconds, sent_at=arrival.sent_at)
         is_direct = (due - now).total_seconds() <= self._s.direct_send_threshold_seconds
         try:  # within SQS's limits with the envelope it now carries (the body offloaded if need be)
             fitted = fit(
@@ -166,9 +164,8 @@ class BatchDelay:
                 fitted = fit(body, attributes, envelope, seal=self._seal, max_bytes=PARKED_MAX_BYTES)
         except UnfittableError as exc:
             raise PermanentError(str(exc)) from exc
-        message = Parked(record["messageId"], target, due, fitted.body, fitted.attributes)
-        cid = correlation_id(envelope.traceparent, envelope.trace)
-        return _Planned(record["messageId"], message, cid), due, is_direct
+        message = Parked(arrival.message_id, target, due, fitted.body, fitted.attributes)
+        return _Planned(arrival.message_id, message, arrival.correlation_id), due, is_direct
 
     def _send_direct(
         self, direct: dict[str, list[_Planned]], now: datetime, failed: set[str], isolated: set[str]
@@ -302,71 +299,30 @@ class BatchDelay:
     def _offload(self, body: str) -> tuple[str, SendAttributes]:
         return self._s.offloader(lambda: self._s3)(body)
 
-    def _split(self, record: Mapping[str, Any]) -> tuple[SendAttributes, Envelope | None, str | None]:
-        attributes = from_event_attributes(record.get("messageAttributes"))
-        return split(attributes, body=record.get("body") or "", seal=self._seal)
-
-    def _isolate(self, record: Mapping[str, Any], exc: PermanentError) -> bool:
-        attributes, envelope, _ = self._split(record)
-        base = identified(envelope, record)
-        receives = int((record.get("attributes") or {}).get("ApproximateReceiveCount", 1) or 1)
+    def _isolate(self, arrival: Arrival, exc: PermanentError) -> bool:
         try:
             isolate(
                 self._sqs,
                 poison_queue_url=self._s.poison_queue_url,
-                body=record.get("body") or "",
-                attributes=attributes,
-                envelope=base.failed(exc, receives=receives),
+                body=arrival.body,
+                attributes=arrival.attributes,
+                envelope=arrival.envelope.failed(exc, receives=arrival.receive_count),
                 seal=self._seal,
                 offload=self._offload,
             )
         except Exception:  # noqa: BLE001 - not isolated: retried, never lost
-            self._log.exception("poison isolation failed", extra=_ids(record, base))
+            self._log.exception("poison isolation failed", extra=arrival.ids())
             return False
         self._log.error(
-            "delayed message isolated to the poison queue", extra={**_ids(record, base), "reason": str(exc)}
+            "delayed message isolated to the poison queue", extra={**arrival.ids(), "reason": str(exc)}
         )
         return True
 
 
-def _ids(record: Mapping[str, Any], envelope: Envelope | None = None) -> dict[str, str | None]:
-    """A record's id and its trace's ``correlation_id`` (the trace its envelope, or lacking a readable
-    one the record itself, carries: the same one its isolated or sent-on message carries)."""
-    found = identified(envelope, record)
-    return {
-        "message_id": record["messageId"],
-        "correlation_id": correlation_id(found.traceparent, found.trace),
-    }
-
-
-def sent_at(record: Mapping[str, Any]) -> datetime | None:
-    """When SQS accepted the record (``SentTimestamp``, epoch milliseconds), if it says."""
-    raw = (record.get("attributes") or {}).get("SentTimestamp")
-    try:
-        return datetime.fromtimestamp(int(raw) / 1000, tz=UTC) if raw else None
-    except (TypeError, ValueError, OverflowError):
-        return None
-
-
-def identified(envelope: Envelope | None, record: Mapping[str, Any]) -> Envelope:
-    """The envelope with the first hop's identity filled in where it is missing: this record's
-    message id as ``origin_id``, its queue as ``source``, its trace context (:func:`first_hop`: the
-    X-Ray header it arrived with, the producer's ``traceparent`` attribute)."""
-    envelope = envelope or Envelope()
-    update: dict[str, Any] = {}
-    if envelope.origin_id is None:
-        update["origin_id"] = record["messageId"]
-    if envelope.source is None:
-        update["source"] = record.get("eventSourceARN")
-    if not valid_traceparent(envelope.traceparent) or valid_xray_header(envelope.trace) != envelope.trace:
-        producer = ((record.get("messageAttributes") or {}).get(TRACEPARENT) or {}).get("stringValue")
-        arrived = (record.get("attributes") or {}).get(AWS_TRACE_HEADER)
-        origin = update.get("origin_id") or envelope.origin_id
-        trace, traceparent = first_hop(
-            valid_xray_header(envelope.trace) or arrived, envelope.traceparent or producer, origin
-        )
-        update |= {"trace": trace, "traceparent": traceparent}
-    return envelope.model_copy(update=update) if update else envelope
+def _ids(record: Mapping[str, Any]) -> dict[str, str | None]:
+    """The id of a record that could not be read, and the trace id of the X-Ray header it arrived with."""
+    header = (record.get("attributes") or {}).get(AWS_TRACE_HEADER)
+    return {"message_id": record.get("messageId"), "correlation_id": correlation_id(None, header)}
 
 
 def _first_trace(planned: list[_Planned]) -> str | None:

@@ -26,10 +26,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-
 from sluice import metrics
-from sluice.envelope import Envelope, Seal, from_event_attributes, split
+from sluice.arrival import Arrival
+from sluice.envelope import Seal
 from sluice.errors import (
     AlreadyHandled,
     ConfigurationError,
@@ -39,6 +38,7 @@ from sluice.errors import (
     RetryAfter,
 )
 from sluice.jobs.store import storable
+from sluice.partial import each_record
 from sluice.poison import isolate
 
 if TYPE_CHECKING:
@@ -61,6 +61,9 @@ DEADLINE_RESERVE_SECONDS = 1.5
 """How long a run's last transition is retried while the database is unavailable, without a deadline."""
 MAX_JOB_MESSAGE_BYTES = 4096
 """A job message only names a job; anything longer is not one."""
+
+# Log messages, defined once: tools that find these lines (the e2e trace tests) import them.
+LOG_JOB_MESSAGE_REJECTED = "job message rejected to the poison queue"
 
 
 class Outcome(StrEnum):
@@ -343,7 +346,7 @@ class JobConsumer:
         def record_handler(record: SQSRecord) -> None:
             self._log.append_keys(message_id=record.message_id)
             try:
-                self._record(record, counts, down, deadline)
+                self._record(self._arrive(record), counts, down, deadline)
             except JobStoreUnavailable as exc:
                 if exc.unreachable and not down:
                     down.append(exc)
@@ -366,64 +369,53 @@ class JobConsumer:
                 counts[metrics.JOB_MESSAGES_RETRIED] += 1
                 raise
             finally:
-                self._log.remove_keys(["message_id"])
+                self._log.remove_keys(["message_id", "correlation_id"])
 
-        response = process_partial_response(
-            event=dict(event),
-            record_handler=record_handler,
-            processor=BatchProcessor(EventType.SQS, raise_on_entire_batch_failure=False),
-            context=context,
-        )
+        response = each_record(event, record_handler, context=context)
         for name in metrics.JOB_CONSUMER_COUNTERS:
             self._metrics.add_metric(name=name, unit="Count", value=counts[name])
         self._log.info("job batch done", extra={"records": len(event.get("Records", [])), **counts})
-        return dict(response)
+        return response
+
+    def _arrive(self, record: SQSRecord) -> Arrival:
+        """The record read (its trace id on every log line about it); bookkeeping that failed its seal
+        check is logged and ignored, as on every hop."""
+        arrival = Arrival.from_record(record, seal=self._seal)
+        self._log.append_keys(correlation_id=arrival.correlation_id)
+        if arrival.problem:
+            self._log.warning(arrival.problem)
+        return arrival
 
     def _record(
-        self, record: SQSRecord, counts: Counter[str], down: list[JobStoreUnavailable], deadline: float | None
+        self, arrival: Arrival, counts: Counter[str], down: list[JobStoreUnavailable], deadline: float | None
     ) -> None:
         if down:  # the database is unreachable: don't spend a connect timeout on every record
             raise JobStoreUnavailable(f"not tried: {down[0]}", unreachable=True)
         if deadline is not None and time.monotonic() >= deadline:  # handed back untouched, not half-run
             raise _OutOfTime("not started: too little of the invocation is left")
         try:
-            outcome = self._worker.run(parse_job_message(record.body or ""), deadline=deadline)
+            outcome = self._worker.run(parse_job_message(arrival.body), deadline=deadline)
         except PermanentError as exc:  # malformed message or no such job: isolate, never retry
-            self._reject(record, exc)
+            self._reject(arrival, exc)
             counts[metrics.JOB_MESSAGES_REJECTED] += 1
             return
         counts[_METRIC[outcome]] += 1
 
-    def _reject(self, record: SQSRecord, exc: PermanentError) -> None:
-        raw = record.raw_event.get("messageAttributes") or {}
-        attributes, envelope, _problem = split(
-            from_event_attributes(raw), body=record.body or "", seal=self._seal
-        )
-        envelope = envelope or Envelope()
-        if envelope.origin_id is None:
-            envelope = envelope.model_copy(
-                update={"origin_id": record.message_id, "source": envelope.source or record.event_source_arn}
-            )
+    def _reject(self, arrival: Arrival, exc: PermanentError) -> None:
+        """To the poison queue with the reason, on its trace (its ``AWSTraceHeader`` sent on with it)."""
         poison_id = isolate(  # raises when it cannot: the record is retried, then dead-lettered by SQS
             self._sqs,
             poison_queue_url=self._poison,
-            body=record.body or "",
-            attributes=attributes,
-            envelope=envelope.failed(exc, receives=_receives(record)),
+            body=arrival.body,
+            attributes=arrival.attributes,
+            envelope=arrival.envelope.failed(exc, receives=arrival.receive_count),
             seal=self._seal,
         )
         self._log.error(
-            "job message rejected to the poison queue",
+            LOG_JOB_MESSAGE_REJECTED,
             extra={
                 "reason": str(exc)[:512],
                 "error_type": exc.__class__.__name__,
                 "poison_message_id": poison_id,
             },
         )
-
-
-def _receives(record: SQSRecord) -> int:
-    try:
-        return max(1, int(record.attributes.approximate_receive_count))
-    except (TypeError, ValueError):
-        return 1

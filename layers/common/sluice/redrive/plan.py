@@ -18,10 +18,11 @@ from __future__ import annotations
 import base64
 import random
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, Self
 
+from sluice.arrival import Arrival, receive_count
 from sluice.backoff import Uniform, ceiling, whole_seconds
 from sluice.envelope import (
     ATTRIBUTE,
@@ -38,13 +39,12 @@ from sluice.fit import Offload, UnfittableError, fit
 from sluice.limits import MAX_DELAY_SECONDS, MAX_LONG_DELAY_SECONDS, MAX_VISIBILITY_SECONDS
 from sluice.redrive.breaker import as_utc
 from sluice.sqs import allowlisted
-from sluice.tracing import TRACEPARENT, correlation_id, first_hop, valid_traceparent, valid_xray_header
+from sluice.tracing import correlation_id
 
 if TYPE_CHECKING:
     from sluice.redrive.settings import RedriveSettings
 
 SOURCE_ATTRIBUTE = "DeadLetterQueueSourceArn"
-RECEIVE_COUNT_ATTRIBUTE = "ApproximateReceiveCount"
 TRACE_ATTRIBUTE = "AWSTraceHeader"
 HOLD_MARGIN_SECONDS = 300
 """Step Functions mode holds a message invisible in the DLQ while it waits: wait + this margin."""
@@ -129,6 +129,8 @@ class DlqMessage:
     body: str
     attributes: SendAttributes
     system: Mapping[str, str]
+    api: Mapping[str, Any] = field(repr=False, compare=False)
+    """The message as ReceiveMessage gave it (what :class:`~sluice.arrival.Arrival` reads)."""
 
     @classmethod
     def from_api(cls, message: Mapping[str, Any]) -> Self:
@@ -139,36 +141,19 @@ class DlqMessage:
             body=str(message.get("Body") or ""),
             attributes=from_event_attributes(message.get("MessageAttributes")),
             system={str(k): str(v) for k, v in (message.get("Attributes") or {}).items()},
+            api=message,
         )
 
     @property
     def receives(self) -> int | None:
-        try:
-            return int(self.system[RECEIVE_COUNT_ATTRIBUTE])
-        except (KeyError, ValueError):
-            return None
+        return receive_count(self.system)
 
     def split(self, seal: Seal | None) -> tuple[SendAttributes, Envelope, str | None]:
-        """(user attributes, envelope, problem). A message without an envelope (or whose bookkeeping
-        failed ``seal``'s check) was dead-lettered on its first hop, so it is its own identity; a missing
-        ``origin_id`` or trace context is filled in (:func:`sluice.tracing.first_hop`)."""
-        user, envelope, problem = split(self.attributes, body=self.body, seal=seal)
-        arrived = self.system.get(TRACE_ATTRIBUTE)
-        if envelope is None:
-            envelope = Envelope(origin_id=self.message_id, source=self.system.get(SOURCE_ATTRIBUTE))
-        elif envelope.origin_id is None:
-            envelope = envelope.model_copy(
-                update={"origin_id": self.message_id, "source": self.system.get(SOURCE_ATTRIBUTE)}
-            )
-        if not valid_traceparent(envelope.traceparent) or valid_xray_header(envelope.trace) != envelope.trace:
-            producer = (user.get(TRACEPARENT) or {}).get("StringValue")
-            trace, traceparent = first_hop(
-                valid_xray_header(envelope.trace) or arrived,
-                envelope.traceparent or producer,
-                envelope.origin_id,
-            )
-            envelope = envelope.model_copy(update={"trace": trace, "traceparent": traceparent})
-        return user, envelope, problem
+        """(user attributes, envelope, problem), read by :meth:`sluice.arrival.Arrival.from_message`: a
+        message without an envelope (or whose bookkeeping failed ``seal``'s check) was dead-lettered on
+        its first hop, so it is its own identity, its source the ``DeadLetterQueueSourceArn``."""
+        arrival = Arrival.from_message(self.api, seal=seal)
+        return arrival.attributes, arrival.envelope, arrival.problem
 
 
 @dataclass(frozen=True)

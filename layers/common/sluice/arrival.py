@@ -1,0 +1,184 @@
+"""An arriving message, read once: the one owner of what every sluice hop reads from its input.
+
+A message reaches sluice either as a record of a Lambda SQS event (the consumer, the batch-delay
+function, the job consumer) or as one message of a ReceiveMessage answer (the redriver, the redrive
+state machine's Plan step). :class:`Arrival` reads either into the same parts:
+
+- the message id, the body, the user's own attributes (the envelope removed, displaced ones restored);
+- the envelope, verified with the stack's :class:`~sluice.envelope.Seal`: bookkeeping whose seal does
+  not hold is dropped and :attr:`Arrival.problem` says why (the caller logs it and counts it in
+  ``EnvelopesCorrupt``, as before);
+- the first hop's identity where the envelope lacks it: this message's id as ``origin_id``, the queue
+  it came from as ``source``;
+- its trace context (:func:`sluice.tracing.first_hop`: the envelope's, else the ``AWSTraceHeader`` it
+  arrived with and the producer's ``traceparent`` attribute, else one derived from its identity);
+- SQS's receive count (:func:`receive_count`, the one parser) and its send time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from sluice.envelope import Envelope, Seal, SendAttributes, from_event_attributes, split, string_value
+from sluice.tracing import (
+    AWS_TRACE_HEADER,
+    TRACEPARENT,
+    correlation_id,
+    first_hop,
+    valid_traceparent,
+    valid_xray_header,
+)
+
+__all__ = [
+    "DEAD_LETTER_SOURCE",
+    "RECEIVE_COUNT",
+    "SENT_TIMESTAMP",
+    "Arrival",
+    "receive_count",
+]
+
+RECEIVE_COUNT = "ApproximateReceiveCount"
+"""SQS's system attribute: how many times the message has been received."""
+SENT_TIMESTAMP = "SentTimestamp"
+"""SQS's system attribute: when the queue accepted the message (epoch milliseconds)."""
+DEAD_LETTER_SOURCE = "DeadLetterQueueSourceArn"
+"""SQS's system attribute on a message its redrive policy moved: the queue it was moved from."""
+
+
+def receive_count(system: Mapping[str, Any] | None) -> int | None:
+    """The ``ApproximateReceiveCount`` in SQS system attributes ``system``: a whole number of at least
+    1, or None when it is missing or not one (SQS always sends it; anything else is a hand-made event)."""
+    raw = (system or {}).get(RECEIVE_COUNT)
+    if isinstance(raw, bool) or not isinstance(raw, str | int):
+        return None
+    try:
+        count = int(raw)
+    except ValueError:  # not a number, or longer than Python converts
+        return None
+    return count if count >= 1 else None
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """One message as it arrived at a sluice hop (see the module's docstring)."""
+
+    message_id: str
+    body: str
+    """The body exactly as it arrived (a claim-check pointer is not resolved here)."""
+    attributes: SendAttributes
+    """The user's own message attributes in the SendMessage shape (the envelope removed)."""
+    envelope: Envelope
+    """The verified envelope with the first hop's identity and trace context filled in."""
+    carried: bool
+    """Whether the message arrived with an envelope (readable, and not emptied by its seal check)."""
+    problem: str | None
+    """Why (part of) the envelope it carried was ignored: unreadable, forged or altered."""
+    receives: int | None
+    """SQS's receive count (:func:`receive_count`), None when it did not say."""
+    system: Mapping[str, Any] = field(repr=False)
+    """SQS's system attributes as they arrived (``AWSTraceHeader``, ``SentTimestamp``, ...)."""
+    receipt_handle: str | None = field(default=None, repr=False)
+    queue_arn: str | None = None
+    """The queue it was received from, when the input says (a Lambda record's ``eventSourceARN``)."""
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], *, seal: Seal | None) -> Arrival:
+        """From one record of a Lambda SQS event (the raw dict, or Powertools' ``SQSRecord``).
+
+        ``seal`` verifies the envelope (``None`` only for tools that display: nothing is verified)."""
+        raw = getattr(record, "raw_event", record)
+        queue_arn = raw.get("eventSourceARN")
+        return cls._read(
+            message_id=str(raw["messageId"]),
+            body=raw.get("body") or "",
+            attributes=from_event_attributes(raw.get("messageAttributes")),
+            system=raw.get("attributes") or {},
+            source=queue_arn,
+            seal=seal,
+            receipt_handle=raw.get("receiptHandle"),
+            queue_arn=queue_arn,
+        )
+
+    @classmethod
+    def from_message(
+        cls, message: Mapping[str, Any], *, seal: Seal | None, source: str | None = None
+    ) -> Arrival:
+        """From one message of a ReceiveMessage answer (boto3's ``Messages[i]``, or Step Functions'
+        with base64 binary values). The first hop's ``source`` is ``source`` when given, else the
+        ``DeadLetterQueueSourceArn`` SQS set when its redrive policy moved the message."""
+        system = {str(k): str(v) for k, v in (message.get("Attributes") or {}).items()}
+        return cls._read(
+            message_id=str(message["MessageId"]),
+            body=str(message.get("Body") or ""),
+            attributes=from_event_attributes(message.get("MessageAttributes")),
+            system=system,
+            source=source or system.get(DEAD_LETTER_SOURCE),
+            seal=seal,
+            receipt_handle=message.get("ReceiptHandle"),
+        )
+
+    @classmethod
+    def _read(
+        cls,
+        *,
+        message_id: str,
+        body: str,
+        attributes: SendAttributes,
+        system: Mapping[str, Any],
+        source: str | None,
+        seal: Seal | None,
+        receipt_handle: str | None,
+        queue_arn: str | None = None,
+    ) -> Arrival:
+        user, carried, problem = split(attributes, body=body, seal=seal)
+        envelope = carried or Envelope()
+        if envelope.origin_id is None:  # first hop (or bookkeeping that failed its seal): its own identity
+            envelope = envelope.model_copy(
+                update={"origin_id": message_id, "source": envelope.source or source}
+            )
+        if not valid_traceparent(envelope.traceparent) or valid_xray_header(envelope.trace) != envelope.trace:
+            # the first hop, an envelope written before traceparent existed, or a producer's malformed one
+            trace, traceparent = first_hop(
+                valid_xray_header(envelope.trace) or system.get(AWS_TRACE_HEADER),
+                envelope.traceparent or string_value(user, TRACEPARENT),
+                envelope.origin_id,
+            )
+            envelope = envelope.model_copy(update={"trace": trace, "traceparent": traceparent})
+        return cls(
+            message_id=message_id,
+            body=body,
+            attributes=user,
+            envelope=envelope,
+            carried=carried is not None,
+            problem=problem,
+            receives=receive_count(system),
+            system=system,
+            receipt_handle=None if receipt_handle is None else str(receipt_handle),
+            queue_arn=queue_arn,
+        )
+
+    @property
+    def receive_count(self) -> int:
+        """The receive count for backoff and dead-lettering: 1 when SQS did not say."""
+        return self.receives or 1
+
+    @property
+    def correlation_id(self) -> str | None:
+        """Its trace's id, on every log line about it (:func:`sluice.tracing.correlation_id`)."""
+        return correlation_id(self.envelope.traceparent, self.envelope.trace)
+
+    def ids(self) -> dict[str, str | None]:
+        """What a log line about it carries: its message id and its ``correlation_id``."""
+        return {"message_id": self.message_id, "correlation_id": self.correlation_id}
+
+    @property
+    def sent_at(self) -> datetime | None:
+        """When SQS accepted it (``SentTimestamp``), if it says."""
+        raw = self.system.get(SENT_TIMESTAMP)
+        try:
+            return datetime.fromtimestamp(int(raw) / 1000, tz=UTC) if raw else None
+        except (TypeError, ValueError, OverflowError, OSError):
+            return None
