@@ -12,12 +12,13 @@ export AWS_DEFAULT_REGION ?= $(REGION)
 # sam build runs the layer's Makefile with this PATH, so it finds the venv's pip.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help venv lint typecheck validate asl build security security-venv test unit functional e2e demo up soak bench deploy clean
+.PHONY: help venv lint typecheck validate asl build security security-venv static check check-tests test tests unit functional e2e demo up soak bench deploy clean
 
 help:
 	@echo "make demo      the whole app on this machine (embedded AWS, no Docker): scenarios, expected vs observed"
 	@echo "make up        deploy template.yaml into embedded AWS and keep it running (prints endpoint + names)"
-	@echo "make test      lint + types + sam validate --lint + sam build + all tests (what CI runs)"
+	@echo "make check     lint + types + unit and functional tests, no deployed stack (about 2 minutes)"
+	@echo "make test      everything: make check's, sam validate --lint, asl, sam build, checkov, e2e and soak (what CI runs)"
 	@echo "make build     sam build (no Docker needed)"
 	@echo "make security  checkov on template.yaml in each mode (its own venv): 0 failed checks, every skip explained in the template"
 	@echo "make deploy    sam build && sam deploy (guided when the stack does not exist yet; ENV=prod for production)"
@@ -82,8 +83,29 @@ security-venv: $(CHECKOV_STAMP)
 security: $(CHECKOV_STAMP)
 	$(CHECKOV_VENV)/bin/python scripts/security_scan.py
 
-test: lint typecheck validate asl build security
-	$(BIN)/pytest
+# Tiers (markers in pyproject.toml, applied in tests/conftest.py): `make check` is the fast loop, `make test`
+# runs everything. Both run in parallel: the static checks beside the tests, the tests on pytest-xdist
+# workers. In `make test` the soak's groups and the e2e stack's group (tests sharing a session stack stay on
+# one worker) start first and the unit and functional tests fill in around them.
+CHECK_WORKERS ?= 2
+TEST_WORKERS  ?= 4
+PYTEST_XDIST  := --dist loadgroup --no-loadscope-reorder
+
+static: lint typecheck validate asl build security
+
+check-tests: $(STAMP)
+	$(BIN)/pytest -q -n $(CHECK_WORKERS) $(PYTEST_XDIST) -m "not stack" tests/unit tests/functional
+
+check: $(STAMP)
+	@start=$$(date +%s); $(MAKE) --no-print-directory -j2 --output-sync=target check-tests lint typecheck; \
+	  echo "make check: lint, types, unit and functional in $$(( $$(date +%s) - start )) s"
+
+tests: $(STAMP)
+	$(BIN)/pytest -n $(TEST_WORKERS) $(PYTEST_XDIST) $(PYTEST_ARGS)
+
+test: $(STAMP)
+	@start=$$(date +%s); $(MAKE) --no-print-directory -j2 --output-sync=target tests static; \
+	  echo "make test: static checks and every tier in $$(( $$(date +%s) - start )) s"
 
 unit functional e2e: $(STAMP)
 	$(BIN)/pytest tests/$@

@@ -36,6 +36,48 @@ def envelope_key_secret(region: str = REGION) -> str:
         return str(client.create_secret(Name=ENVELOPE_KEY_NAME, SecretString=ENVELOPE_KEY)["ARN"])
 
 
+# --- tiers and parallel runs -------------------------------------------------------------------------
+
+PG_FIXTURES = frozenset({"pg_url", "jobs_schema"})
+SOAK_GROUPS = {
+    # xdist group of each soak test (by function): each runs whole stacks in processes of its own, so the
+    # three run beside each other and beside the rest; the sabotaged runs share one module fixture.
+    "test_the_short_soak_loses_nothing_and_duplicates_no_side_effect": "soak-orders",
+    "test_the_job_soak_loses_no_job_and_repeats_no_two_phase_side_effect": "soak-jobs",
+}
+GROUP_ORDER = ("soak-orders", "soak-small", "soak-jobs", "stack")
+"""The longest groups start first (`make test` runs with --no-loadscope-reorder), the unit and functional
+tests fill in around them one by one."""
+
+
+def tier_group(item: pytest.Item) -> str | None:
+    """The xdist group a test runs in (tests sharing a session stack or a module fixture share a worker),
+    or None for a test any worker may take on its own."""
+    path = Path(str(item.fspath))
+    if "e2e" not in path.parts:
+        return None
+    if path.name == "test_soak.py":
+        return SOAK_GROUPS.get(getattr(item, "originalname", item.name), "soak-small")
+    return "stack"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test with its tier (stack, soak, pg) and its xdist group, longest groups first."""
+    groups: dict[str, str | None] = {}
+    for item in items:
+        group = tier_group(item)
+        groups[item.nodeid] = group
+        if group is not None:
+            item.add_marker(pytest.mark.stack)
+            item.add_marker(pytest.mark.xdist_group(group))
+        if group is not None and group.startswith("soak"):
+            item.add_marker(pytest.mark.soak)
+        if PG_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.pg)
+    rank = {name: i for i, name in enumerate(GROUP_ORDER)}
+    items.sort(key=lambda item: rank.get(groups[item.nodeid] or "", len(rank)))  # stable: order kept within
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _sqs_as_strict_as_aws() -> Iterator[None]:
     """moto accepts what SQS refuses (sizes in characters, any characters, any attributes): every test

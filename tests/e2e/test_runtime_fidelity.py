@@ -138,6 +138,7 @@ def test_a_timeout_through_the_invoke_api_is_an_unhandled_function_error(code_di
         thread.join(timeout=5)
 
 
+@pytest.mark.subprocess
 def test_a_runaway_handler_does_not_block_interpreter_exit(code_dir):
     script = textwrap.dedent(
         f"""

@@ -557,6 +557,7 @@ def test_given_an_effect_performed_again_after_its_seed_was_checked_then_a_later
     assert checker._whole_ledger() == ([], [])  # each reported once
 
 
+@pytest.mark.subprocess
 def test_given_workers_that_write_more_than_a_pipe_holds_then_the_soak_reads_them_all_at_once(tmp_path):
     """Found by the 500-seed soak of session 10: the workers' result lines were read one worker after
     another; a later worker's pipe filled and it blocked between seeds until the earlier ones ended.

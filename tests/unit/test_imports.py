@@ -106,6 +106,7 @@ def _loaded_after(statement: str) -> list[str]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     "path",
     [p for p in MODULES if _capability_of(_module_name(p))],
@@ -123,6 +124,7 @@ def test_importing_a_capability_module_loads_no_sibling_capability(path):
     assert not siblings, f"importing {name} loaded {siblings}"
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("capability", CAPABILITIES)
 def test_importing_a_subpackage_loads_only_its_init_until_a_name_is_used(capability):
     # Given a fresh interpreter, When the subpackage itself is imported

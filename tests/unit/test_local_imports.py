@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "sluice_local"
 PACKAGE_DIR = ROOT / "local" / PACKAGE
@@ -94,6 +96,7 @@ def test_the_cycle_check_finds_a_deferred_import_cycle(tmp_path):
     assert find_cycle(edges) == ["sluice_local.a", "sluice_local.b", "sluice_local.a"]
 
 
+@pytest.mark.subprocess
 def test_every_sluice_local_module_imports_alone_in_a_fresh_interpreter():
     running = {
         name: subprocess.Popen(
