@@ -20,7 +20,7 @@ import random
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from sluice.backoff import Uniform, ceiling, whole_seconds
 from sluice.envelope import (
@@ -37,6 +37,7 @@ from sluice.errors import PermanentError
 from sluice.fit import Offload, UnfittableError, fit
 from sluice.limits import MAX_DELAY_SECONDS, MAX_LONG_DELAY_SECONDS, MAX_VISIBILITY_SECONDS
 from sluice.redrive.breaker import as_utc
+from sluice.redrive.contracts import Action, AttributeValue, PlanState
 from sluice.sqs import allowlisted
 from sluice.tracing import TRACEPARENT, correlation_id, first_hop, valid_traceparent, valid_xray_header
 
@@ -53,7 +54,24 @@ MAX_HOLD_WAIT = MAX_VISIBILITY_SECONDS - HOLD_MARGIN_SECONDS
 DEAD_LETTERED = "MaxReceiveCountExceeded"
 REFUSED = "RedriveRefused"
 
-Action = Literal["redrive", "delay", "poison"]
+__all__ = [
+    "DEAD_LETTERED",
+    "HOLD_MARGIN_SECONDS",
+    "MAX_HOLD_WAIT",
+    "RECEIVE_COUNT_ATTRIBUTE",
+    "REFUSED",
+    "SOURCE_ATTRIBUTE",
+    "TRACE_ATTRIBUTE",
+    "Action",
+    "Decision",
+    "DlqMessage",
+    "RedrivePlan",
+    "decide",
+    "default_source",
+    "plan",
+    "sendable",
+    "source_queue",
+]
 
 
 @dataclass(frozen=True)
@@ -239,7 +257,7 @@ class Decision:
             envelope_problem=problem or self.envelope_problem,
         )
 
-    def to_state(self) -> dict[str, Any]:
+    def to_state(self) -> PlanState:
         """The Step Functions Plan step's output (JSON-ready; binary attribute values base64).
 
         A redrive is sent with ``sendDelaySeconds`` (≤ 900, SQS's limit) as ``DelaySeconds``; only
@@ -259,17 +277,23 @@ class Decision:
             "holdSeconds": min(MAX_VISIBILITY_SECONDS, wait + HOLD_MARGIN_SECONDS),
             "queueUrl": self.destination,
             "body": self.body,
-            "messageAttributes": {
-                name: (
-                    {"DataType": v["DataType"], "BinaryValue": base64.b64encode(v["BinaryValue"]).decode()}
-                    if isinstance(v.get("BinaryValue"), bytes | bytearray)
-                    else dict(v)
-                )
-                for name, v in self.attributes.items()
-            },
+            "messageAttributes": {name: _state_attribute(v) for name, v in self.attributes.items()},
             "bouncing": self.bouncing,
             "reason": self.reason,
         }
+
+
+def _state_attribute(value: Mapping[str, Any]) -> AttributeValue:
+    """A SendMessage attribute as Step Functions carries it (a binary value as base64 text)."""
+    out: AttributeValue = {"DataType": str(value["DataType"])}
+    if "StringValue" in value:
+        out["StringValue"] = str(value["StringValue"])
+    binary = value.get("BinaryValue")
+    if isinstance(binary, bytes | bytearray):
+        out["BinaryValue"] = base64.b64encode(binary).decode()
+    elif binary is not None:
+        out["BinaryValue"] = str(binary)
+    return out
 
 
 @dataclass(frozen=True)

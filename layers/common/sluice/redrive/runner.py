@@ -26,9 +26,9 @@ import random
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sluice import metrics
 from sluice.backoff import Uniform
@@ -38,6 +38,7 @@ from sluice.errors import ConfigurationError
 from sluice.fit import Offload
 from sluice.limits import MAX_BATCH_ENTRIES
 from sluice.redrive.breaker import Breaker, BreakerState, BreakerStatus, report
+from sluice.redrive.contracts import BreakerAnswer, RunReport
 from sluice.redrive.plan import TRACE_ATTRIBUTE, Decision, DlqMessage, decide
 from sluice.redrive.settings import RedriveSettings
 from sluice.sqs import queue_url_from_arn
@@ -71,11 +72,23 @@ class RedriveReport:
     batches: int = 0
     stopped: str = ""
     """Why the run ended: drained, breaker_open, deadline or limit."""
-    breaker: dict[str, Any] = field(default_factory=dict)
+    breaker: BreakerAnswer | None = None
+    """The last breaker check (None when the run failed before its first)."""
     elapsed_seconds: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> RunReport:
+        return {
+            "received": self.received,
+            "redriven": self.redriven,
+            "delayed": self.delayed,
+            "isolated": self.isolated,
+            "failed": self.failed,
+            "bouncing": self.bouncing,
+            "batches": self.batches,
+            "stopped": self.stopped,
+            "breaker": None if self.breaker is None else BreakerAnswer(**self.breaker),
+            "elapsed_seconds": self.elapsed_seconds,
+        }
 
 
 class Redriver:
@@ -137,9 +150,9 @@ class Redriver:
             while True:
                 status = self._breaker.check()
                 report(status, self._metrics)
-                report_.breaker = status.to_dict()
+                report_.breaker = answer = status.to_dict()
                 if status.is_open:
-                    self._log.warning("circuit breaker is open: nothing is re-driven", extra=report_.breaker)
+                    self._log.warning("circuit breaker is open: nothing is re-driven", extra=answer)
                     report_.stopped = "breaker_open"
                     break
                 if max_messages is not None and report_.received >= max_messages:

@@ -37,6 +37,7 @@ from sluice.envelope import Envelope, ErrorInfo, Seal, from_event_attributes, sp
 from sluice.errors import InvalidEventError, PermanentError
 from sluice.fit import Offload
 from sluice.limits import MAX_VISIBILITY_SECONDS
+from sluice.redrive.contracts import PlanState
 from sluice.redrive.plan import Decision, DlqMessage, decide, sendable
 from sluice.redrive.settings import RedriveSettings
 
@@ -85,7 +86,7 @@ def plan_step(
     seal: Seal | None,
     offload: Offload | None = None,
     uniform: Uniform = random.uniform,
-) -> dict[str, Any]:
+) -> PlanState:
     """Plan one Map item; count it for the breaker; return the plan.
 
     The item is ``{"message": <ReceiveMessage message>, "probeAt": <epoch seconds or null>}``; any
@@ -132,7 +133,7 @@ def plan_step(
     )
     metrics_sink.add_metric(name=metrics.BOUNCING_REDRIVES, unit="Count", value=1 if decision.bouncing else 0)
     state = decision.to_state()
-    state["holdSeconds"] = min(int(state["holdSeconds"]), MAX_HOLD_SECONDS)
+    state["holdSeconds"] = min(state["holdSeconds"], MAX_HOLD_SECONDS)
     logger.info(
         LOG_REDRIVE_PLANNED,
         extra={
@@ -160,7 +161,7 @@ def refusal_step(
     logger: Logger,
     seal: Seal | None,
     offload: Offload | None = None,
-) -> dict[str, Any]:
+) -> PlanState:
     """The poison plan for a redrive plan whose ``sqs:sendMessage`` the source queue refused.
 
     ``event`` is ``{"plan": <a redrive plan>, "error": {"Error": ..., "Cause": ...}}`` (the state
