@@ -8,9 +8,16 @@ JSONPath of the definition against these.
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import Required, TypedDict
 
-__all__ = ["DelayExecution", "RehydrateRequest", "RehydrateResult", "RehydratorEvent", "SweepRequest"]
+__all__ = [
+    "DelayExecution",
+    "RehydrateRequest",
+    "RehydrateResult",
+    "RehydratorEvent",
+    "ScheduledEvent",
+    "SweepRequest",
+]
 
 
 class DelayExecution(TypedDict):
@@ -37,8 +44,15 @@ class SweepRequest(TypedDict):
     sweep: bool
 
 
-RehydratorEvent = RehydrateRequest | SweepRequest | dict[str, object]
-"""Everything the rehydrator is called with (the last: an EventBridge scheduled event)."""
+ScheduledEvent = TypedDict(
+    "ScheduledEvent",
+    {"source": Required[str], "detail-type": Required[str], "time": str, "id": str, "detail": object},
+    total=False,
+)
+"""An EventBridge (or Scheduler) scheduled event, as a rule without Input sends it: a sweep."""
+
+RehydratorEvent = RehydrateRequest | SweepRequest | ScheduledEvent
+"""Everything the rehydrator is called with."""
 
 
 class RehydrateResult(TypedDict):
