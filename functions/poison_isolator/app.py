@@ -11,6 +11,7 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sluice import metrics as names
+from sluice.logevents import EVENT, LogEvent
 from sluice.redrive import IsolatorSettings, isolate_request
 from sluice.redrive.contracts import IsolateAnswer, IsolateRequest
 from sluice.sealing import load_seal
@@ -42,6 +43,7 @@ def lambda_handler(event: IsolateRequest, context: LambdaContext) -> IsolateAnsw
     logger.error(
         "message isolated to the poison queue",
         extra={
+            EVENT: LogEvent.PLAN_ISOLATED,
             "poison_message_id": poison_id,
             "attempts": envelope.attempts,
             "error_type": envelope.last_error.type if envelope.last_error else None,

@@ -37,6 +37,7 @@ from sluice.envelope import Seal, utcnow
 from sluice.errors import ConfigurationError
 from sluice.fit import Offload
 from sluice.limits import MAX_BATCH_ENTRIES
+from sluice.logevents import EVENT, LogEvent
 from sluice.redrive.breaker import Breaker, BreakerState, BreakerStatus, report
 from sluice.redrive.contracts import BreakerAnswer, RunReport
 from sluice.redrive.plan import TRACE_ATTRIBUTE, Decision, DlqMessage, decide
@@ -54,11 +55,6 @@ SAFETY_MILLIS = 10_000
 """Stop a run this long (plus the long-poll wait) before the Lambda deadline."""
 RECEIVE_VISIBILITY_SECONDS = 60
 """How long a received DLQ message stays hidden while its batch is handled (or after a failure)."""
-
-# Log messages, defined once: tools that find these lines (sluice_local's scenarios) import them.
-LOG_MESSAGE_REDRIVEN = "message re-driven"
-LOG_MESSAGE_ISOLATED = "message isolated to the poison queue"
-LOG_RUN_FINISHED = "redrive run finished"
 
 
 @dataclass
@@ -186,7 +182,7 @@ class Redriver:
                 (metrics.BOUNCING_REDRIVES, report_.bouncing),
             ):
                 self._metrics.add_metric(name=name, unit="Count", value=value)
-        self._log.info(LOG_RUN_FINISHED, extra=report_.to_dict())
+        self._log.info("redrive run finished", extra={EVENT: LogEvent.RUN_FINISHED, **report_.to_dict()})
         return report_
 
     # --- one batch -----------------------------------------------------------------------------
@@ -337,15 +333,20 @@ class Redriver:
             report_.isolated += 1
             error = d.envelope.last_error
             self._log.error(
-                LOG_MESSAGE_ISOLATED,
-                extra={**extra, "reason": d.reason[:512], "error_type": error.type if error else None},
+                "message isolated to the poison queue",
+                extra={
+                    EVENT: LogEvent.MESSAGE_ISOLATED,
+                    **extra,
+                    "reason": d.reason[:512],
+                    "error_type": error.type if error else None,
+                },
             )
             return
         if d.action == "delay":
             report_.delayed += 1
         else:
             report_.redriven += 1
-        self._log.info(LOG_MESSAGE_REDRIVEN, extra=extra)
+        self._log.info("message re-driven", extra={EVENT: LogEvent.MESSAGE_REDRIVEN, **extra})
 
     def _delete(self, decisions: list[Decision], report_: RedriveReport) -> None:
         for start in range(0, len(decisions), MAX_BATCH_ENTRIES):
