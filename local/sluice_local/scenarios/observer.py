@@ -27,7 +27,7 @@ from typing import Any
 
 from sluice.envelope import ATTRIBUTE, Envelope, Seal
 from sluice.logevents import EVENT, LogEvent
-from sluice.redrive.plan import Action
+from sluice.redrive.contracts import Action
 from sluice.sealing import load_seal
 
 CHARGE = "charge"

@@ -54,25 +54,6 @@ MAX_HOLD_WAIT = MAX_VISIBILITY_SECONDS - HOLD_MARGIN_SECONDS
 DEAD_LETTERED = "MaxReceiveCountExceeded"
 REFUSED = "RedriveRefused"
 
-__all__ = [
-    "DEAD_LETTERED",
-    "HOLD_MARGIN_SECONDS",
-    "MAX_HOLD_WAIT",
-    "RECEIVE_COUNT_ATTRIBUTE",
-    "REFUSED",
-    "SOURCE_ATTRIBUTE",
-    "TRACE_ATTRIBUTE",
-    "Action",
-    "Decision",
-    "DlqMessage",
-    "RedrivePlan",
-    "decide",
-    "default_source",
-    "plan",
-    "sendable",
-    "source_queue",
-]
-
 
 @dataclass(frozen=True)
 class RedrivePlan:
