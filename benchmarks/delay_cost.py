@@ -503,7 +503,7 @@ class World:
     def rehydrate(self, payload: dict[str, Any]) -> dict[str, Any]:
         self.run.invocations["rehydrator"] += 1
         context = LambdaContext(function_name="rehydrator", timeout_seconds=300)
-        return self.rehydrators["rehydrator"].handle(payload, context)
+        return dict(self.rehydrators["rehydrator"].handle(payload, context))
 
     def sweep(self, event: dict[str, Any]) -> None:
         context = LambdaContext(function_name="rehydrator", timeout_seconds=300)

@@ -38,18 +38,20 @@ def close_command(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _show(ctx: Context, status: BreakerStatus, title: str) -> int:
-    data = {**status.to_dict(), "version": status.version, "table": ctx.resources.require("breaker_table")}
+    answer = status.to_dict()
+    table = ctx.resources.require("breaker_table")
+    data = {**answer, "version": status.version, "table": table}
 
     def human() -> None:
         ctx.out.fields(
             title,
             [
-                ("state", data["state"]),
-                ("reason", data["reason"]),
-                ("opened by", data["openedBy"]),
-                ("since", data["since"]),
-                ("seen / bouncing", f"{data['seen']} / {data['bouncing']}"),
-                ("table", data["table"]),
+                ("state", answer["state"]),
+                ("reason", answer["reason"]),
+                ("opened by", answer["openedBy"]),
+                ("since", answer["since"]),
+                ("seen / bouncing", f"{answer['seen']} / {answer['bouncing']}"),
+                ("table", table),
             ],
         )
 

@@ -238,7 +238,7 @@ def sluice_redrive(ctx: Context, args: argparse.Namespace) -> int:
                 ("failed (left in the DLQ)", report.failed),
                 ("bouncing", report.bouncing),
                 ("stopped", report.stopped),
-                ("breaker", report.breaker.get("state")),
+                ("breaker", report.breaker["state"] if report.breaker else None),
                 ("seconds", report.elapsed_seconds),
                 ("settings from", loaded.origin),
             ],
@@ -246,7 +246,8 @@ def sluice_redrive(ctx: Context, args: argparse.Namespace) -> int:
 
     ctx.out.emit(data, human)
     if report.stopped == "breaker_open":
-        ctx.out.error(f"the redrive breaker is open ({report.breaker.get('reason')}); nothing was re-driven")
+        reason = report.breaker["reason"] if report.breaker else None
+        ctx.out.error(f"the redrive breaker is open ({reason}); nothing was re-driven")
         return PARTIAL_FAILURE
     return PARTIAL_FAILURE if report.failed else OK
 

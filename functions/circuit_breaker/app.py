@@ -5,13 +5,13 @@ open after its cooldown half-opens; a settled probe closes or re-opens it). The 
 """
 
 import os
-from typing import Any
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sluice.redrive.breaker import Breaker, report
+from sluice.redrive.contracts import BreakerAnswer, BreakerCheckRequest
 from sluice.redrive.settings import BreakerSettings
 
 logger = Logger()
@@ -25,7 +25,7 @@ breaker = Breaker.from_settings(BreakerSettings.from_env(os.environ), boto3.clie
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def lambda_handler(event: BreakerCheckRequest, context: LambdaContext) -> BreakerAnswer:
     status = breaker.check()
     report(status, metrics)
     answer = status.to_dict()

@@ -5,14 +5,15 @@ with the same layer function, ``sluice.poison.isolate``).
 """
 
 import os
-from typing import Any
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sluice import metrics as names
+from sluice.logevents import EVENT, LogEvent
 from sluice.redrive import IsolatorSettings, isolate_request
+from sluice.redrive.contracts import IsolateAnswer, IsolateRequest
 from sluice.sealing import load_seal
 from sluice.tracing import correlation_id
 
@@ -29,7 +30,7 @@ seal = load_seal(settings.envelope_key_secret, client=boto3.client("secretsmanag
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def lambda_handler(event: IsolateRequest, context: LambdaContext) -> IsolateAnswer:
     logger.append_keys(message_id=event.get("messageId"), attempt=event.get("attempt"))
     poison_id, envelope, problem = isolate_request(
         sqs, poison_queue_url=settings.poison_queue_url, request=event, seal=seal
@@ -42,6 +43,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     logger.error(
         "message isolated to the poison queue",
         extra={
+            EVENT: LogEvent.PLAN_ISOLATED,
             "poison_message_id": poison_id,
             "attempts": envelope.attempts,
             "error_type": envelope.last_error.type if envelope.last_error else None,

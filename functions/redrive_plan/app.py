@@ -9,7 +9,6 @@ malformed; answers the poison plan that records the refusal.
 
 import functools
 import os
-from typing import Any
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -17,6 +16,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sluice.envelope import utcnow
 from sluice.redrive import Breaker, RedriveSettings, plan_step, refusal_step
+from sluice.redrive.contracts import PlanRequest, PlanState
 from sluice.sealing import load_seal
 from sluice.sqs import queue_url_from_arn
 
@@ -39,7 +39,7 @@ def url_of(arn: str) -> str:
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def lambda_handler(event: PlanRequest, context: LambdaContext) -> PlanState:
     if "refused" in event:
         return refusal_step(
             event["refused"], settings=settings, now=utcnow(), logger=logger, seal=seal, offload=offload

@@ -13,6 +13,7 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sluice.redrive import Breaker, Redriver, RedriveSettings
+from sluice.redrive.contracts import RunReport
 from sluice.sealing import load_seal
 
 logger = Logger()
@@ -41,6 +42,6 @@ def _trigger(event: dict[str, Any]) -> str:
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> RunReport:
     logger.append_keys(trigger=_trigger(event))
     return redriver.run(context.get_remaining_time_in_millis).to_dict()

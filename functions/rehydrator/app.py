@@ -1,13 +1,13 @@
 """Rehydrator Lambda: wiring only. Sends a due bucket's parked messages (or sweeps stragglers)."""
 
 import os
-from typing import Any
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sluice.delay import DelaySettings, Rehydrator
+from sluice.delay.contracts import RehydrateResult, RehydratorEvent
 from sluice.sealing import load_seal
 
 logger = Logger()
@@ -29,5 +29,5 @@ rehydrator = Rehydrator(
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def lambda_handler(event: RehydratorEvent, context: LambdaContext) -> RehydrateResult:
     return rehydrator.handle(event, context)

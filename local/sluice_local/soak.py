@@ -49,8 +49,7 @@ from sluice import claimcheck
 from sluice.delay import send_delayed
 from sluice.envelope import split
 from sluice.jobs import job_message
-from sluice.redrive.runner import LOG_MESSAGE_REDRIVEN
-from sluice.redrive.steps import LOG_REDRIVE_PLANNED
+from sluice.logevents import EVENT, LogEvent
 from sluice_local import faults, postgres
 from sluice_local.cloud import LocalCloud
 from sluice_local.fast import FAST
@@ -564,14 +563,14 @@ class Soak:
         self._log_offset += end
         out: set[str] = set()
         for raw in chunk[:end].split(b"\n"):
-            if LOG_MESSAGE_REDRIVEN.encode() not in raw and LOG_REDRIVE_PLANNED.encode() not in raw:
+            if LogEvent.MESSAGE_REDRIVEN.encode() not in raw and LogEvent.REDRIVE_PLANNED.encode() not in raw:
                 continue
             try:
                 entry = json.loads(raw)
             except ValueError:
                 continue
-            planned = entry.get("message") == LOG_REDRIVE_PLANNED and entry.get("action") != "poison"
-            if (entry.get("message") == LOG_MESSAGE_REDRIVEN or planned) and entry.get("origin_id"):
+            planned = entry.get(EVENT) == LogEvent.REDRIVE_PLANNED and entry.get("action") != "poison"
+            if (entry.get(EVENT) == LogEvent.MESSAGE_REDRIVEN or planned) and entry.get("origin_id"):
                 out.add(str(entry["origin_id"]))
         return out
 

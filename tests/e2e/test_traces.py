@@ -16,10 +16,9 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from sluice.consumer.batch import LOG_RECORD_DEAD_LETTERED, LOG_RECORD_RETRIED
 from sluice.envelope import Envelope, merge, utcnow
-from sluice.jobs.worker import LOG_JOB_MESSAGE_REJECTED, job_message
-from sluice.redrive.runner import LOG_MESSAGE_ISOLATED, LOG_MESSAGE_REDRIVEN
+from sluice.jobs.worker import job_message
+from sluice.logevents import EVENT, LogEvent
 from sluice_local.scenarios import runner
 from sluice_local.scenarios.observer import Stack, envelope_of
 
@@ -71,10 +70,10 @@ def test_given_a_traced_message_that_fails_for_good_then_one_trace_id_follows_it
     assert envelope.traceparent is not None
     assert envelope.traceparent.split("-")[1] == trace_id
     lines = [e for e in stack.logs() if e.get("correlation_id") == trace_id]
-    consumer = {e["message"] for e in lines if key in str(e.get("error", ""))}
-    redriver = {e["message"] for e in lines if e.get("origin_id") == origin}
-    assert {LOG_RECORD_RETRIED, LOG_RECORD_DEAD_LETTERED} <= consumer, consumer
-    assert {LOG_MESSAGE_REDRIVEN, LOG_MESSAGE_ISOLATED} <= redriver, redriver
+    consumer = {e.get(EVENT) for e in lines if key in str(e.get("error", ""))}
+    redriver = {e.get(EVENT) for e in lines if e.get("origin_id") == origin}
+    assert {LogEvent.RECORD_RETRIED, LogEvent.RECORD_DEAD_LETTERED} <= consumer, consumer
+    assert {LogEvent.MESSAGE_REDRIVEN, LogEvent.MESSAGE_ISOLATED} <= redriver, redriver
 
 
 def test_given_a_traced_message_when_the_redrive_state_machine_sends_it_back_then_it_stays_on_its_trace(
@@ -104,12 +103,12 @@ def test_given_a_traced_message_when_the_redrive_state_machine_sends_it_back_the
     assert message["Attributes"].get("AWSTraceHeader") == header
     lines = [e for e in sfn_stack.logs() if e.get("correlation_id") == trace_id]
     dead_lettered = [
-        e for e in lines if e["message"] == LOG_RECORD_DEAD_LETTERED and key in str(e.get("error"))
+        e for e in lines if e.get(EVENT) == LogEvent.RECORD_DEAD_LETTERED and key in str(e.get("error"))
     ]
-    planned = [e for e in lines if e["message"] == "redrive planned" and e.get("origin_id") == origin]
+    planned = [e for e in lines if e.get(EVENT) == LogEvent.REDRIVE_PLANNED and e.get("origin_id") == origin]
     assert len(dead_lettered) >= 2, dead_lettered  # the first receive, and again after a redrive
     assert {e["action"] for e in planned} == {"redrive", "poison"}, planned
-    assert any(e["message"] == "message isolated to the poison queue" for e in lines)
+    assert any(e.get(EVENT) == LogEvent.PLAN_ISOLATED for e in lines)
 
 
 def test_given_a_traced_delayed_message_then_the_rehydrated_delivery_carries_its_trace_id(
@@ -170,7 +169,7 @@ def test_given_a_traced_job_message_naming_no_job_then_it_is_poisoned_on_its_tra
             (
                 e
                 for e in job_stack.logs()
-                if e.get("message_id") == origin and e.get("message") == LOG_JOB_MESSAGE_REJECTED
+                if e.get("message_id") == origin and e.get(EVENT) == LogEvent.JOB_MESSAGE_REJECTED
             ),
             None,
         ),

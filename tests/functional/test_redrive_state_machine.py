@@ -236,16 +236,18 @@ class Functions:
         raise RuntimeError("the function keeps failing")
 
     def _check(self, _: dict[str, Any]) -> dict[str, Any]:
-        return self.breaker.check().to_dict()
+        return dict(self.breaker.check().to_dict())
 
     def _plan(self, event: dict[str, Any]) -> dict[str, Any]:
         if "refused" in event:  # the Refuse step (functions/redrive_plan/app.py dispatches alike)
-            return refusal_step(
-                event["refused"],
-                settings=self.settings,
-                now=utcnow(),
-                logger=Logger(service="sluice-test"),
-                seal=None,
+            return dict(
+                refusal_step(
+                    event["refused"],
+                    settings=self.settings,
+                    now=utcnow(),
+                    logger=Logger(service="sluice-test"),
+                    seal=None,
+                )
             )
         started = time.monotonic()
         with self._lock:
@@ -259,7 +261,7 @@ class Functions:
             time.sleep(self.plan_delay)
             if self.plan_gate is not None and not self.plan_gate.wait(timeout=EXECUTION_TIMEOUT):
                 raise RuntimeError("the test never opened the plan gate")
-            return plan_step(
+            plan = plan_step(
                 event,
                 settings=self.settings,
                 breaker=SerialObservations(self.breaker, self._lock),  # type: ignore[arg-type]
@@ -270,6 +272,7 @@ class Functions:
                 uniform=self.uniform,
                 seal=None,
             )
+            return dict(plan)
         finally:
             with self._lock:
                 self._running_plans -= 1

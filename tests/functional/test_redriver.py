@@ -31,6 +31,7 @@ from sluice import claimcheck
 from sluice.envelope import ATTRIBUTE, Envelope, ErrorInfo
 from sluice.errors import ConfigurationError
 from sluice.limits import MAX_MESSAGE_BYTES
+from sluice.logevents import EVENT, LogEvent
 from sluice.redrive.breaker import Breaker
 from sluice.redrive.runner import Redriver
 from sluice.redrive.settings import RedriveSettings
@@ -315,9 +316,11 @@ def stack() -> Iterator[Stack]:
         yield Stack()
 
 
-def logs(stack: Stack, message: str) -> list[dict[str, Any]]:
+def logs(stack: Stack, which: LogEvent | str) -> list[dict[str, Any]]:
+    """The lines of an event (the lines tools select on), or else of a message text."""
+    key = EVENT if isinstance(which, LogEvent) else "message"
     lines = [json.loads(line) for line in stack.log.getvalue().splitlines() if line.startswith("{")]
-    return [line for line in lines if line.get("message") == message]
+    return [line for line in lines if line.get(key) == which]
 
 
 def lowest(a: float, b: float) -> float:
@@ -361,7 +364,7 @@ def test_given_25_dead_lettered_messages_when_run_then_each_goes_back_to_its_sou
     for name in ("PoisonPillsIsolated", "RedriveFailures", "BouncingRedrives", "BreakerOpen"):
         assert name in stack.metrics.values
         assert stack.metrics.values[name] == 0
-    redriven = logs(stack, "message re-driven")
+    redriven = logs(stack, LogEvent.MESSAGE_REDRIVEN)
     assert {line["message_id"] for line in redriven} == set(ids)
     assert {line["attempt"] for line in redriven} == {1}
     assert all(line["origin_id"] == line["message_id"] for line in redriven)
@@ -489,7 +492,7 @@ def test_given_bouncing_messages_when_run_then_the_breaker_opens_mid_run_and_the
     assert stack.metrics.values["BouncingRedrives"] == 10
     assert stack.metrics.values["BreakerOpen"] == 1
     assert stack.breaker_item()["state"] == {"S": "open"}
-    redriven = logs(stack, "message re-driven")
+    redriven = logs(stack, LogEvent.MESSAGE_REDRIVEN)
     assert all(line["bouncing"] for line in redriven)
     assert {line["attempt"] for line in redriven} == {2}
 
@@ -549,7 +552,7 @@ def test_given_messages_at_the_maximum_when_run_then_they_are_isolated_with_a_co
         assert env.trace == TRACE  # the first hop's, not this delivery's
     assert stack.metrics.values["PoisonPillsIsolated"] == 3
     assert stack.metrics.values["SuccessfulRedrives"] == 0
-    isolated = logs(stack, "message isolated to the poison queue")
+    isolated = logs(stack, LogEvent.MESSAGE_ISOLATED)
     assert {line["message_id"] for line in isolated} == set(ids)
     assert {line["attempt"] for line in isolated} == {6}
     assert all("still failing after 5 redrives" in line["reason"] for line in isolated)
@@ -688,7 +691,7 @@ def test_given_12_forged_redrive_times_when_run_then_the_breaker_stays_closed_an
     assert stack.metrics.values["BouncingRedrives"] == 0
     warned = [line for line in _lines(stack) if "forged or altered" in str(line.get("message"))]
     assert sorted(line["message_id"] for line in warned) == sorted(ids)
-    assert {line["attempt"] for line in logs(stack, "message re-driven")} == {1}
+    assert {line["attempt"] for line in logs(stack, LogEvent.MESSAGE_REDRIVEN)} == {1}
 
 
 def test_given_a_forged_attempt_count_when_first_dead_lettered_then_it_is_redriven_not_poisoned(stack):

@@ -20,6 +20,7 @@ from aws_lambda_powertools import Logger
 from sluice.envelope import ATTRIBUTE, Envelope, ErrorInfo
 from sluice.errors import InvalidEventError, PermanentError
 from sluice.limits import MAX_DELAY_SECONDS, MAX_VISIBILITY_SECONDS
+from sluice.logevents import EVENT, LogEvent
 from sluice.redrive import steps as redrive_sfn
 from sluice.redrive.breaker import BreakerPolicy
 from sluice.redrive.plan import HOLD_MARGIN_SECONDS, MAX_HOLD_WAIT, REFUSED
@@ -129,7 +130,7 @@ def run(
     metrics: RecordingMetrics | None = None,
     log: io.StringIO | None = None,
 ) -> dict[str, Any]:
-    return plan_step(
+    state = plan_step(
         event,
         settings=config or settings(),
         breaker=breaker or FakeBreaker(),  # type: ignore[arg-type]
@@ -140,6 +141,7 @@ def run(
         uniform=uniform,
         seal=None,
     )
+    return dict(state)
 
 
 def log_lines(log: io.StringIO) -> list[dict[str, Any]]:
@@ -163,7 +165,9 @@ def test_given_a_traced_dead_letter_when_planned_then_its_envelope_and_log_line_
     assert envelope_of(plan).trace == header
     # ... and its log line carries the trace's id, as the consumer's and the redriver's do
     [planned] = [
-        line for line in map(json.loads, log.getvalue().splitlines()) if line["message"] == "redrive planned"
+        line
+        for line in map(json.loads, log.getvalue().splitlines())
+        if line.get(EVENT) == LogEvent.REDRIVE_PLANNED
     ]
     assert planned["correlation_id"] == "67a9b2c30123456789abcdef01234567"
 
@@ -257,7 +261,7 @@ def test_given_a_probe_time_when_a_message_failed_after_it_then_it_counts_as_fre
     # Then only the failure after the probe counts as fresh
     assert breaker.fresh == [1, 0, 0]
     assert breaker.observed == [(1, 0), (1, 0), (1, 0)]
-    [line] = [entry for entry in log_lines(log) if entry["message"] == "redrive planned"]
+    [line] = [entry for entry in log_lines(log) if entry.get(EVENT) == LogEvent.REDRIVE_PLANNED]
     assert line["fresh"] is True
     assert line["probe_at"] == probe.timestamp()
 
@@ -429,7 +433,7 @@ def test_given_a_planned_message_when_logged_then_the_line_names_the_message_and
     # When the Plan step runs
     plan = run(item(message(envelope)), log=log)
     # Then one INFO line tells which message, which attempt and what was decided
-    [line] = [entry for entry in log_lines(log) if entry["message"] == "redrive planned"]
+    [line] = [entry for entry in log_lines(log) if entry.get(EVENT) == LogEvent.REDRIVE_PLANNED]
     assert line["message_id"] == plan["messageId"]
     assert line["origin_id"] == "orig-3"
     assert line["attempt"] == 2

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from sluice import claimcheck
-from sluice.consumer.batch import LOG_DUPLICATE_SKIPPED, LOG_RECORD_RETRIED
+from sluice.logevents import LogEvent
 from sluice_local.scenarios.observer import Stack, envelope_of, origin_ids
 from sluice_local.scenarios.runner import Scenario, claim_check, order
 
@@ -38,7 +38,7 @@ class Duplicates(Scenario):
 
     def observe(self, stack: Stack) -> tuple[bool, str]:
         charges = stack.charges(self.prefix)
-        skipped = sum(1 for e in stack.logged(LOG_DUPLICATE_SKIPPED) if e.get("message_id") in self.sent)
+        skipped = sum(1 for e in stack.logged(LogEvent.DUPLICATE_SKIPPED) if e.get("message_id") in self.sent)
         ok = len(charges) == self.count and set(charges.values()) == {1} and skipped == self.count
         return (
             ok,
@@ -81,7 +81,7 @@ class TransientThenSuccess(Scenario):
         self.uploaded = False
 
     def observe(self, stack: Stack) -> tuple[bool, str]:
-        retries = [e for e in stack.logged(LOG_RECORD_RETRIED) if e.get("message_id") == self.message_id]
+        retries = [e for e in stack.logged(LogEvent.RECORD_RETRIED) if e.get("message_id") == self.message_id]
         if retries and not self.uploaded:  # the object appears only after the consumer has failed once
             body = json.dumps(order(f"{self.prefix}late")).encode()
             stack.client("s3").put_object(

@@ -8,10 +8,10 @@ What it reads:
 - **queues** (peeked with visibility 0), their depths, **S3** objects;
 - the redrive state machine's **executions and history** (``RedriveMode=stepfunctions``): the Plan
   task's output (the decision) and the Redrive task's ``sqs:sendMessage`` (the send);
-- the functions' JSON **log lines**, found only by the message constants the layer exports with the
-  code that logs them (``sluice.consumer.batch.LOG_*``, ``sluice.redrive.runner.LOG_*``), for what
-  only the functions know: a duplicate skipped, a record retried or dead-lettered by the consumer,
-  and in ``lambda`` mode the redriver's decisions and the end of each run.
+- the functions' JSON **log lines**, found only by their ``event`` key (``sluice.logevents.LogEvent``,
+  never by their message text), for what only the functions know: a duplicate skipped, a record
+  retried or dead-lettered by the consumer, and in ``lambda`` mode the redriver's decisions and the
+  end of each run.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from sluice.envelope import ATTRIBUTE, Envelope, Seal
-from sluice.redrive.plan import Action
-from sluice.redrive.runner import LOG_MESSAGE_ISOLATED, LOG_MESSAGE_REDRIVEN, LOG_RUN_FINISHED
+from sluice.logevents import EVENT, LogEvent
+from sluice.redrive.contracts import Action
 from sluice.sealing import load_seal
 
 CHARGE = "charge"
@@ -214,9 +214,9 @@ class Stack:
                     continue
         return self._log_entries
 
-    def logged(self, *messages: str) -> list[dict[str, Any]]:
-        """The log lines whose message is one of ``messages`` (constants the layer exports)."""
-        return [e for e in self.logs() if e.get("message") in messages]
+    def logged(self, *events: LogEvent) -> list[dict[str, Any]]:
+        """The log lines whose ``event`` is one of ``events``."""
+        return [e for e in self.logs() if e.get(EVENT) in events]
 
     # --- the redrive -----------------------------------------------------------------------------
 
@@ -233,7 +233,7 @@ class Stack:
         if self.redrive_mode == "stepfunctions":
             return [d for execution in self._executions_seen() for d in execution.decisions]
         out = []
-        for e in self.logged(LOG_MESSAGE_REDRIVEN, LOG_MESSAGE_ISOLATED):
+        for e in self.logged(LogEvent.MESSAGE_REDRIVEN, LogEvent.MESSAGE_ISOLATED):
             at = logged_at(e)
             if e.get("origin_id") and e.get("attempt") is not None and at is not None:
                 out.append(
@@ -268,7 +268,7 @@ class Stack:
         if self.redrive_mode != "stepfunctions":
             return [
                 (at, bool((e.get("breaker") or {}).get("isOpen")))
-                for e in self.logged(LOG_RUN_FINISHED)
+                for e in self.logged(LogEvent.RUN_FINISHED)
                 if (at := logged_at(e)) is not None
             ]
         return [

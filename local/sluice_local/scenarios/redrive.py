@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sluice.consumer.batch import LOG_RECORD_DEAD_LETTERED, LOG_RECORD_RETRIED
 from sluice.envelope import Envelope, merge
 from sluice.errors import TransientError
+from sluice.logevents import EVENT, LogEvent
 from sluice.redrive.breaker import Breaker
 from sluice_local.emulation import rate_seconds
 from sluice_local.scenarios.observer import SENT_BACK, Redrive, Stack, envelope_of, logged_at, origin_ids
@@ -77,12 +77,12 @@ class _ClaimCheckMissing(Scenario):
         """The consumer's failure lines for this message, in every delivery cycle (they name the key)."""
         return [
             e
-            for e in stack.logged(LOG_RECORD_RETRIED, LOG_RECORD_DEAD_LETTERED)
+            for e in stack.logged(LogEvent.RECORD_RETRIED, LogEvent.RECORD_DEAD_LETTERED)
             if self.key in str(e.get("error", ""))
         ]
 
     def dead_letters(self, stack: Stack) -> list[dict[str, Any]]:
-        return [e for e in self.consumer_failures(stack) if e.get("message") == LOG_RECORD_DEAD_LETTERED]
+        return [e for e in self.consumer_failures(stack) if e.get(EVENT) == LogEvent.RECORD_DEAD_LETTERED]
 
     def decisions(self, stack: Stack) -> list[Redrive]:
         return sorted(
@@ -121,7 +121,7 @@ class KeepsFailing(_ClaimCheckMissing):
     def observe(self, stack: Stack) -> tuple[bool, str]:
         p = self.params
         failures = self.consumer_failures(stack)
-        dead = [e for e in failures if e.get("message") == LOG_RECORD_DEAD_LETTERED]
+        dead = [e for e in failures if e.get(EVENT) == LogEvent.RECORD_DEAD_LETTERED]
         decided = self.decisions(stack)
         self.redrives = [d for d in decided if d.action in SENT_BACK]
         # Actual delay: from the redrive decision to the consumer's next receive of the message.

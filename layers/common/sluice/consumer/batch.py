@@ -39,6 +39,7 @@ from sluice.envelope import Envelope, ErrorInfo, Seal, SendAttributes
 from sluice.errors import PermanentError, RetryAfter
 from sluice.fit import fit
 from sluice.limits import MAX_VISIBILITY_SECONDS
+from sluice.logevents import EVENT, LogEvent
 from sluice.partial import each_record
 from sluice.poison import isolate
 from sluice.sealing import load_seal
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
     from sluice.metrics import MetricSink
 
 
-# Log messages, defined once: tools that find these lines (sluice_local's scenarios) import them.
+# Log messages, for people: tools select these lines by their event (sluice.logevents), not this text.
 LOG_DUPLICATE_SKIPPED = "duplicate skipped"
 LOG_RECORD_RETRIED = "record failed; will be retried"
 LOG_RECORD_DEAD_LETTERED = "record dead-lettered with its last error"
@@ -254,7 +255,7 @@ class Consumer:
             heartbeat.succeed(mid)
             stats.add(metrics.RECORDS_PROCESSED if ran else metrics.DUPLICATES_SKIPPED)
             if not ran:
-                self._log.info(LOG_DUPLICATE_SKIPPED)
+                self._log.info(LOG_DUPLICATE_SKIPPED, extra={EVENT: LogEvent.DUPLICATE_SKIPPED})
         finally:
             self._log.thread_safe_remove_keys(["message_id", "correlation_id"])
 
@@ -376,7 +377,7 @@ class Consumer:
             "fitted": list(fitted.changes),  # what was done to keep it within SQS's limits
         }
         stats.add(metrics.RECORDS_DEAD_LETTERED)
-        self._log.error(LOG_RECORD_DEAD_LETTERED, extra=details)
+        self._log.error(LOG_RECORD_DEAD_LETTERED, extra={EVENT: LogEvent.RECORD_DEAD_LETTERED, **details})
         return True
 
     def _retry_later(
@@ -409,6 +410,7 @@ class Consumer:
         self._log.warning(
             LOG_RECORD_RETRIED,
             extra={
+                EVENT: LogEvent.RECORD_RETRIED,
                 "error_type": exc.__class__.__name__,
                 "error": str(exc)[:512],
                 "retry_in_seconds": delay,

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from sluice import metrics
 from sluice.batchsend import Outgoing, send_batch
+from sluice.delay.contracts import RehydrateResult
 from sluice.delay.schedule import Parked, bucket_prefix, decode_object, encode_object
 from sluice.delay.settings import DelaySettings
 from sluice.envelope import Envelope, Seal, SendAttributes, split, utcnow
@@ -63,7 +64,7 @@ class Rehydrator:
         self._metrics = metrics_sink
         self._clock = clock
 
-    def handle(self, event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
+    def handle(self, event: Mapping[str, Any], context: Any = None) -> RehydrateResult:
         remaining: Callable[[], int] = getattr(context, "get_remaining_time_in_millis", lambda: 900_000)
         stats: dict[str, float] = defaultdict(float)
         try:
@@ -93,7 +94,7 @@ class Rehydrator:
                 self._metrics.add_metric(
                     name=metrics.DELIVERY_LAG_SECONDS, unit="Seconds", value=stats["lag_max"]
                 )
-        result = {
+        result: RehydrateResult = {
             "more": more,
             "sent": int(stats[metrics.MESSAGES_REHYDRATED]),
             "objects": int(stats["objects"]),

@@ -24,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from sluice.batchsend import Outgoing
+from sluice.delay.contracts import DelayExecution
 from sluice.envelope import Envelope, Seal, SendAttributes, merge, split, utcnow
 from sluice.errors import PermanentError
 from sluice.fit import Offload, fit
@@ -152,9 +153,12 @@ def execution_arn(state_machine_arn: str, name: str) -> str:
 def execution_input(prefix: str, bucket: int) -> str:
     """Deterministic (same bucket → same bytes), so a repeated StartExecution is recognised."""
     wake_at = datetime.fromtimestamp(bucket, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return json.dumps(
-        {"bucket": bucket, "prefix": bucket_prefix(prefix, bucket), "wake_at": wake_at}, sort_keys=True
-    )
+    execution: DelayExecution = {
+        "bucket": bucket,
+        "prefix": bucket_prefix(prefix, bucket),
+        "wake_at": wake_at,
+    }
+    return json.dumps(execution, sort_keys=True)
 
 
 # --- parked objects ----------------------------------------------------------------------------

@@ -19,19 +19,18 @@ The row is the truth; a queue message is only a hint to look at it. Transitions 
   cannot recognise its own landing the outcome is still safe (docs/jobs.md, "The fencing rule").
 - Under REPEATABLE READ / SERIALIZABLE, SQLSTATE 40001 (and deadlocks, 40P01) are retried a bounded
   number of times, then raised as :class:`~sluice.errors.JobContention`.
+
+The SQL is in :mod:`sluice.jobs.statements`, the row and answer types in :mod:`sluice.jobs.rows`
+(re-exported here).
 """
 
 from __future__ import annotations
 
-import json
 import random
-import re
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -42,203 +41,21 @@ from psycopg.types.json import Jsonb
 from sluice.backoff import Uniform, full_jitter
 from sluice.errors import AlreadyHandled, JobContention, JobNotFound, JobStoreUnavailable, LostClaim
 from sluice.jobs.connection import first_line
+from sluice.jobs.rows import Claim, Created, Failed, Job, Reaped, error_text, storable
+from sluice.jobs.statements import STATEMENTS
 
 if TYPE_CHECKING:
     from sluice.jobs.connection import Connector
     from sluice.jobs.settings import JobStoreSettings
 
-__all__ = ["Claim", "Created", "Job", "JobStore", "Reaped", "storable"]
+__all__ = ["Claim", "Created", "Failed", "Job", "JobStore", "Reaped", "storable"]
 
-Status = Literal["pending", "processing", "completed", "error", "dead"]
 T = TypeVar("T")
-
-MAX_ERROR_CHARS = 2000
-"""An error message is cut to this many characters in the row's history."""
-
-_COLUMNS = (
-    "id, kind, payload, status, attempt, max_attempts, errors, result, claim_token, claimed_by,"
-    " claimed_at, next_attempt_at, unique_key, created_at, updated_at, completed_at"
-)
-
-_SQL = {
-    "insert": "INSERT INTO {jobs} (id, kind, payload, max_attempts, unique_key)"
-    " VALUES (%(id)s, %(kind)s, %(payload)s, %(max_attempts)s, %(unique_key)s)"
-    " ON CONFLICT DO NOTHING RETURNING id",
-    "by_unique_key": "SELECT id FROM {jobs} WHERE unique_key = %(unique_key)s",
-    "get": f"SELECT {_COLUMNS} FROM {{jobs}} WHERE id = %(id)s",  # noqa: S608 - constants only
-    "state": "SELECT status, claim_token FROM {jobs} WHERE id = %(id)s",
-    "complete_if_pending": "UPDATE {jobs} SET status = 'completed', result = %(result)s,"
-    " attempt = attempt + 1, completed_at = now(), updated_at = now(), claimed_at = NULL"
-    " WHERE id = %(id)s AND status = 'pending' RETURNING attempt",
-    "fail_if_pending": "UPDATE {jobs} SET attempt = attempt + 1,"
-    " status = CASE WHEN %(dead)s OR attempt + 1 >= max_attempts THEN 'dead' ELSE 'error' END,"
-    " next_attempt_at = CASE WHEN %(dead)s OR attempt + 1 >= max_attempts THEN NULL"
-    "   ELSE now() + make_interval(secs => %(delay)s) END,"
-    " errors = errors || jsonb_build_array(jsonb_build_object('attempt', attempt + 1, 'at', now(),"
-    "   'error', %(error)s::text, 'worker', %(worker)s::text)),"
-    " updated_at = now(), claimed_at = NULL"
-    " WHERE id = %(id)s AND status = 'pending' RETURNING status, attempt, next_attempt_at",
-    "claim": "UPDATE {jobs} SET status = 'processing', attempt = attempt + 1, claim_token = %(token)s,"  # noqa: S608
-    " claimed_at = now(), claimed_by = %(worker)s, updated_at = now()"
-    f" WHERE id = %(id)s AND status = 'pending' RETURNING {_COLUMNS}",
-    # One round trip for a delivery: start the run of a pending row of a known kind — a two-phase kind is
-    # claimed (processing, new token, attempt + 1); a single-UPDATE kind stays pending with the run marked
-    # in flight (claimed_at, token), so the reaper can count a run that never finishes. A mark already
-    # there is kept, not refreshed: redeliveries of a run that keeps dying must not keep it young. Any
-    # other row is only read.
-    # The second SELECT sees the statement's snapshot, so a row another worker claimed meanwhile may read
-    # as pending there: callers treat a row that was not started as taken.
-    "start": "WITH started AS (UPDATE {jobs} SET updated_at = now(),"  # noqa: S608
-    " claim_token = CASE WHEN kind = ANY(%(two_phase)s::text[]) OR claimed_at IS NULL"
-    "   THEN %(token)s ELSE claim_token END,"
-    " claimed_at = CASE WHEN kind = ANY(%(two_phase)s::text[]) THEN now()"
-    "   ELSE coalesce(claimed_at, now()) END,"
-    " claimed_by = CASE WHEN kind = ANY(%(two_phase)s::text[]) OR claimed_at IS NULL"
-    "   THEN %(worker)s ELSE claimed_by END,"
-    " attempt = attempt + CASE WHEN kind = ANY(%(two_phase)s::text[]) THEN 1 ELSE 0 END,"
-    " status = CASE WHEN kind = ANY(%(two_phase)s::text[]) THEN 'processing' ELSE status END"
-    f" WHERE id = %(id)s AND status = 'pending' AND kind = ANY(%(known)s::text[]) RETURNING {_COLUMNS})"
-    " SELECT true AS started, * FROM started"
-    f" UNION ALL SELECT false, {_COLUMNS} FROM {{jobs}}"
-    " WHERE id = %(id)s AND NOT EXISTS (SELECT FROM started)",
-    "commit": "UPDATE {jobs} SET status = 'completed', result = %(result)s, completed_at = now(),"
-    " updated_at = now()"
-    " WHERE id = %(id)s AND status = 'processing' AND claim_token = %(token)s RETURNING attempt",
-    "fail": "UPDATE {jobs} SET"
-    " status = CASE WHEN %(dead)s OR attempt >= max_attempts THEN 'dead' ELSE 'error' END,"
-    " next_attempt_at = CASE WHEN %(dead)s OR attempt >= max_attempts THEN NULL"
-    "   ELSE now() + make_interval(secs => %(delay)s) END,"
-    " errors = errors || jsonb_build_array(jsonb_build_object('attempt', attempt, 'at', now(),"
-    "   'error', %(error)s::text, 'worker', claimed_by)),"
-    " updated_at = now(), claimed_at = NULL"
-    " WHERE id = %(id)s AND status = 'processing' AND claim_token = %(token)s"
-    " RETURNING status, attempt, next_attempt_at",
-    "expired_claims": "SELECT id, claim_token FROM {jobs}"
-    " WHERE status IN ('processing', 'pending') AND claimed_at IS NOT NULL"
-    " AND claimed_at < now() - make_interval(secs => %(lease)s)"
-    " ORDER BY claimed_at LIMIT %(limit)s",
-    # A two-phase claim older than the lease goes back to pending (its attempt was counted at the claim);
-    # a single-UPDATE run started that long ago never finished: it counts as an attempt now.
-    "reap": "UPDATE {jobs} AS j SET"
-    " status = CASE WHEN j.attempt + (j.status = 'pending')::int >= j.max_attempts"
-    "   THEN 'dead' ELSE 'pending' END,"
-    " attempt = j.attempt + (j.status = 'pending')::int,"
-    " errors = j.errors || jsonb_build_array(jsonb_build_object("
-    "   'attempt', j.attempt + (j.status = 'pending')::int, 'at', now(),"
-    "   'error', CASE WHEN j.status = 'pending' THEN 'run never finished within the ' ELSE"
-    "     'claim expired: no commit within the ' END || %(lease)s::text || ' s lease',"
-    "   'worker', j.claimed_by)),"
-    " claimed_at = NULL, claimed_by = NULL, claim_token = NULL, updated_at = now()"
-    " FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS c(id, token)"
-    " WHERE j.id = c.id AND j.claim_token = c.token AND j.status IN ('processing', 'pending')"
-    "   AND j.claimed_at < now() - make_interval(secs => %(lease)s)"
-    " RETURNING j.id, j.status",
-    "due_for_retry": "UPDATE {jobs} SET status = 'pending', next_attempt_at = NULL, updated_at = now(),"
-    " claimed_at = NULL"
-    " WHERE status = 'error' AND id IN (SELECT id FROM {jobs}"
-    "   WHERE status = 'error' AND next_attempt_at <= now()"
-    "   ORDER BY next_attempt_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
-    " RETURNING id",
-    "stats": "SELECT status, count(*) AS jobs, min(claimed_at) AS oldest_claim,"
-    " min(next_attempt_at) AS next_retry, min(updated_at) AS oldest_update FROM {jobs} GROUP BY status",
-    "orphans": "UPDATE {jobs} SET updated_at = now()"
-    " WHERE status = 'pending' AND claimed_at IS NULL AND id IN (SELECT id FROM {jobs}"
-    "   WHERE status = 'pending' AND claimed_at IS NULL"
-    "   AND updated_at < now() - make_interval(secs => %(age)s)"
-    "   ORDER BY updated_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
-    " RETURNING id",
-}
-
-_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
-"""JSON's escape of NUL (not an escaped backslash followed by ``u0000``)."""
-
-
-def storable(value: Any) -> tuple[Any, str | None]:
-    """``(value, None)`` when PostgreSQL's jsonb accepts ``value``, else ``(replacement, why not)``.
-
-    jsonb refuses what Python's json writes happily: NaN and Infinity, ``\\u0000``, lone surrogates; and
-    some values are not JSON at all. A handler's result that cannot be stored must not fail the commit
-    (its side effect already ran: a failed commit would have the reaper run it again), so it is replaced
-    by a note saying why.
-    """
-    try:
-        text = json.dumps(value, allow_nan=False, ensure_ascii=False)
-        text.encode("utf-8")
-    except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
-        why = f"{exc.__class__.__name__}: {str(exc)[:200]}"
-    else:
-        if _NUL_ESCAPE.search(text) is None:
-            return value, None
-        why = "contains \\u0000, which jsonb refuses"
-    return {"unstorable_result": why, "type": type(value).__name__}, why
-
-
-def _text(value: str) -> str:
-    """Text PostgreSQL accepts: NUL escaped, lone surrogates escaped, at most MAX_ERROR_CHARS."""
-    cut = value[:MAX_ERROR_CHARS].replace("\x00", "\\x00")
-    return cut.encode("utf-8", "backslashreplace").decode("utf-8")
-
 
 _ISOLATION = {
     "repeatable read": psycopg.IsolationLevel.REPEATABLE_READ,
     "serializable": psycopg.IsolationLevel.SERIALIZABLE,
 }
-
-
-@dataclass(frozen=True)
-class Job:
-    """One row of the ``jobs`` table."""
-
-    id: uuid.UUID
-    kind: str
-    payload: Any
-    status: Status
-    attempt: int
-    max_attempts: int
-    errors: list[dict[str, Any]]
-    result: Any
-    claim_token: uuid.UUID | None
-    claimed_by: str | None
-    claimed_at: datetime | None
-    next_attempt_at: datetime | None
-    unique_key: str | None
-    created_at: datetime
-    updated_at: datetime
-    completed_at: datetime | None
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A worker's exclusive hold on a job: ``token`` fences its commit or fail."""
-
-    job: Job
-    token: uuid.UUID
-
-    @property
-    def job_id(self) -> uuid.UUID:
-        return self.job.id
-
-
-@dataclass(frozen=True)
-class Created:
-    id: uuid.UUID
-    created: bool
-    """False when a job with the same unique key (or id) already existed."""
-
-
-@dataclass(frozen=True)
-class Failed:
-    status: Literal["error", "dead"]
-    attempt: int
-    next_attempt_at: datetime | None
-
-
-@dataclass(frozen=True)
-class Reaped:
-    pending: list[uuid.UUID] = field(default_factory=list)
-    """Taken back from an expired claim: to be enqueued again."""
-    dead: list[uuid.UUID] = field(default_factory=list)
-    """Expired on their last attempt: no more runs."""
 
 
 class JobStore:
@@ -271,7 +88,7 @@ class JobStore:
         self._uniform = uniform
         self._sleep = sleep
         table = sql.Identifier(schema, "jobs")
-        self._sql = {name: sql.SQL(text).format(jobs=table) for name, text in _SQL.items()}
+        self._sql = {name: sql.SQL(text).format(jobs=table) for name, text in STATEMENTS.items()}
         self.contention_retries = 0
         """Statements retried after SQLSTATE 40001 / 40P01 (for tests, benchmarks and logs)."""
 
@@ -308,7 +125,7 @@ class JobStore:
         job_id: uuid.UUID | None = None,
     ) -> Created:
         """Insert a pending job; idempotent on ``unique_key`` (and on ``job_id``)."""
-        if not 1 <= len(kind) <= 128 or _text(kind) != kind:
+        if not 1 <= len(kind) <= 128 or error_text(kind) != kind:
             raise ValueError("a job kind is 1 to 128 characters of valid text")
         attempts = self._max_attempts if max_attempts is None else max_attempts
         if attempts < 1:
@@ -491,7 +308,7 @@ class JobStore:
             delay = max(0.0, float(retry_in))
         return {
             "id": job_id,
-            "error": _text(str(error)),
+            "error": error_text(str(error)),
             "worker": self._worker,
             "delay": float(delay),
             "dead": permanent,

@@ -38,6 +38,7 @@ from sluice.errors import (
     RetryAfter,
 )
 from sluice.jobs.store import storable
+from sluice.logevents import EVENT, LogEvent
 from sluice.partial import each_record
 from sluice.poison import isolate
 
@@ -414,6 +415,7 @@ class JobConsumer:
         self._log.error(
             LOG_JOB_MESSAGE_REJECTED,
             extra={
+                EVENT: LogEvent.JOB_MESSAGE_REJECTED,
                 "reason": str(exc)[:512],
                 "error_type": exc.__class__.__name__,
                 "poison_message_id": poison_id,

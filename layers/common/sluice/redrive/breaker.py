@@ -31,10 +31,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from sluice import metrics
 from sluice.envelope import Envelope
+from sluice.redrive.contracts import BreakerAnswer
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -52,6 +53,14 @@ class BreakerState(StrEnum):
     CLOSED = "closed"
     OPEN = "open"
     HALF_OPEN = "half_open"
+
+
+_STATE_NAMES: dict[BreakerState, Literal["closed", "open", "half_open"]] = {
+    BreakerState.CLOSED: "closed",
+    BreakerState.OPEN: "open",
+    BreakerState.HALF_OPEN: "half_open",
+}
+"""A state as the check's answer spells it (:class:`~sluice.redrive.contracts.BreakerAnswer`)."""
 
 
 @dataclass(frozen=True)
@@ -105,11 +114,11 @@ class BreakerStatus:
     def is_open(self) -> bool:
         return self.state is BreakerState.OPEN or self.holding
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> BreakerAnswer:
         """The check's answer: ``{"isOpen", "state", "reason", ...}`` (JSON-ready)."""
         return {
             "isOpen": self.is_open,
-            "state": str(self.state),
+            "state": _STATE_NAMES[self.state],
             "reason": self.reason,
             "openedBy": self.opened_by,
             "since": None if self.since is None else datetime.fromtimestamp(self.since, UTC).isoformat(),

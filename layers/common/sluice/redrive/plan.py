@@ -20,7 +20,7 @@ import random
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from sluice.arrival import Arrival, receive_count
 from sluice.backoff import Uniform, ceiling, whole_seconds
@@ -38,6 +38,7 @@ from sluice.errors import PermanentError
 from sluice.fit import Offload, UnfittableError, fit
 from sluice.limits import MAX_DELAY_SECONDS, MAX_LONG_DELAY_SECONDS, MAX_VISIBILITY_SECONDS
 from sluice.redrive.breaker import as_utc
+from sluice.redrive.contracts import Action, AttributeValue, PlanState
 from sluice.sqs import allowlisted
 from sluice.tracing import correlation_id
 
@@ -52,8 +53,6 @@ MAX_HOLD_WAIT = MAX_VISIBILITY_SECONDS - HOLD_MARGIN_SECONDS
 """Longest Step Functions wait (SQS keeps a message invisible for at most 12 hours)."""
 DEAD_LETTERED = "MaxReceiveCountExceeded"
 REFUSED = "RedriveRefused"
-
-Action = Literal["redrive", "delay", "poison"]
 
 
 @dataclass(frozen=True)
@@ -224,7 +223,7 @@ class Decision:
             envelope_problem=problem or self.envelope_problem,
         )
 
-    def to_state(self) -> dict[str, Any]:
+    def to_state(self) -> PlanState:
         """The Step Functions Plan step's output (JSON-ready; binary attribute values base64).
 
         A redrive is sent with ``sendDelaySeconds`` (≤ 900, SQS's limit) as ``DelaySeconds``; only
@@ -244,17 +243,23 @@ class Decision:
             "holdSeconds": min(MAX_VISIBILITY_SECONDS, wait + HOLD_MARGIN_SECONDS),
             "queueUrl": self.destination,
             "body": self.body,
-            "messageAttributes": {
-                name: (
-                    {"DataType": v["DataType"], "BinaryValue": base64.b64encode(v["BinaryValue"]).decode()}
-                    if isinstance(v.get("BinaryValue"), bytes | bytearray)
-                    else dict(v)
-                )
-                for name, v in self.attributes.items()
-            },
+            "messageAttributes": {name: _state_attribute(v) for name, v in self.attributes.items()},
             "bouncing": self.bouncing,
             "reason": self.reason,
         }
+
+
+def _state_attribute(value: Mapping[str, Any]) -> AttributeValue:
+    """A SendMessage attribute as Step Functions carries it (a binary value as base64 text)."""
+    out: AttributeValue = {"DataType": str(value["DataType"])}
+    if "StringValue" in value:
+        out["StringValue"] = str(value["StringValue"])
+    binary = value.get("BinaryValue")
+    if isinstance(binary, bytes | bytearray):
+        out["BinaryValue"] = base64.b64encode(binary).decode()
+    elif binary is not None:
+        out["BinaryValue"] = str(binary)
+    return out
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,9 @@ import random
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sluice import metrics
 from sluice.backoff import Uniform
@@ -37,7 +37,9 @@ from sluice.envelope import Seal, utcnow
 from sluice.errors import ConfigurationError
 from sluice.fit import Offload
 from sluice.limits import MAX_BATCH_ENTRIES
+from sluice.logevents import EVENT, LogEvent
 from sluice.redrive.breaker import Breaker, BreakerState, BreakerStatus, report
+from sluice.redrive.contracts import BreakerAnswer, RunReport
 from sluice.redrive.plan import TRACE_ATTRIBUTE, Decision, DlqMessage, decide
 from sluice.redrive.settings import RedriveSettings
 from sluice.sqs import queue_url_from_arn
@@ -54,11 +56,6 @@ SAFETY_MILLIS = 10_000
 RECEIVE_VISIBILITY_SECONDS = 60
 """How long a received DLQ message stays hidden while its batch is handled (or after a failure)."""
 
-# Log messages, defined once: tools that find these lines (sluice_local's scenarios) import them.
-LOG_MESSAGE_REDRIVEN = "message re-driven"
-LOG_MESSAGE_ISOLATED = "message isolated to the poison queue"
-LOG_RUN_FINISHED = "redrive run finished"
-
 
 @dataclass
 class RedriveReport:
@@ -71,11 +68,23 @@ class RedriveReport:
     batches: int = 0
     stopped: str = ""
     """Why the run ended: drained, breaker_open, deadline or limit."""
-    breaker: dict[str, Any] = field(default_factory=dict)
+    breaker: BreakerAnswer | None = None
+    """The last breaker check (None when the run failed before its first)."""
     elapsed_seconds: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> RunReport:
+        return {
+            "received": self.received,
+            "redriven": self.redriven,
+            "delayed": self.delayed,
+            "isolated": self.isolated,
+            "failed": self.failed,
+            "bouncing": self.bouncing,
+            "batches": self.batches,
+            "stopped": self.stopped,
+            "breaker": None if self.breaker is None else BreakerAnswer(**self.breaker),
+            "elapsed_seconds": self.elapsed_seconds,
+        }
 
 
 class Redriver:
@@ -137,9 +146,9 @@ class Redriver:
             while True:
                 status = self._breaker.check()
                 report(status, self._metrics)
-                report_.breaker = status.to_dict()
+                report_.breaker = answer = status.to_dict()
                 if status.is_open:
-                    self._log.warning("circuit breaker is open: nothing is re-driven", extra=report_.breaker)
+                    self._log.warning("circuit breaker is open: nothing is re-driven", extra=answer)
                     report_.stopped = "breaker_open"
                     break
                 if max_messages is not None and report_.received >= max_messages:
@@ -173,7 +182,7 @@ class Redriver:
                 (metrics.BOUNCING_REDRIVES, report_.bouncing),
             ):
                 self._metrics.add_metric(name=name, unit="Count", value=value)
-        self._log.info(LOG_RUN_FINISHED, extra=report_.to_dict())
+        self._log.info("redrive run finished", extra={EVENT: LogEvent.RUN_FINISHED, **report_.to_dict()})
         return report_
 
     # --- one batch -----------------------------------------------------------------------------
@@ -324,15 +333,20 @@ class Redriver:
             report_.isolated += 1
             error = d.envelope.last_error
             self._log.error(
-                LOG_MESSAGE_ISOLATED,
-                extra={**extra, "reason": d.reason[:512], "error_type": error.type if error else None},
+                "message isolated to the poison queue",
+                extra={
+                    EVENT: LogEvent.MESSAGE_ISOLATED,
+                    **extra,
+                    "reason": d.reason[:512],
+                    "error_type": error.type if error else None,
+                },
             )
             return
         if d.action == "delay":
             report_.delayed += 1
         else:
             report_.redriven += 1
-        self._log.info(LOG_MESSAGE_REDRIVEN, extra=extra)
+        self._log.info("message re-driven", extra={EVENT: LogEvent.MESSAGE_REDRIVEN, **extra})
 
     def _delete(self, decisions: list[Decision], report_: RedriveReport) -> None:
         for start in range(0, len(decisions), MAX_BATCH_ENTRIES):

@@ -37,6 +37,8 @@ from sluice.envelope import Envelope, ErrorInfo, Seal, from_event_attributes, sp
 from sluice.errors import InvalidEventError, PermanentError
 from sluice.fit import Offload
 from sluice.limits import MAX_VISIBILITY_SECONDS
+from sluice.logevents import EVENT, LogEvent
+from sluice.redrive.contracts import PlanState
 from sluice.redrive.plan import Decision, DlqMessage, decide, sendable
 from sluice.redrive.settings import RedriveSettings
 
@@ -60,8 +62,6 @@ MAX_HOLD_SECONDS = MAX_VISIBILITY_SECONDS - FETCH_VISIBILITY_SECONDS
 after it was received. It exceeds the longest hold a plan asks for, 12 h - 900 s: the longest
 backoff (12 h - 300 s) less the 900 s sent as ``DelaySeconds``, plus the 300 s margin."""
 
-LOG_REDRIVE_PLANNED = "redrive planned"
-"""The Plan step's line for each DLQ message (``action``: redrive, delay or poison), defined once."""
 SEND_REFUSALS = ("InvalidMessageContents", "InvalidParameterValue")
 """SQS error codes by which ``sqs:sendMessage`` refuses the message itself (characters SQS does not
 allow, too large, invalid attributes): it will never be accepted, so the state machine isolates it.
@@ -85,7 +85,7 @@ def plan_step(
     seal: Seal | None,
     offload: Offload | None = None,
     uniform: Uniform = random.uniform,
-) -> dict[str, Any]:
+) -> PlanState:
     """Plan one Map item; count it for the breaker; return the plan.
 
     The item is ``{"message": <ReceiveMessage message>, "probeAt": <epoch seconds or null>}``; any
@@ -132,10 +132,11 @@ def plan_step(
     )
     metrics_sink.add_metric(name=metrics.BOUNCING_REDRIVES, unit="Count", value=1 if decision.bouncing else 0)
     state = decision.to_state()
-    state["holdSeconds"] = min(int(state["holdSeconds"]), MAX_HOLD_SECONDS)
+    state["holdSeconds"] = min(state["holdSeconds"], MAX_HOLD_SECONDS)
     logger.info(
-        LOG_REDRIVE_PLANNED,
+        "redrive planned",  # one line per DLQ message (``action``: redrive or poison)
         extra={
+            EVENT: LogEvent.REDRIVE_PLANNED,
             **decision.ids(),
             "origin_id": decision.envelope.origin_id,
             "attempt": decision.attempt,
@@ -160,7 +161,7 @@ def refusal_step(
     logger: Logger,
     seal: Seal | None,
     offload: Offload | None = None,
-) -> dict[str, Any]:
+) -> PlanState:
     """The poison plan for a redrive plan whose ``sqs:sendMessage`` the source queue refused.
 
     ``event`` is ``{"plan": <a redrive plan>, "error": {"Error": ..., "Cause": ...}}`` (the state

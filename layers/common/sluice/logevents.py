@@ -1,0 +1,33 @@
+"""Log event names: the ``event`` key of every log line that tools select on.
+
+The local runtime's demo observer and soak (and tests) find a function's log lines by their
+``event`` field, never by their message text: the message is for people and may be reworded, the
+event name is the interface. Powertools' logger writes it as a top-level key::
+
+    logger.info("message re-driven", extra={"event": LogEvent.MESSAGE_REDRIVEN, ...})
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["EVENT", "LogEvent"]
+
+EVENT = "event"
+"""The log line's key that holds its :class:`LogEvent`."""
+
+
+class LogEvent(StrEnum):
+    # the consumer (sluice.consumer.batch)
+    DUPLICATE_SKIPPED = "consumer.duplicate_skipped"
+    RECORD_RETRIED = "consumer.record_retried"
+    RECORD_DEAD_LETTERED = "consumer.record_dead_lettered"
+    # the redriver (sluice.redrive.runner, RedriveMode=lambda)
+    MESSAGE_REDRIVEN = "redrive.message_redriven"
+    MESSAGE_ISOLATED = "redrive.message_isolated"
+    RUN_FINISHED = "redrive.run_finished"
+    # the redrive state machine's Lambdas (sluice.redrive.steps, the poison isolator)
+    REDRIVE_PLANNED = "redrive.planned"
+    PLAN_ISOLATED = "redrive.plan_isolated"
+    # the job consumer (sluice.jobs.worker)
+    JOB_MESSAGE_REJECTED = "jobs.message_rejected"
