@@ -1,0 +1,69 @@
+"""The test tiers: every marker the README names is registered, every e2e test lands in the stack tier, and
+the defaults the README states are the Makefile's."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+MAKEFILE = (ROOT / "Makefile").read_text(encoding="utf-8")
+
+
+def registered_markers() -> set[str]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    return {m.split(":", 1)[0] for m in config["tool"]["pytest"]["ini_options"]["markers"]}
+
+
+def readme_tiers() -> dict[str, str]:
+    """marker → 'yes'/'no' (in make check) from the README's tier table."""
+    rows = re.findall(r"^\| `(\w+)` \| .* \| (yes|no) \|$", README, flags=re.MULTILINE)
+    return dict(rows)
+
+
+def make_variable(name: str) -> str:
+    match = re.search(rf"^{name}\s*\?=\s*(\S+)", MAKEFILE, flags=re.MULTILINE)
+    assert match, f"{name} is not set in the Makefile"
+    return match.group(1)
+
+
+def test_every_tier_the_readme_names_is_a_registered_marker():
+    tiers = readme_tiers()
+    assert set(tiers) == {"pg", "subprocess", "browser", "stack", "soak"}
+    assert set(tiers) <= registered_markers()
+
+
+def test_make_check_leaves_out_exactly_the_tiers_the_readme_says():
+    recipe = re.search(r"^check-tests:.*\n\t(.+)$", MAKEFILE, flags=re.MULTILINE)
+    assert recipe, "no check-tests recipe"
+    excluded = set(re.findall(r"not (\w+)", recipe.group(1)))
+    # soak tests are stack tests too: leaving out the stack tier leaves them out
+    assert {name for name, in_check in readme_tiers().items() if in_check == "no"} == excluded | {"soak"}
+
+
+@pytest.mark.parametrize("name", ["CHECK_WORKERS", "TEST_WORKERS"])
+def test_the_worker_counts_the_readme_states_are_the_makefiles(name):
+    assert f"`{name}={make_variable(name)}`" in README
+
+
+@pytest.mark.subprocess
+def test_every_e2e_test_is_in_the_stack_tier_and_every_soak_test_in_the_soak_tier():
+    def collected(*args: str) -> int:
+        out = subprocess.run(
+            [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+            cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        match = re.search(r"(\d+)(?:/\d+)? tests? collected|no tests collected", out.stdout)
+        assert match, out.stdout + out.stderr
+        return int(match.group(1) or 0)
+
+    assert collected("tests/e2e", "-m", "not stack") == 0
+    assert collected("tests/e2e/test_soak.py", "-m", "not soak") == 0
+    assert collected("tests/unit", "tests/functional", "-m", "stack") == 0
+    assert collected("tests/e2e/test_soak.py", "-m", "soak") >= 5
