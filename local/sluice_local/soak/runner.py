@@ -1,7 +1,7 @@
 """Seeded fault schedules through the real wiring, checked on the whole history (issue 11).
 
 For each seed: a workload of orders goes through the deployed template (consumer, long delays,
-dead-lettering and redrive) while :mod:`sluice_local.faults` breaks AWS calls and invocations as the
+dead-lettering and redrive) while :mod:`sluice_local.emulation.faults` breaks AWS calls and invocations as the
 seed decides; the run drains to quiescence; the checker then reads the ledger (every side effect the
 example processor performed, one item per performance) and the queues, and reports, like Jepsen's
 total-queue checker and one step beyond it:
@@ -51,12 +51,14 @@ from sluice.envelope import split
 from sluice.jobs import job_message
 from sluice.redrive.runner import LOG_MESSAGE_REDRIVEN
 from sluice.redrive.steps import LOG_REDRIVE_PLANNED
-from sluice_local import faults, postgres
-from sluice_local.cloud import LocalCloud
-from sluice_local.fast import FAST
-from sluice_local.pollers import SqsPoller
-from sluice_local.scenarios import runner
-from sluice_local.scenarios.observer import Stack
+from sluice_local.app import messages, postgres
+from sluice_local.app.fast import FAST
+from sluice_local.app.observer import Stack
+from sluice_local.app.stack import local_cloud
+from sluice_local.emulation import faults
+from sluice_local.emulation.cloud import LocalCloud
+from sluice_local.emulation.pollers import SqsPoller
+from sluice_local.soak.db_faults import install_database_boundary
 
 VISIBILITY_SECONDS = 6
 SEED_DEADLINE_SECONDS = 420.0
@@ -67,6 +69,9 @@ POLL_SECONDS = 0.3
 IDLE_POLLS = 2
 ZOMBIE_SECONDS = 60.0  # timed-out handler threads still running after the drain: they end at their next call
 EFFECTS = ("charge", "reward", "notify")
+CRASH_POINTS = (("RedriverFunction", "DeleteMessageBatch"),)
+"""Where half of a function's crashes land instead of after a random number of calls: points a random
+count rarely reaches (the redriver between its send and its delete: it seldom has messages in hand)."""
 KINDS = (
     "normal", "normal", "duplicate", "permanent", "transient", "exhausts-retries",
     "claim-check", "delay-direct", "delay-parked",
@@ -219,11 +224,11 @@ class Soak:
             seed, aws_rate=o.aws_rate, lambda_rate=o.lambda_rate, only=o.only,
             ledger_table=self.stack.outputs["LedgerTableName"],
             guard_table=self.stack.outputs["IdempotencyTableName"],
-            sabotage_ledger=o.sabotage == "ledger",
+            sabotage_ledger=o.sabotage == "ledger", crash_points=CRASH_POINTS,
         )  # fmt: skip
         injector = faults.Injector(plan)
         started = time.monotonic()
-        undo = faults.install(injector)
+        undo = faults.install(injector, install_database_boundary)
         if o.sabotage == "delete-failed":  # the mapping deletes records the batch reported failed
             original = SqsPoller._failures
             SqsPoller._failures = staticmethod(lambda result, ids: set())  # type: ignore[method-assign]
@@ -258,9 +263,9 @@ class Soak:
         for n in range(ORDERS_PER_SEED):
             kind = plan.pick(KINDS, "workload", n)
             s = Sent(f"s{plan.seed}-{n}", kind)
-            body = json.dumps(runner.order(s.order_id))
+            body = json.dumps(messages.order(s.order_id))
             if kind == "permanent":
-                body = json.dumps(runner.order(s.order_id, amount_cents=99_000_000))
+                body = json.dumps(messages.order(s.order_id, amount_cents=99_000_000))
             if kind in ("transient", "exhausts-retries"):
                 s.key = f"soak/{s.order_id}-{uuid.uuid4().hex[:6]}"
                 # transient: back within the consumer's retries; exhausts-retries: after its third receive
@@ -268,9 +273,9 @@ class Soak:
                 low, spread = (1, 3) if kind == "transient" else (6, 4)
                 wait = low + spread * plan.roll("upload", n)
                 s.upload_at = time.monotonic() + wait
-                body = runner.claim_check(bucket, s.key)
+                body = messages.claim_check(bucket, s.key)
             if kind == "claim-check":
-                big = json.dumps(runner.order(s.order_id, reward_points=5, note="x" * 300_000))
+                big = json.dumps(messages.order(s.order_id, reward_points=5, note="x" * 300_000))
                 s.message_ids.append(
                     claimcheck.send(
                         sqs, self.stack.client("s3"), queue_url=work, body=big, bucket=bucket, prefix=""
@@ -317,7 +322,7 @@ class Soak:
     def _upload_due(self, sent: list[Sent]) -> None:
         for s in sent:
             if s.upload_at is not None and time.monotonic() >= s.upload_at:
-                body = json.dumps(runner.order(s.order_id)).encode()
+                body = json.dumps(messages.order(s.order_id)).encode()
                 self.stack.client("s3").put_object(
                     Bucket=self.stack.outputs["ClaimCheckBucketName"], Key=s.key, Body=body
                 )
@@ -610,8 +615,8 @@ def run_worker(seeds: list[int], *, mode: str, log_dir: Path, options: Options) 
     sys.stdout = log_path.open("a", buffering=1, encoding="utf-8")  # the functions' JSON logs and EMF
     faults_log = logging.FileHandler(log_path.with_suffix(".faults.log"), encoding="utf-8")
     faults_log.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-    logging.getLogger("sluice_local.faults").addHandler(faults_log)  # every fault, with its seed
-    logging.getLogger("sluice_local.faults").setLevel(logging.INFO)
+    logging.getLogger("sluice_local.emulation.faults").addHandler(faults_log)  # every fault, with its seed
+    logging.getLogger("sluice_local.emulation.faults").setLevel(logging.INFO)
     failed = 0
     params = {**FAST, "RedriveMode": mode}
     database = postgres.database_url()
@@ -621,7 +626,7 @@ def run_worker(seeds: list[int], *, mode: str, log_dir: Path, options: Options) 
         else postgres.unreachable_reason(database) or ""
     )
     stack_name = f"sluice-soak-{mode}"
-    with LocalCloud(
+    with local_cloud(
         parameters=params, stack_name=stack_name, database_url=None if no_jobs else database
     ) as cloud:
         soak = Soak(cloud, log_path, mode=mode, options=options, no_jobs=no_jobs)
