@@ -7,13 +7,13 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from sluice_cli.samconfig import parse_overrides
 from sluice_local.app.fast import FAST
 from sluice_local.app.stack import local_cloud
 from sluice_local.emulation.cloud import ROOT, LocalCloud
 from sluice_local.emulation.up import redirect_function_output, serve
+from sluice_local.soak.options import Options
 
 
 def _params(pairs: list[str]) -> dict[str, str]:
@@ -66,15 +66,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(Path(args.log_file), _params(args.param))
 
 
-def _options(args: argparse.Namespace) -> Any:
-    from sluice_local.emulation import faults  # noqa: PLC0415 - the fault injector patches botocore: only when asked
-    from sluice_local.soak import runner as soak  # noqa: PLC0415
+def _options(args: argparse.Namespace) -> Options:
+    from sluice_local.emulation.faults import ALL_KINDS  # noqa: PLC0415 - the fault injector: only when asked
 
     only = tuple(k for k in args.only.split(",") if k)
-    unknown = sorted(set(only) - set(faults.ALL_KINDS))
+    unknown = sorted(set(only) - set(ALL_KINDS))
     if unknown:
-        raise SystemExit(f"--only: unknown fault kind(s) {unknown}; known: {', '.join(faults.ALL_KINDS)}")
-    return soak.Options(
+        raise SystemExit(f"--only: unknown fault kind(s) {unknown}; known: {', '.join(ALL_KINDS)}")
+    return Options(
         aws_rate=args.aws_rate,
         lambda_rate=args.lambda_rate,
         sabotage=args.sabotage,
@@ -84,12 +83,12 @@ def _options(args: argparse.Namespace) -> Any:
 
 
 def cmd_soak(args: argparse.Namespace) -> int:
-    from sluice_local.soak import runner as soak  # noqa: PLC0415 - the fault injector patches botocore: only when asked
+    from sluice_local.soak import runner  # noqa: PLC0415 - the fault injector patches botocore: only when asked
 
     options = _options(args)
     seeds = [args.seed] if args.seed is not None else list(range(args.first, args.first + args.seeds))
     workers = 2 if args.seed is not None else args.workers
-    summary = soak.run(seeds, workers=workers, log_dir=Path(args.log_dir), options=options)
+    summary = runner.run(seeds, workers=workers, log_dir=Path(args.log_dir), options=options)
     rates = f"AWS calls faulted {options.aws_rate:.0%}, invocations {options.lambda_rate:.0%}"
     if options.only:
         rates += f", only {', '.join(options.only)}"
@@ -100,10 +99,10 @@ def cmd_soak(args: argparse.Namespace) -> int:
 
 
 def cmd_soak_worker(args: argparse.Namespace) -> int:
-    from sluice_local.soak import runner as soak  # noqa: PLC0415 - the fault injector patches botocore: only when asked
+    from sluice_local.soak import runner  # noqa: PLC0415 - the fault injector patches botocore: only when asked
 
     seeds = [int(s) for s in args.seeds.split(",") if s]
-    return soak.run_worker(seeds, mode=args.mode, log_dir=Path(args.log_dir), options=_options(args))
+    return runner.run_worker(seeds, mode=args.mode, log_dir=Path(args.log_dir), options=_options(args))
 
 
 def _rates(parser: argparse.ArgumentParser) -> None:
@@ -117,7 +116,7 @@ def _rates(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--sabotage", default="", choices=["", "ledger", "delete-failed"],
-        help="check the checker: break something it must report (see sluice_local.soak.SABOTAGE)",
+        help="check the checker: break something it must report (see sluice_local.soak.options.SABOTAGE)",
     )  # fmt: skip
 
 
