@@ -164,7 +164,8 @@ class Injector:
             raise SimulatedCrash(f"{here.caller} died {where}")
 
     def db(self, statement: str) -> str | None:
-        """The fault (if any) for the job store's next ``statement`` by the current scope; raises
+        """The fault (if any) for the next database ``statement`` by the current scope (asked by a
+        boundary plugged in with :func:`~sluice_local.emulation.faults.install`); raises
         :class:`SimulatedCrash` when the scope's invocation has died (or dies before it)."""
         here = current()
         if here is None:

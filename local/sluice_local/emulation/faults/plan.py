@@ -26,7 +26,7 @@ SABOTAGED = "sabotage-took-effect-then-failed"
 """Only to check the checker: the call takes effect, then fails with an error the SDK does not retry."""
 
 DB_DROPPED = "db-connection-dropped"
-"""The job store's connection dies before a statement reaches the database."""
+"""The database connection dies before a statement reaches the database."""
 DB_LOST_RESPONSE = "db-lost-response"
 """The statement took effect (autocommit), then the connection died before its result arrived."""
 
