@@ -50,7 +50,7 @@ from invoke_child import make_event as new_orders_event
 from moto import mock_aws
 
 from sluice.consumer.batch import Consumer, SluiceRecord
-from sluice_local.lambda_loader import LambdaContext
+from sluice_local.emulation.lambda_loader import LambdaContext
 
 TABLE = "idempotency"
 BUCKET = "sluice-claims"

@@ -66,8 +66,8 @@ from sluice.delay.schedule import send_delayed
 from sluice.delay.settings import DelaySettings
 from sluice.envelope import Seal
 from sluice.sqs import attribute_bytes
-from sluice_local.lambda_loader import LambdaContext
-from sluice_local.sqs_events import to_lambda_record
+from sluice_local.emulation.lambda_loader import LambdaContext
+from sluice_local.emulation.sqs_events import to_lambda_record
 
 BENCH_SEAL = Seal((b"bench-envelope-key-" + b"0" * 32,))
 """The stack's envelope key, as the functions would load it."""

@@ -48,7 +48,7 @@ import psycopg  # noqa: E402
 from psycopg import sql  # noqa: E402
 
 from sluice.jobs import Connector, Job, JobKinds, JobStore, JobWorker, Outcome  # noqa: E402
-from sluice_local import postgres  # noqa: E402
+from sluice_local.app import postgres  # noqa: E402
 
 MODES = ("single", "two_phase", "anchor")
 TARGET_ROUND_TRIPS = 3.0

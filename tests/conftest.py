@@ -82,7 +82,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def _sqs_as_strict_as_aws() -> Iterator[None]:
     """moto accepts what SQS refuses (sizes in characters, any characters, any attributes): every test
     runs with the local runtime's SQS rules, so a message sluice sends that AWS would refuse fails here."""
-    from sluice_local import moto_adapter  # noqa: PLC0415
+    from sluice_local.emulation import moto_adapter  # noqa: PLC0415
 
     _SQS_RULES.append(moto_adapter.install_sqs_rules())
     yield
@@ -95,7 +95,7 @@ _SQS_RULES: list[Any] = []
 @pytest.fixture
 def lenient_moto() -> Iterator[None]:
     """moto as it is, without the SQS rules (for tests that probe moto's own leniency)."""
-    from sluice_local import moto_adapter  # noqa: PLC0415
+    from sluice_local.emulation import moto_adapter  # noqa: PLC0415
 
     _SQS_RULES.pop()()
     yield
@@ -249,7 +249,7 @@ def aws() -> Iterator[Resources]:
 @pytest.fixture(scope="session")
 def pg_url() -> str:
     """The real PostgreSQL the job tests use; skips them with the printed reason when none answers."""
-    from sluice_local import postgres  # noqa: PLC0415
+    from sluice_local.app import postgres  # noqa: PLC0415
 
     url = postgres.database_url()
     reason = postgres.unreachable_reason(url)
@@ -261,7 +261,7 @@ def pg_url() -> str:
 @pytest.fixture
 def jobs_schema(pg_url: str) -> Iterator[str]:
     """A schema of its own holding a migrated job store; dropped after the test."""
-    from sluice_local import postgres  # noqa: PLC0415
+    from sluice_local.app import postgres  # noqa: PLC0415
 
     name = postgres.new_schema(pg_url, prefix="sluice_t_")
     yield name

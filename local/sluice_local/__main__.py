@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import signal
 import sys
-import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from sluice_cli.samconfig import parse_overrides
-from sluice_local.cloud import ROOT, LocalCloud
-from sluice_local.fast import FAST
+from sluice_local.app.fast import FAST
+from sluice_local.app.stack import local_cloud
+from sluice_local.emulation.cloud import ROOT, LocalCloud
+from sluice_local.emulation.up import redirect_function_output, serve
+from sluice_local.soak.options import Options
 
 
 def _params(pairs: list[str]) -> dict[str, str]:
@@ -24,78 +23,57 @@ def _params(pairs: list[str]) -> dict[str, str]:
         raise SystemExit(str(exc)) from None
 
 
-def _redirect_function_output(log_file: Path) -> None:
-    """Functions print JSON logs and EMF metrics to stdout, as in Lambda; keep them in a file."""
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    sys.stdout = log_file.open("a", buffering=1, encoding="utf-8")
-
-
 def _database_url(args: argparse.Namespace) -> str | None:
     if args.database_url:
         return str(args.database_url)
     if args.jobs:
-        from sluice_local.postgres import database_url  # noqa: PLC0415 - psycopg only with --jobs
+        from sluice_local.app.postgres import database_url  # noqa: PLC0415 - psycopg only with --jobs
 
         return database_url()
     return None
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    console = sys.__stdout__ or sys.stderr
     params = {**(FAST if args.fast else {}), **_params(args.param)}
     if args.log_file:
-        _redirect_function_output(Path(args.log_file))
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    with LocalCloud(
+        redirect_function_output(Path(args.log_file))
+    cloud = local_cloud(
+        params,
         template=Path(args.template) if args.template else None,
-        parameters=params,
         stack_name=args.stack_name,
         port=args.port,
         database_url=_database_url(args),
-    ) as cloud:
-        info = {
-            "endpoint": cloud.endpoint,
-            "stack": cloud.stack_name,
-            "region": cloud.region,
-            "outputs": cloud.outputs,
-        }
-        if args.ready_file:
-            Path(args.ready_file).write_text(json.dumps(info))
-        print(f"sluice local stack {cloud.stack_name!r} is up at {cloud.endpoint}", file=console)
-        for key, value in cloud.outputs.items():
-            print(f"  {key:28} {value}", file=console)
-        print(
-            f"\nexport AWS_ENDPOINT_URL={cloud.endpoint} "
-            "AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing "
-            f"AWS_DEFAULT_REGION={cloud.region}\n"
-            f"aws sqs send-message --queue-url {cloud.outputs.get('WorkQueueUrl')} --message-body "
-            '\'{"order_id":"o-1","customer_id":"c-1","amount_cents":100,"currency":"EUR"}\'\n'
-            "Ctrl-C stops it.",
-            file=console,
-            flush=True,
-        )
-        while not stop.wait(0.5):
-            pass
-    print("stopped", file=console, flush=True)
+    )
+    serve(
+        cloud,
+        ready_file=Path(args.ready_file) if args.ready_file else None,
+        hint=_send_an_order,
+        console=sys.__stdout__ or sys.stderr,
+    )
     return 0
 
 
+def _send_an_order(cloud: LocalCloud) -> str:
+    return (
+        f"aws sqs send-message --queue-url {cloud.outputs.get('WorkQueueUrl')} --message-body "
+        '\'{"order_id":"o-1","customer_id":"c-1","amount_cents":100,"currency":"EUR"}\''
+    )
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
-    from sluice_local.demo import run_demo  # noqa: PLC0415 - rich is only needed here
+    from sluice_local.demo.run import run_demo  # noqa: PLC0415 - rich is only needed here
 
     return run_demo(Path(args.log_file), _params(args.param))
 
 
-def _options(args: argparse.Namespace) -> Any:
-    from sluice_local import faults, soak  # noqa: PLC0415 - the fault injector patches botocore: only when asked
+def _options(args: argparse.Namespace) -> Options:
+    from sluice_local.emulation.faults import ALL_KINDS  # noqa: PLC0415 - the fault injector: only when asked
 
     only = tuple(k for k in args.only.split(",") if k)
-    unknown = sorted(set(only) - set(faults.ALL_KINDS))
+    unknown = sorted(set(only) - set(ALL_KINDS))
     if unknown:
-        raise SystemExit(f"--only: unknown fault kind(s) {unknown}; known: {', '.join(faults.ALL_KINDS)}")
-    return soak.Options(
+        raise SystemExit(f"--only: unknown fault kind(s) {unknown}; known: {', '.join(ALL_KINDS)}")
+    return Options(
         aws_rate=args.aws_rate,
         lambda_rate=args.lambda_rate,
         sabotage=args.sabotage,
@@ -105,12 +83,12 @@ def _options(args: argparse.Namespace) -> Any:
 
 
 def cmd_soak(args: argparse.Namespace) -> int:
-    from sluice_local import soak  # noqa: PLC0415 - the fault injector patches botocore: only when asked
+    from sluice_local.soak import runner  # noqa: PLC0415 - the fault injector patches botocore: only when asked
 
     options = _options(args)
     seeds = [args.seed] if args.seed is not None else list(range(args.first, args.first + args.seeds))
     workers = 2 if args.seed is not None else args.workers
-    summary = soak.run(seeds, workers=workers, log_dir=Path(args.log_dir), options=options)
+    summary = runner.run(seeds, workers=workers, log_dir=Path(args.log_dir), options=options)
     rates = f"AWS calls faulted {options.aws_rate:.0%}, invocations {options.lambda_rate:.0%}"
     if options.only:
         rates += f", only {', '.join(options.only)}"
@@ -121,10 +99,10 @@ def cmd_soak(args: argparse.Namespace) -> int:
 
 
 def cmd_soak_worker(args: argparse.Namespace) -> int:
-    from sluice_local import soak  # noqa: PLC0415 - the fault injector patches botocore: only when asked
+    from sluice_local.soak import runner  # noqa: PLC0415 - the fault injector patches botocore: only when asked
 
     seeds = [int(s) for s in args.seeds.split(",") if s]
-    return soak.run_worker(seeds, mode=args.mode, log_dir=Path(args.log_dir), options=_options(args))
+    return runner.run_worker(seeds, mode=args.mode, log_dir=Path(args.log_dir), options=_options(args))
 
 
 def _rates(parser: argparse.ArgumentParser) -> None:
@@ -138,7 +116,7 @@ def _rates(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--sabotage", default="", choices=["", "ledger", "delete-failed"],
-        help="check the checker: break something it must report (see sluice_local.soak.SABOTAGE)",
+        help="check the checker: break something it must report (see sluice_local.soak.options.SABOTAGE)",
     )  # fmt: skip
 
 

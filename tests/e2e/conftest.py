@@ -27,8 +27,8 @@ from typing import Any
 
 import pytest
 
-from sluice_local.cloud import endpoint_client
-from sluice_local.scenarios.observer import Stack
+from sluice_local.app.observer import Stack
+from sluice_local.emulation.cloud import endpoint_client
 
 ROOT = Path(__file__).resolve().parents[2]
 LAMBDA_ENDPOINT_VARIABLE = "SLUICE_LAMBDA_ENDPOINT"
@@ -121,7 +121,7 @@ NO_DATABASE: list[str] = []
 def running_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
     """The session's stack, with the job store attached when a PostgreSQL answers (SLUICE_DATABASE_URL,
     else 127.0.0.1:5432); its schema is its own and is dropped when the stack stops."""
-    from sluice_local import postgres  # noqa: PLC0415
+    from sluice_local.app import postgres  # noqa: PLC0415
 
     url = postgres.database_url()
     reason = postgres.unreachable_reason(url)

@@ -27,7 +27,7 @@ from sluice import claimcheck
 from sluice.envelope import ATTRIBUTE, Envelope, split
 from sluice.limits import MAX_MESSAGE_BYTES
 from sluice.sqs import message_bytes
-from sluice_local.scenarios import observer, runner
+from sluice_local.app import messages, observer
 
 RUN = uuid.uuid4().hex[:6]
 TIMEOUT = 90.0  # a deadline, not a wait
@@ -83,7 +83,7 @@ def _work(stack: observer.Stack, r: Row, body: str, **kwargs: Any) -> None:
 
 
 def _order(r: Row, **extra: Any) -> str:
-    return json.dumps(runner.order(r.order_id, **extra))
+    return json.dumps(messages.order(r.order_id, **extra))
 
 
 def _padded(r: Row, total: int, attributes: dict[str, Any] | None = None, **extra: Any) -> str:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from sluice.envelope import ATTRIBUTE, Envelope
-from sluice_local.scenarios import consumer, runner
+from sluice_local.app import messages
+from sluice_local.demo.scenarios import consumer, runner
 from tests.doubles import extended_client_session
 
 
@@ -33,7 +34,7 @@ def test_poison_message_carries_a_complete_envelope(stack):
     sqs = stack.client("sqs")
     mid = sqs.send_message(
         QueueUrl=stack.outputs["WorkQueueUrl"],
-        MessageBody=json.dumps(runner.order("e2e-envelope", amount_cents=99_000_000)),
+        MessageBody=json.dumps(messages.order("e2e-envelope", amount_cents=99_000_000)),
         MessageAttributes={"tenant": {"DataType": "String", "StringValue": "acme"}},
     )["MessageId"]
     found = None
@@ -61,7 +62,7 @@ def test_consumer_through_the_lambda_invoke_api(stack, lambda_api):
     event = json.loads((Path(__file__).resolve().parents[2] / "events/consumer/duplicate.json").read_text())
     for record in event["Records"]:
         record["eventSourceARN"] = stack.outputs["WorkQueueArn"]
-        record["body"] = json.dumps(runner.order("e2e-invoke"))
+        record["body"] = json.dumps(messages.order("e2e-invoke"))
     response = client.invoke(FunctionName=function, Payload=json.dumps(event).encode())
     assert "FunctionError" not in response, response["Payload"].read()
     assert json.loads(response["Payload"].read()) == {"batchItemFailures": []}
@@ -90,7 +91,7 @@ def test_a_default_stack_reads_what_the_python_extended_client_writes_in_both_fo
         sqs.large_payload_support = stack.outputs["ClaimCheckBucketName"]
         sqs.use_legacy_attribute = legacy
         order_id = f"e2e-extended-{'legacy' if legacy else 'current'}"
-        body = json.dumps(runner.order(order_id) | {"note": "x" * 300_000})
+        body = json.dumps(messages.order(order_id) | {"note": "x" * 300_000})
         sqs.send_message(QueueUrl=stack.outputs["WorkQueueUrl"], MessageBody=body)
         wanted[order_id] = 1
     # When the stack consumes them, Then each order is charged once

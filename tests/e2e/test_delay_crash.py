@@ -15,8 +15,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sluice.delay.schedule import send_delayed
-from sluice_local.cloud import ACCOUNT, LocalCloud
-from sluice_local.fast import FAST
+from sluice_local.app.fast import FAST
+from sluice_local.app.stack import local_cloud
+from sluice_local.emulation.cloud import ACCOUNT
 
 # Everything a queue holds: visible, received and not deleted, sent with a delay not yet over.
 QUEUE_DEPTH = (
@@ -55,7 +56,7 @@ class RefusingSqs:
 def test_a_rehydrator_crash_part_way_through_an_object_delivers_the_rest_exactly_once():
     target_arn = f"arn:aws:sqs:us-east-1:{ACCOUNT}:crash-target"
     params = {**FAST, "DelaySweepRate": "rate(1 hour)", "ExtraDelayTargetArns": target_arn}
-    with LocalCloud(parameters=params, stack_name="sluice-crash") as cloud:
+    with local_cloud(params, stack_name="sluice-crash") as cloud:
         sqs = cloud.client("sqs")
         target = sqs.create_queue(QueueName="crash-target")["QueueUrl"]
         # Make the rehydrator's SQS refuse the 'flaky' entry 4 times (4 tries per invocation inside

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sluice_local.fast import FAST
-from sluice_local.scenarios import delay, runner
+from sluice_local.app.fast import FAST
+from sluice_local.demo.scenarios import delay, runner
 
 THRESHOLD = float(FAST["DirectSendThresholdSeconds"])
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from sluice_local.scenarios import jobs, runner
+from sluice_local.demo.scenarios import jobs, runner
 
 
 @pytest.mark.parametrize(

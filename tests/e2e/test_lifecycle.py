@@ -8,8 +8,8 @@ from typing import Any, cast
 
 from moto.core.config import default_user_config
 
-from sluice_local import moto_adapter
-from sluice_local.cloud import LocalCloud
+from sluice_local.app.stack import local_cloud
+from sluice_local.emulation import moto_adapter
 
 from .conftest import port_is_closed
 
@@ -31,7 +31,7 @@ def test_start_and_stop_leave_nothing_behind():
     }
     patched_before = patched_attributes()
 
-    with LocalCloud(parameters={"MaximumConcurrency": "2"}, stack_name="sluice-lifecycle") as cloud:
+    with local_cloud({"MaximumConcurrency": "2"}, stack_name="sluice-lifecycle") as cloud:
         port = cloud.endpoint.rsplit(":", 1)[1]
         assert not port_is_closed(int(port))
         assert cloud.pollers

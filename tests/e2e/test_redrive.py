@@ -5,7 +5,7 @@ backstop schedule.
 Per mode, keeps-failing and recovers-after-redrive share the stack and run at once (one module-scoped
 run, one test each for its verdict); velocity (it times every redrive) and breaker-open (it stops every
 redrive of the stack) each run alone, after them. Everything is observed from outside (see
-sluice_local.scenarios.observer): queues, the example processor's ledger table, the redriver's log lines
+sluice_local.app.observer): queues, the example processor's ledger table, the redriver's log lines
 (lambda) or the state machine's execution history (stepfunctions).
 """
 
@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import pytest
 
-from sluice_local.fast import FAST
-from sluice_local.scenarios import observer, redrive, runner
+from sluice_local.app import observer
+from sluice_local.app.fast import FAST
+from sluice_local.demo.scenarios import redrive, runner
 
 PARAMS = redrive.RedriveParams.of(FAST)
 MODES = ["lambda", "stepfunctions"]

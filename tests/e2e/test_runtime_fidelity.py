@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
-from sluice_local.functions import FunctionError, FunctionHost, FunctionSpec
-from sluice_local.pollers import MappingSpec, SqsPoller
+from sluice_local.app.jobstore import release_connections
+from sluice_local.emulation.functions import FunctionError, FunctionHost, FunctionSpec
+from sluice_local.emulation.pollers import MappingSpec, SqsPoller
 
 HANDLERS = """
 import time
@@ -143,7 +144,7 @@ def test_a_runaway_handler_does_not_block_interpreter_exit(code_dir):
     script = textwrap.dedent(
         f"""
         from pathlib import Path
-        from sluice_local.functions import FunctionError, FunctionHost, FunctionSpec
+        from sluice_local.emulation.functions import FunctionError, FunctionHost, FunctionSpec
         spec = FunctionSpec("Stuck", "stuck", "arn", Path({str(code_dir)!r}), "app.sleeps", {{}}, 0.1, 128)
         try:
             FunctionHost(spec).invoke({{"seconds": 600}})
@@ -367,7 +368,8 @@ def connecting_function(
             arn="arn:aws:lambda:us-east-1:123456789012:function:test-connects",
             code_dir=tmp_path, handler=handler, environment={"DSN": pg_url, "APP": app},
             timeout=timeout, memory=128,
-        )
+        ),
+        on_drop=[release_connections],  # as the job store's attachment plugs it in
     )  # fmt: skip
 
     def open_connections() -> int:

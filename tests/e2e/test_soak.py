@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from sluice_local import faults as fault_kinds
-from sluice_local import postgres
+from sluice_local.app import postgres
+from sluice_local.emulation import faults as fault_kinds
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS = int(os.environ.get("SLUICE_TEST_SOAK_SEEDS", "50"))

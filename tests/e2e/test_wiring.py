@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sluice_local.scenarios import consumer, observer, runner
+from sluice_local.app import observer
+from sluice_local.demo.scenarios import consumer, runner
 
 from .conftest import ROOT, port_is_closed, start_stack
 

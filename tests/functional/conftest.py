@@ -12,7 +12,7 @@ from aws_lambda_powertools import Logger
 
 from sluice.consumer.batch import Consumer, SluiceRecord
 from sluice.errors import PermanentError, RetryAfter, TransientError
-from sluice_local.lambda_loader import LambdaContext
+from sluice_local.emulation.lambda_loader import LambdaContext
 from tests.doubles import RecordingMetrics
 
 

@@ -28,7 +28,7 @@ from sluice_cli.__main__ import main, make_context, parse
 from sluice_cli.messages import QueueScan
 from sluice_cli.output import Output
 from sluice_cli.resources import Resources
-from sluice_local import moto_adapter
+from sluice_local.emulation import moto_adapter
 from tests.conftest import TEST_SEAL, envelope_key_secret
 
 REGION = "us-east-1"

@@ -26,7 +26,7 @@ def run(*argv: str, resources: Resources | None = None) -> tuple[int, str, str]:
 
 @pytest.fixture
 def fresh_schema(pg_url):
-    from sluice_local import postgres  # noqa: PLC0415
+    from sluice_local.app import postgres  # noqa: PLC0415
 
     name = f"sluice_t_{uuid.uuid4().hex[:12]}"
     yield name

@@ -12,7 +12,7 @@ from sluice import claimcheck
 from sluice.envelope import ATTRIBUTE, Envelope
 from sluice.errors import ConfigurationError
 from sluice.limits import MAX_MESSAGE_BYTES
-from sluice_local.sqs_events import drain, receive_event
+from sluice_local.emulation.sqs_events import drain, receive_event
 from tests.conftest import make_resources
 from tests.doubles import envelope_of, last_error_of, sealed
 

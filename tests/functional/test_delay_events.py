@@ -12,7 +12,7 @@ from moto import mock_aws
 
 from sluice.delay.schedule import Parked, encode_object
 from sluice.envelope import ATTRIBUTE, Envelope
-from sluice_local.lambda_loader import LambdaContext, load_handler
+from sluice_local.emulation.lambda_loader import LambdaContext, load_handler
 from tests.conftest import create_waiting_state_machine, envelope_key_secret
 
 from .test_events import emf_metrics

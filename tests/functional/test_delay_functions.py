@@ -22,8 +22,8 @@ from sluice.envelope import ATTRIBUTE, Envelope, Seal
 from sluice.errors import TransientError
 from sluice.limits import MAX_MESSAGE_BYTES
 from sluice.sqs import message_bytes
-from sluice_local.lambda_loader import LambdaContext
-from sluice_local.sqs_events import drain, receive_event
+from sluice_local.emulation.lambda_loader import LambdaContext
+from sluice_local.emulation.sqs_events import drain, receive_event
 from tests.conftest import TEST_SEAL, create_waiting_state_machine, envelope_key_secret
 from tests.doubles import RecordingMetrics, envelope_of, last_error_of
 

@@ -15,7 +15,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from sluice_local.lambda_loader import LambdaContext, load_handler
+from sluice_local.emulation.lambda_loader import LambdaContext, load_handler
 from tests.conftest import create_idempotency_table, create_ledger_table, envelope_key_secret
 from tests.doubles import seal_envelopes
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from sluice import claimcheck
-from sluice_local.sqs_events import drain, receive_event
+from sluice_local.emulation.sqs_events import drain, receive_event
 from tests.doubles import extended_client_session, last_error_of
 
 REGION = "us-east-1"

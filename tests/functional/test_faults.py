@@ -1,4 +1,4 @@
-"""The fault injector (sluice_local.faults): seeded, replayable, and faithful to what each fault means."""
+"""The fault injector (``sluice_local.emulation.faults``): seeded, replayable, faithful to each fault."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -14,7 +15,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 from moto import mock_aws
 
-from sluice_local import faults
+from sluice_local.emulation import faults
 
 REGION = "us-east-1"
 
@@ -208,7 +209,7 @@ def test_given_a_lost_receive_response_then_its_messages_are_in_flight_and_empty
 
 
 def result(seed: int, **changes: Any) -> dict[str, Any]:
-    from sluice_local.soak import SeedResult  # noqa: PLC0415 - the soak imports the local runtime
+    from sluice_local.soak.checker import SeedResult  # noqa: PLC0415 - the soak imports the local runtime
 
     base = SeedResult(
         seed=seed, mode="lambda", sent=8, processed=7, poison=1, dead_lettered=0, lost=[], duplicated=[],
@@ -222,7 +223,7 @@ def result(seed: int, **changes: Any) -> dict[str, Any]:
 
 
 def test_given_a_failing_seed_when_reported_then_the_totals_say_so_and_name_its_replay():
-    from sluice_local.soak import Summary  # noqa: PLC0415 - the soak imports the local runtime
+    from sluice_local.soak.summary import Summary  # noqa: PLC0415 - the soak imports the local runtime
 
     summary = Summary(results=[result(1), result(2, lost=["s2-3"], processed=6)])
     lines = summary.lines(rates="r", flags=" --aws-rate 0.2")
@@ -235,7 +236,7 @@ def test_given_a_failing_seed_when_reported_then_the_totals_say_so_and_name_its_
 
 
 def test_given_only_passing_seeds_then_the_summary_is_ok_and_balanced():
-    from sluice_local.soak import Summary  # noqa: PLC0415 - the soak imports the local runtime
+    from sluice_local.soak.summary import Summary  # noqa: PLC0415 - the soak imports the local runtime
 
     summary = Summary(results=[result(1), result(3)])
     assert summary.ok
@@ -415,9 +416,12 @@ def test_given_a_commit_that_landed_when_the_invocation_dies_on_its_retry_then_n
 
 
 def test_given_a_redriver_crash_then_half_of_them_land_between_its_send_and_its_delete():
+    from sluice_local.soak.runner import CRASH_POINTS  # noqa: PLC0415 - the soak imports the local runtime
+
     points = []
     for seed in range(200):
-        injector = faults.Injector(faults.FaultPlan(seed=seed, lambda_rate=1.0, only=(faults.CRASH,)))
+        plan = faults.FaultPlan(seed=seed, lambda_rate=1.0, only=(faults.CRASH,), crash_points=CRASH_POINTS)
+        injector = faults.Injector(plan)
         _, inner = injector.invocation("RedriverFunction")
         points.append(inner.crash_before)
     share = points.count("DeleteMessageBatch") / len(points)
@@ -429,7 +433,7 @@ def test_given_a_redriver_crash_then_half_of_them_land_between_its_send_and_its_
 def test_given_a_worker_that_died_when_reported_then_its_missing_seeds_fail_the_run():
     """Review finding: a worker that crashed part-way exited 1 like a failing seed; the seeds it never ran
     vanished from the report and the run could pass."""
-    from sluice_local.soak import Summary  # noqa: PLC0415 - the soak imports the local runtime
+    from sluice_local.soak.summary import Summary  # noqa: PLC0415 - the soak imports the local runtime
 
     summary = Summary(results=[result(1), result(3)], expected=[1, 2, 3])
     assert summary.missing == [2]
@@ -439,7 +443,7 @@ def test_given_a_worker_that_died_when_reported_then_its_missing_seeds_fail_the_
 
 def test_given_a_soak_with_the_jobs_when_no_postgresql_answered_then_the_run_fails_and_says_why():
     """Review finding: `make soak` passed without the job store having been soaked at all."""
-    from sluice_local.soak import Summary  # noqa: PLC0415 - the soak imports the local runtime
+    from sluice_local.soak.summary import Summary  # noqa: PLC0415 - the soak imports the local runtime
 
     skipped = [result(1, jobs_skipped="no PostgreSQL at 127.0.0.1:5432")]
     assert Summary(results=skipped).ok  # --workload orders: the jobs are not asked for
@@ -449,7 +453,7 @@ def test_given_a_soak_with_the_jobs_when_no_postgresql_answered_then_the_run_fai
 
 
 def test_given_reports_from_both_modes_then_the_re_driven_orders_are_counted_per_mode():
-    from sluice_local.soak import Summary  # noqa: PLC0415 - the soak imports the local runtime
+    from sluice_local.soak.summary import Summary  # noqa: PLC0415 - the soak imports the local runtime
 
     summary = Summary(results=[result(1, redriven=["s1-4", "s1-5"]), result(3, redriven=["s3-1"])])
     assert "orders re-driven from the work DLQ: lambda 3, stepfunctions 0" in summary.lines(rates="r")
@@ -464,14 +468,14 @@ def test_given_reports_from_both_modes_then_the_re_driven_orders_are_counted_per
 def test_given_a_valid_order_isolated_then_only_an_error_no_fault_raises_is_called_a_bug(error, a_bug):
     """Review finding: any valid order isolated with a non-PermanentError was excused as exhausted, so a
     processor raising TypeError on every attempt would have passed the soak."""
-    from sluice_local.soak import _a_bug, _a_fault  # noqa: PLC0415 - the soak imports the local runtime
+    from sluice_local.soak.checker import _a_bug, _a_fault  # noqa: PLC0415 - the soak imports the local runtime
 
     assert _a_bug(error) is a_bug
     assert _a_fault(error) is not a_bug  # isolated part-way after it: exhausted, else misrouted
 
 
 def test_given_an_order_not_isolated_or_refused_then_it_never_counts_as_run_out_under_the_faults():
-    from sluice_local.soak import _a_fault  # noqa: PLC0415 - the soak imports the local runtime
+    from sluice_local.soak.checker import _a_fault  # noqa: PLC0415 - the soak imports the local runtime
 
     assert not _a_fault(None)  # charged and not isolated anywhere: deleted part-way
     assert not _a_fault("PermanentError")  # a verdict, not bad luck
@@ -482,12 +486,13 @@ def test_given_a_job_commit_fenced_out_by_a_reaped_claim_then_its_effect_is_in_t
     retried its commit got LostClaim, another run charged again; the commit's statement had returned
     (touching no row), so the injector took it for landed and the checker reported a duplicate."""
     from sluice.errors import LostClaim  # noqa: PLC0415
+    from sluice_local.soak.db_faults import judged_commits  # noqa: PLC0415 - the soak imports the local runtime
 
     def fenced_out(self: Any, claim: Any, result: Any = None) -> None:
         raise LostClaim("job j-2: claim t lost; the job is processing under another claim")
 
     injector = faults.Injector(faults.FaultPlan(seed=293, aws_rate=0.0, ledger_table="ledger"))
-    commit = faults._judged_commits(injector, fenced_out)
+    commit = judged_commits(injector, fenced_out)
     with handler(faults.Scope("JobConsumerFunction")):
         injector.aws(
             "dynamodb", "PutItem", b'{"TableName": "ledger", "Item": {"effect_key": {"S": "j-2#charge"}}}'
@@ -532,7 +537,7 @@ class _LedgerStack:
 def test_given_an_effect_performed_again_after_its_seed_was_checked_then_a_later_check_reports_it(guards):
     """Review finding: each seed counted only its own effects at its own check, so a performance written
     afterwards (by anything still running) went unseen."""
-    from sluice_local.soak import Soak  # noqa: PLC0415 - the soak imports the local runtime
+    from sluice_local.soak.checker import Checker  # noqa: PLC0415 - the soak imports the local runtime
 
     def perform(effect_key: str, n: int) -> None:
         guards.put_item(
@@ -541,20 +546,19 @@ def test_given_an_effect_performed_again_after_its_seed_was_checked_then_a_later
                   "order_id": {"S": effect_key.partition("#")[0]}},
         )  # fmt: skip
 
-    checker = object.__new__(Soak)  # the checker's state alone, without a deployed stack
-    checker.stack = _LedgerStack(guards)  # type: ignore[assignment]
-    checker._known, checker._reported = {"s1-0", "s2-0"}, set()
+    checker = Checker(_LedgerStack(guards), Path("unused.log"), mode="lambda")  # type: ignore[arg-type]
+    checker._known = {"s1-0", "s2-0"}
     checker._checked = {"s1-0#charge": 1, "s1-0#notify": 1}
     perform("s1-0#charge", 1)
     perform("s1-0#notify", 1)
-    assert checker._whole_ledger() == ([], [])
+    assert checker.whole_ledger() == ([], [])
 
     perform("s1-0#charge", 2)  # seed 1's charge again, after seed 1 was checked
     perform("s9-0#charge", 1)  # never sent
-    unexpected, late = checker._whole_ledger()
+    unexpected, late = checker.whole_ledger()
     assert unexpected == ["s9-0"]
     assert late == ["s1-0#charge x2 (performed again after its seed's check: 1)"]
-    assert checker._whole_ledger() == ([], [])  # each reported once
+    assert checker.whole_ledger() == ([], [])  # each reported once
 
 
 @pytest.mark.subprocess
@@ -565,7 +569,7 @@ def test_given_workers_that_write_more_than_a_pipe_holds_then_the_soak_reads_the
     import subprocess  # noqa: PLC0415
     import sys  # noqa: PLC0415
 
-    from sluice_local.soak import Summary, gather  # noqa: PLC0415 - the soak imports the local runtime
+    from sluice_local.soak.summary import Summary, gather  # noqa: PLC0415 - the soak imports the local runtime
 
     done = tmp_path / "second-done"
     line = json.dumps(result(1)).replace('"seed": 1', '"seed": %d')

@@ -19,7 +19,7 @@ from moto import mock_aws
 from psycopg import sql
 
 from sluice.jobs import Connector, JobStore
-from sluice_local.lambda_loader import LambdaContext, load_handler
+from sluice_local.emulation.lambda_loader import LambdaContext, load_handler
 from tests.conftest import create_ledger_table, envelope_key_secret
 
 from .test_events import emf_metrics

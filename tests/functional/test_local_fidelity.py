@@ -18,9 +18,10 @@ from moto import mock_aws
 from samtranslator.yaml_helper import yaml_parse
 
 from sluice.limits import MAX_MESSAGE_BYTES
-from sluice_local import moto_adapter
-from sluice_local.cloud import DeployError, LocalCloud
-from sluice_local.template import parameter_problems, samconfig_parameters
+from sluice_local.app.stack import samconfig_parameters
+from sluice_local.emulation import moto_adapter
+from sluice_local.emulation.cloud import DeployError, LocalCloud
+from sluice_local.emulation.template import parameter_problems
 from tests.conftest import ROOT
 
 REGION = "us-east-1"

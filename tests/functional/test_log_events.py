@@ -14,7 +14,7 @@ from aws_lambda_powertools import Logger
 
 from sluice.consumer import Consumer
 from sluice.logevents import EVENT, LogEvent
-from sluice_local.sqs_events import receive_event
+from sluice_local.emulation.sqs_events import receive_event
 
 
 def order(order_id: str, **extra: object) -> dict[str, object]:

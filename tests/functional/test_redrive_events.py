@@ -21,8 +21,8 @@ from moto import mock_aws
 
 from sluice.envelope import ATTRIBUTE, Envelope, ErrorInfo, split
 from sluice.errors import ConfigurationError, PermanentError
-from sluice_local.lambda_loader import LambdaContext, load_handler
-from sluice_local.sqs_events import drain
+from sluice_local.emulation.lambda_loader import LambdaContext, load_handler
+from sluice_local.emulation.sqs_events import drain
 from tests.conftest import TEST_SEAL, envelope_key_secret
 from tests.doubles import seal_envelopes, sealed
 

@@ -15,7 +15,7 @@ from moto import mock_aws
 
 from sluice.envelope import ATTRIBUTE, Envelope
 from sluice.errors import InvalidEventError
-from sluice_local.lambda_loader import LambdaContext, load_handler
+from sluice_local.emulation.lambda_loader import LambdaContext, load_handler
 from tests.conftest import envelope_key_secret
 from tests.doubles import seal_envelopes
 

@@ -65,7 +65,7 @@ from sluice.redrive.plan import REFUSED
 from sluice.redrive.settings import RedriveSettings
 from sluice.redrive.steps import FETCH_VISIBILITY_SECONDS, SEND_REFUSALS, plan_step, refusal_step
 from sluice.sqs import queue_url_from_arn
-from sluice_local.moto_adapter import install_aws_sdk_casing
+from sluice_local.emulation.moto_adapter import install_aws_sdk_casing
 from tests.conftest import create_task_role, envelope_key_secret
 from tests.doubles import RecordingMetrics, envelope_of, sealed
 
@@ -130,7 +130,7 @@ def lambda_zip() -> bytes:
 @pytest.fixture
 def aws_sdk_casing() -> Iterator[None]:
     """Step Functions' PascalCase for ``aws-sdk:sfn:*`` tasks, which moto 5.2 leaves out (the same
-    patch the local runtime installs; see sluice_local.moto_adapter.install_aws_sdk_casing)."""
+    patch the local runtime installs; see sluice_local.emulation.moto_adapter.install_aws_sdk_casing)."""
     undo = install_aws_sdk_casing(REGION)
     yield
     undo()

@@ -36,8 +36,8 @@ from sluice.redrive.breaker import Breaker
 from sluice.redrive.runner import Redriver
 from sluice.redrive.settings import RedriveSettings
 from sluice.sqs import message_bytes
-from sluice_local import faults
-from sluice_local.sqs_events import drain
+from sluice_local.emulation import faults
+from sluice_local.emulation.sqs_events import drain
 from tests.conftest import TEST_SEAL, envelope_key_secret
 from tests.doubles import RecordingMetrics, envelope_of, sealed
 
@@ -883,7 +883,7 @@ def test_given_the_redriver_dies_between_its_send_and_its_delete_then_nothing_is
     stack,
 ):
     # Given three dead-lettered messages, and a redriver whose process dies just before its delete
-    # (sluice_local.faults, as the soak injects it: every later call of the invocation fails)
+    # (sluice_local.emulation.faults, as the soak injects it: every later call of the invocation fails)
     ids = stack.dead_letter(3)
     injector = faults.Injector(faults.FaultPlan(seed=0, aws_rate=0.0))
     undo = faults.install(injector)

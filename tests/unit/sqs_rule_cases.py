@@ -1,4 +1,5 @@
-"""Cases for every rule of the SQS rule table (sluice_local.sqs_rules), each generated from its limit.
+"""Cases for every rule of the SQS rule table (sluice_local.emulation.sqs_rules_table), each generated
+from its limit.
 
 At the limit, just inside and just outside it; ``refused`` is the table's verdict. Used by
 ``test_sqs_rules_table.py``, which holds the layer and the local runtime to them.
@@ -10,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sluice_local.sqs_rules import RULES, Rule
+from sluice_local.emulation.sqs_rules_table import RULES, Rule
 
 
 @dataclass(frozen=True)

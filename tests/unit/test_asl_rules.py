@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from sluice_local.asl_rules import unsupported_fields
+from sluice_local.emulation.asl_rules import unsupported_fields
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFINITIONS = sorted((ROOT / "statemachines").glob("*.asl.json"))

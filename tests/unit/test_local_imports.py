@@ -1,8 +1,14 @@
-"""sluice_local has no import cycle, and each of its modules imports on its own.
+"""sluice_local has no import cycle, each of its modules imports on its own, and its rooms keep apart.
 
 The graph counts every import of a sluice_local module, at the top of a module or inside a function
 (a deferred import still ties the two modules together); each module is then imported alone in a
 fresh interpreter.
+
+The rooms: ``sluice_local.emulation`` (any SAM template on embedded AWS) imports neither the demo, the
+soak, the app's shared pieces (``sluice_local.app``), the job store (``sluice.jobs``) nor the operator
+CLI (``sluice_cli``): what it needs of them is plugged in (``emulation.cloud.Attachment``, fault
+boundaries). The demo and the soak do not import each other; what they share is in ``sluice_local.app``,
+which imports neither.
 """
 
 from __future__ import annotations
@@ -30,8 +36,9 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
-    """The package's modules that ``name`` imports, anywhere in its code."""
+def imports_of(name: str, path: Path, known: set[str] | None = None) -> set[str]:
+    """The package's modules that ``name`` imports, anywhere in its code (every module it imports, and
+    every name it imports from one, when ``known`` is None)."""
     is_package = path.name == "__init__.py"
     out: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
@@ -46,7 +53,7 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
                 base = ".".join([*anchor, base] if base else anchor)
             out.add(base)
             out.update(f"{base}.{alias.name}" for alias in node.names)
-    return {target for target in out if target in known and target != name}
+    return {target for target in out if (known is None or target in known) and target != name}
 
 
 def graph() -> dict[str, set[str]]:
@@ -82,7 +89,7 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_import_graph_of_sluice_local_has_no_cycle():
     edges = graph()
-    assert "sluice_local.scenarios.observer" in edges  # the graph sees the whole package
+    assert "sluice_local.app.observer" in edges  # the graph sees the whole package
     cycle = find_cycle(edges)
     assert cycle is None, "import cycle: " + " → ".join(cycle or [])
 
@@ -114,3 +121,58 @@ def test_every_sluice_local_module_imports_alone_in_a_fresh_interpreter():
         if process.returncode != 0:
             failed[name] = stderr.strip().splitlines()[-1:] or [f"exit {process.returncode}"]
     assert failed == {}
+
+
+ROOMS = {
+    "sluice_local.emulation": (
+        "sluice_local.demo", "sluice_local.soak", "sluice_local.app", "sluice_local.__main__",
+        "sluice.jobs", "sluice_cli",
+    ),
+    "sluice_local.demo": ("sluice_local.soak", "sluice_local.__main__"),
+    "sluice_local.soak": ("sluice_local.demo", "sluice_local.__main__"),
+    "sluice_local.app": ("sluice_local.demo", "sluice_local.soak", "sluice_local.__main__"),
+}  # fmt: skip
+"""Room → what no module of it may import (a package or module, and everything under it)."""
+
+
+def _within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def room_violations(found: dict[str, Path]) -> list[str]:
+    """Every import that crosses a wall of :data:`ROOMS`, as "module imports target"."""
+    out = []
+    for name, path in sorted(found.items()):
+        for room, forbidden in ROOMS.items():
+            if not _within(name, room):
+                continue
+            out += [
+                f"{name} imports {target}"
+                for target in sorted(imports_of(name, path))
+                if any(_within(target, wall) for wall in forbidden)
+            ]
+    return out
+
+
+def test_the_rooms_of_sluice_local_import_only_what_they_may():
+    found = modules()
+    assert {"sluice_local.emulation.cloud", "sluice_local.demo.run", "sluice_local.soak.runner"} <= set(found)
+    assert room_violations(found) == []
+
+
+def test_the_room_check_finds_a_deferred_import_of_the_job_store_and_a_relative_one_of_the_soak(tmp_path):
+    (tmp_path / "cloud.py").write_text("def f():\n    from sluice.jobs.store import JobStore\n")
+    (tmp_path / "pollers.py").write_text("from ..soak import runner\n")
+    (tmp_path / "run.py").write_text("from sluice_local.app.observer import Stack\n")
+    found = {
+        "sluice_local.emulation.cloud": tmp_path / "cloud.py",
+        "sluice_local.emulation.pollers": tmp_path / "pollers.py",
+        "sluice_local.demo.run": tmp_path / "run.py",
+    }
+
+    assert room_violations(found) == [
+        "sluice_local.emulation.cloud imports sluice.jobs.store",
+        "sluice_local.emulation.cloud imports sluice.jobs.store.JobStore",
+        "sluice_local.emulation.pollers imports sluice_local.soak",
+        "sluice_local.emulation.pollers imports sluice_local.soak.runner",
+    ]

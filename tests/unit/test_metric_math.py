@@ -1,4 +1,4 @@
-"""The metric-math alarms of template.yaml, evaluated on traffic shapes (sluice_local.metric_math).
+"""The metric-math alarms of template.yaml, evaluated on traffic shapes (sluice_local.emulation.metric_math).
 
 moto and the local runtime never evaluate an alarm built from an expression, so these run the template's
 own expressions, thresholds and evaluation periods (with the parameters' defaults) on series a person
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from sluice_local.metric_math import MetricMathError, alarm_state, evaluate
+from sluice_local.emulation.metric_math import MetricMathError, alarm_state, evaluate
 from tests.unit.test_template import load_template
 from tests.unit.test_template_operations import resolved
 

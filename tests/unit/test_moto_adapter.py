@@ -1,6 +1,6 @@
 """The local runtime's moto adapter still fits the installed moto: written for moto 5.2.5.
 
-Every monkeypatch and moto internal the local runtime uses lives in ``sluice_local/moto_adapter.py``.
+Every monkeypatch and moto internal the local runtime uses lives in ``sluice_local/emulation/moto_adapter/``.
 When moto changes (an upgrade, a changed signature, a fixed gap), these tests fail first and say what
 changed, instead of a scenario failing somewhere downstream.
 """
@@ -17,7 +17,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from sluice_local import moto_adapter
+from sluice_local.emulation import moto_adapter
 
 ROOT = Path(__file__).resolve().parents[2]
 WRITTEN_FOR = "5.2.5"
@@ -34,12 +34,13 @@ def pinned_moto() -> str:
 def test_the_adapter_is_written_for_the_installed_and_pinned_moto():
     assert moto_adapter.WRITTEN_FOR == WRITTEN_FOR
     assert pinned_moto() == WRITTEN_FOR, (
-        f"pyproject.toml pins moto {pinned_moto()}, sluice_local.moto_adapter was written for moto "
+        f"pyproject.toml pins moto {pinned_moto()}, sluice_local.emulation.moto_adapter was written for moto "
         f"{WRITTEN_FOR}: re-check the adapter against the new version (this file says how), then update "
         "WRITTEN_FOR here and in the adapter"
     )
     assert moto_adapter.installed_version() == WRITTEN_FOR, (
-        f"moto {moto_adapter.installed_version()} is installed, sluice_local.moto_adapter was written for "
+        f"moto {moto_adapter.installed_version()} is installed, sluice_local.emulation.moto_adapter was "
+        "written for "
         f"moto {WRITTEN_FOR}: run `make venv` (pyproject.toml pins it), or re-check the adapter"
     )
 
@@ -47,7 +48,7 @@ def test_the_adapter_is_written_for_the_installed_and_pinned_moto():
 @pytest.mark.parametrize("attribute", [*moto_adapter.PATCHED, *moto_adapter.USED], ids=str)
 def test_every_moto_attribute_the_runtime_uses_is_there_with_the_expected_parameters(attribute):
     problem = moto_adapter.attribute_problem(attribute)
-    assert problem is None, f"{problem} — update sluice_local.moto_adapter for this moto version"
+    assert problem is None, f"{problem} — update sluice_local.emulation.moto_adapter for this moto version"
 
 
 def test_the_settings_the_runtime_changes_exist_in_moto():

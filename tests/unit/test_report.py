@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sluice_local import report
+from sluice_local.demo import report
 
 SVG = "{http://www.w3.org/2000/svg}"
 

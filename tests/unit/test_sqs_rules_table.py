@@ -1,8 +1,9 @@
-"""The table of SQS's documented rules (sluice_local.sqs_rules) holds both sides to AWS's word.
+"""The table of SQS's documented rules (sluice_local.emulation.sqs_rules_table) holds both sides to
+AWS's word.
 
 For every rule, cases are generated from the table's own limit: at it, just inside and just outside.
 The layer (``sluice.sqs.check_message`` / ``check_attribute``, its batcher and its delay clamp) and
-the local runtime's checker (``sluice_local.sqs_checker``) must each give the table's verdict. The
+the local runtime's checker (``sluice_local.emulation.sqs_checker``) must each give the table's verdict. The
 checker never reads the layer (an ast check below), so a misreading in either shows up here as a
 disagreement; the mutation tests show a deliberately wrong rule on each side is reported.
 """
@@ -20,8 +21,8 @@ import pytest
 import sluice.sqs
 from sluice import batchsend
 from sluice.batchsend import Outgoing, chunks, send_batch
-from sluice_local import sqs_checker
-from sluice_local.sqs_rules import RULE, RULES
+from sluice_local.emulation import sqs_checker
+from sluice_local.emulation.sqs_rules_table import RULE, RULES
 from tests.unit.sqs_rule_cases import CASES, GENERATORS, Case, number
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,8 +140,8 @@ def test_the_table_says_sqs_takes_a_message_of_1_mib():
 
 def test_the_runtime_judges_without_the_layer():
     # Given the table and its checker, when their imports are read, then none is the layer's
-    for module in ("sqs_rules", "sqs_checker"):
-        tree = ast.parse((ROOT / "local" / "sluice_local" / f"{module}.py").read_text())
+    for module in ("sqs_rules_table", "sqs_checker"):
+        tree = ast.parse((ROOT / "local" / "sluice_local" / "emulation" / f"{module}.py").read_text())
         imported = [
             name
             for node in ast.walk(tree)

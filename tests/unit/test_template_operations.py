@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from sluice import metrics
-from sluice_local.template import _resolve_if, evaluate_conditions
+from sluice_local.emulation.template import _resolve_if, evaluate_conditions
 from tests.unit.test_template import load_template
 
 ROOT = Path(__file__).resolve().parents[2]

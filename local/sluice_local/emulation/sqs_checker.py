@@ -1,10 +1,11 @@
-"""The local runtime's judge of what SQS refuses, read from its own table (:mod:`sluice_local.sqs_rules`).
+"""The local runtime's judge of what SQS refuses, read from its own table
+(:mod:`sluice_local.emulation.sqs_rules_table`).
 
 Written from AWS's documentation alone: nothing here imports the layer (``sluice``), whose
 :mod:`sluice.sqs` checks the same rules before sending, so a misreading in the layer shows up
 locally as a refusal instead of being shared by the test and the thing tested. Every limit is read
-from :data:`~sluice_local.sqs_rules.RULES`; each refusal names the rule it applies and answers with
-the error code SQS does.
+from :data:`~sluice_local.emulation.sqs_rules_table.RULES`; each refusal names the rule it applies
+and answers with the error code SQS does.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from sluice_local.sqs_rules import RULE
+from sluice_local.emulation.sqs_rules_table import RULE
 
 
 def _int(rule_id: str) -> int:

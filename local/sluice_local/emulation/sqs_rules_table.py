@@ -1,7 +1,7 @@
 """What SQS refuses, as AWS documents it: the local runtime's own table, and a checker read from it.
 
 moto accepts much of what SQS refuses, so the local runtime refuses it at its SQS boundary
-(:func:`sluice_local.moto_adapter.install_sqs_rules`). It judges with this module, written from AWS's
+(:func:`sluice_local.emulation.moto_adapter.install_sqs_rules`). It judges with this module, written from AWS's
 documentation and NOT from the layer's :mod:`sluice.sqs` (nothing here imports ``sluice``): the
 layer checks messages before it sends them, and a misreading of SQS's rules in the layer must show
 up locally as a refusal, not be shared by the test and the thing tested.

@@ -11,7 +11,7 @@ Uses samtranslator (the library `sam` itself uses) and applies only the fixes mo
   integers in string-keyed mappings, which CloudFormation never does);
 - ``AWS::CloudWatch::Alarm``, ``AWS::Scheduler::Schedule`` and ``AWS::SNS::Subscription`` resources,
   which moto's CloudFormation does not create, are set aside and created or emulated by the runtime
-  (see :mod:`sluice_local.emulation`); ``Ref`` to them resolves to their name, as in AWS.
+  (see :mod:`sluice_local.emulation.emulated`); ``Ref`` to them resolves to their name, as in AWS.
 """
 
 from __future__ import annotations
@@ -30,8 +30,6 @@ import boto3
 from samtranslator.parser.parser import Parser
 from samtranslator.translator.translator import Translator
 from samtranslator.yaml_helper import yaml_parse
-
-from sluice_cli.samconfig import parameter_overrides
 
 ARTIFACT_BUCKET = "sluice-local-artifacts"
 EMULATED_TYPES = ("AWS::CloudWatch::Alarm", "AWS::Scheduler::Schedule", "AWS::SNS::Subscription")
@@ -115,11 +113,6 @@ def _parameter_problem(name: str, spec: dict[str, Any], value: str) -> str | Non
         if "MaxValue" in spec and number > float(spec["MaxValue"]):
             return failed(f"Parameter '{name}' must be a number not greater than {spec['MaxValue']}")
     return None
-
-
-def samconfig_parameters(project: Path, env: str = "default") -> dict[str, str]:
-    """``parameter_overrides`` of samconfig.toml's environment (deploy section) as a dict."""
-    return parameter_overrides(project / "samconfig.toml", env)
 
 
 def _zip_of(folder: Path) -> bytes:

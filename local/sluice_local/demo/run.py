@@ -13,15 +13,16 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from sluice_local import postgres, report
-from sluice_local.cloud import LocalCloud
-from sluice_local.fast import FAST
-from sluice_local.scenarios.consumer import consumer_scenarios
-from sluice_local.scenarios.delay import delay_scenarios
-from sluice_local.scenarios.jobs import job_scenarios
-from sluice_local.scenarios.observer import SENT_BACK, Stack
-from sluice_local.scenarios.redrive import exclusive_redrive_scenarios, redrive_scenarios
-from sluice_local.scenarios.runner import Outcome, run
+from sluice_local.app import postgres
+from sluice_local.app.fast import FAST
+from sluice_local.app.observer import SENT_BACK, Stack
+from sluice_local.app.stack import local_cloud
+from sluice_local.demo import report
+from sluice_local.demo.scenarios.consumer import consumer_scenarios
+from sluice_local.demo.scenarios.delay import delay_scenarios
+from sluice_local.demo.scenarios.jobs import job_scenarios
+from sluice_local.demo.scenarios.redrive import exclusive_redrive_scenarios, redrive_scenarios
+from sluice_local.demo.scenarios.runner import Outcome, run
 
 QUEUES = (
     ("work", "WorkQueueUrl"),
@@ -49,7 +50,7 @@ def run_demo(log_file: Path, overrides: dict[str, str]) -> int:
         console.print(
             f"job store: PostgreSQL at {postgres.redacted(database)} (own schema, dropped at the end)"
         )
-    with LocalCloud(parameters=params, stack_name="sluice-demo", database_url=database) as cloud:
+    with local_cloud(params, stack_name="sluice-demo", database_url=database) as cloud:
         console.print(
             f"stack up at {cloud.endpoint} in {time.monotonic() - started:.1f} s; function logs → {log_file}"
         )

@@ -2,7 +2,7 @@
 
 - EventBridge → Lambda and EventBridge → Step Functions delivery (moto only delivers to SQS, logs
   and buses): a patch of moto's rules, so it lives with every other one in
-  :func:`sluice_local.moto_adapter.install_event_delivery`.
+  :func:`sluice_local.emulation.moto_adapter.install_event_delivery`.
 - Schedules: EventBridge rules with ``rate(...)`` (SAM ``Schedule`` events) and
   ``AWS::Scheduler::Schedule`` resources (SAM ``ScheduleV2``) fire at their rate. Locally a rate may
   also be given in seconds (``rate(5 seconds)``) through a template parameter, so the same wiring

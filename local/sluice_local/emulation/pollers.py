@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sluice_local.functions import FunctionError, FunctionHost
-from sluice_local.sqs_events import to_lambda_record
+from sluice_local.emulation.functions import FunctionError, FunctionHost
+from sluice_local.emulation.sqs_events import to_lambda_record
 
 log = logging.getLogger("sluice_local")
 IDLE_POLL_SECONDS = 0.2

@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-FUNCTIONS = ROOT / "functions"
 _counter = itertools.count()
 
 Handler = Callable[[Any, Any], Any]

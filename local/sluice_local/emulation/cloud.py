@@ -4,9 +4,9 @@
 on, Lambda's Docker off), points boto3 at it, translates template.yaml with samtranslator, creates
 the stack through the CloudFormation API, and then runs the stack's functions in-process: Lambda
 Invoke API calls (from boto3, Step Functions tasks, SNS or EventBridge) land in
-:class:`~sluice_local.functions.FunctionHost`, and SQS event source mappings are polled by
-:class:`~sluice_local.pollers.SqsPoller`. Resources, names, environment variables and policies all come
-from the template, so a wiring mistake there fails here as it would in AWS.
+:class:`~sluice_local.emulation.functions.FunctionHost`, and SQS event source mappings are polled
+by :class:`~sluice_local.emulation.pollers.SqsPoller`. Resources, names, environment variables and
+policies all come from the template, so a wiring mistake there fails here as it would in AWS.
 """
 
 from __future__ import annotations
@@ -17,22 +17,21 @@ import os
 import socket
 import threading
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import boto3
 from botocore.config import Config
 
-from sluice.envelope import Seal
-from sluice.sealing import load_seal
-from sluice_local import moto_adapter
-from sluice_local.emulation import Alarms, Resolver, Schedules, Ticker
-from sluice_local.functions import FunctionHost, FunctionSpec
-from sluice_local.pollers import MappingSpec, SqsPoller
-from sluice_local.template import ARTIFACT_BUCKET, ParameterError, Translated, samconfig_parameters, translate
+from sluice_local.emulation import moto_adapter
+from sluice_local.emulation.emulated import Alarms, Resolver, Schedules, Ticker
+from sluice_local.emulation.functions import FunctionHost, FunctionSpec, Handler
+from sluice_local.emulation.pollers import MappingSpec, SqsPoller
+from sluice_local.emulation.template import ARTIFACT_BUCKET, ParameterError, Translated, translate
 
 log = logging.getLogger("sluice_local")
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ACCOUNT = "123456789012"
 
 
@@ -58,6 +57,22 @@ class DeployError(RuntimeError):
     """The stack could not be created; the message lists the failed resources and reasons."""
 
 
+class Attachment(Protocol):
+    """What a stack is deployed with beyond its template (a database and the secret naming it, ...),
+    plugged in by whoever starts the stack: the emulation knows nothing about it."""
+
+    def attach(self, cloud: LocalCloud) -> None:
+        """The endpoint is up, nothing deployed yet: create what the stack needs and set the parameters
+        that name it in ``cloud.parameters``; raise :class:`DeployError` when it cannot be."""
+
+    def environment_dropped(self, handler: Handler) -> None:
+        """An execution environment of one of the stack's functions is gone (it crashed or timed out):
+        free what its process held, as its end does in AWS."""
+
+    def detach(self) -> None:
+        """The stack stopped (also after a failed start): remove what :meth:`attach` created."""
+
+
 class LocalCloud:
     def __init__(
         self,
@@ -68,17 +83,14 @@ class LocalCloud:
         stack_name: str = "sluice-local",
         region: str = "us-east-1",
         port: int | None = None,
-        config_env: str = "default",
-        database_url: str | None = None,
+        attachments: Sequence[Attachment] = (),
     ) -> None:
-        """``database_url``: a real PostgreSQL for the job store. The stack gets a schema of its own
-        (dropped on stop) and a secret holding the DSN, passed as ``DatabaseSecretArn``, so the job
-        functions exist and read the DSN as in AWS."""
+        """``parameters``: the stack's parameter values, as ``sam deploy`` is given them;
+        ``attachments``: what the stack is deployed with beyond its template (:class:`Attachment`)."""
         self.project = project
-        self.database_url = database_url
-        self.jobs_schema: str | None = None
+        self.attachments = tuple(attachments)
         self.template_path = template or project / "template.yaml"
-        self.parameters = {**samconfig_parameters(project, config_env), **(parameters or {})}
+        self.parameters = dict(parameters or {})
         self.stack_name = stack_name
         self.region = region
         self.port = port or free_port()
@@ -108,7 +120,8 @@ class LocalCloud:
     def start(self) -> LocalCloud:
         try:
             self._start_server()
-            self._attach_database()
+            for attachment in self.attachments:
+                attachment.attach(self)
             self._deploy()
             self._start_pollers()
             self._start_emulation()
@@ -140,18 +153,11 @@ class LocalCloud:
             else:
                 os.environ[key] = value
         self._saved_env.clear()
-        if self.jobs_schema is not None and self.database_url is not None:
-            from sluice_local import postgres  # noqa: PLC0415 - only with a database
-
+        for attachment in reversed(self.attachments):
             try:
-                postgres.drop_schema(self.database_url, self.jobs_schema)
-            except Exception:  # stopping must finish; the schema name is in the log
-                log.warning("could not drop job store schema %s", self.jobs_schema, exc_info=True)
-            self.jobs_schema = None
-
-    def seal(self) -> Seal:
-        """The stack's envelope key, as its functions load it (for tests that write what sluice writes)."""
-        return load_seal(self.outputs["EnvelopeKeySecretArn"], client=self.client("secretsmanager"))
+                attachment.detach()
+            except Exception:  # stopping must finish; what was left is in the log
+                log.warning("could not detach %r", attachment, exc_info=True)
 
     def client(self, service: str) -> Any:
         """One client per service (boto3 clients are thread-safe), not one per call."""
@@ -190,21 +196,6 @@ class LocalCloud:
         self._server = moto_adapter.start_server(self.port)
         # moto's backends are process-wide: a stack started earlier in this process must not leak in.
         moto_adapter.reset()
-
-    def _attach_database(self) -> None:
-        if self.database_url is None:
-            return
-        from sluice_local import postgres  # noqa: PLC0415 - psycopg only with a database
-
-        reason = postgres.unreachable_reason(self.database_url)
-        if reason is not None:
-            raise DeployError(reason)
-        self.jobs_schema = postgres.new_schema(self.database_url, prefix="sluice_local_")
-        secret = self.client("secretsmanager").create_secret(
-            Name=f"{self.stack_name}-database", SecretString=self.database_url
-        )
-        self.parameters.setdefault("DatabaseSecretArn", str(secret["ARN"]))
-        self.parameters["JobsSchema"] = self.jobs_schema
 
     def _invoke(
         self, function_name: str, body: Any, request_headers: Any, response_headers: dict[str, Any]
@@ -290,7 +281,8 @@ class LocalCloud:
                     reserved_concurrency=_int_or_none(
                         lam.get_function_concurrency(FunctionName=name).get("ReservedConcurrentExecutions")
                     ),
-                )
+                ),
+                on_drop=[attachment.environment_dropped for attachment in self.attachments],
             )
 
     @staticmethod

@@ -7,8 +7,8 @@ import uuid
 from typing import Any
 
 from sluice.jobs import Job, job_message
-from sluice_local.scenarios.observer import Stack, envelope_of
-from sluice_local.scenarios.runner import Scenario
+from sluice_local.app.observer import Stack, envelope_of
+from sluice_local.demo.scenarios.runner import Scenario
 
 CENTS = 1999
 

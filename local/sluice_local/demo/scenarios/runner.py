@@ -2,7 +2,7 @@
 
 A scenario sends its messages (ids unique per run, so scenarios can share one stack and run
 concurrently), then is observed until it settles as expected, can no longer, or times out; it is
-judged only from the outside (see :mod:`sluice_local.scenarios.observer`).
+judged only from the outside (see :mod:`sluice_local.app.observer`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sluice import claimcheck
-from sluice_local.scenarios.observer import Stack
+from sluice_local.app.observer import Stack
 
 
 @dataclass
@@ -71,23 +70,6 @@ class Scenario:
             QueueUrl=stack.outputs["WorkQueueUrl"], MessageBody=text, **kwargs
         )
         return str(response["MessageId"])
-
-
-def order(order_id: str, **extra: Any) -> dict[str, Any]:
-    """A valid order for the example processor (functions/consumer/processor.py ``Order``)."""
-    return {
-        "order_id": order_id,
-        "customer_id": "cust-demo",
-        "amount_cents": 1999,
-        "currency": "EUR",
-        **extra,
-    }
-
-
-def claim_check(bucket: str, key: str) -> str:
-    """A body pointing at an S3 object in sluice's simple claim-check format (docs/claim-check.md);
-    the object need not exist yet."""
-    return json.dumps({"__type": claimcheck.SIMPLE_TYPE, "s3_bucket": bucket, "s3_key": key})
 
 
 def run(

@@ -15,21 +15,22 @@ the background and never blocks shutdown); a result JSON cannot represent fails 
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
 import os
 import sys
 import threading
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-from sluice_local.lambda_loader import Handler, LambdaContext, load_handler
+from sluice_local.emulation.lambda_loader import Handler, LambdaContext, load_handler
+
+__all__ = ["FunctionError", "FunctionHost", "FunctionSpec", "Handler", "OnDrop"]
 
 log = logging.getLogger("sluice_local")
 _ENV_LOCK = threading.RLock()  # os.environ is process-wide: one cold start at a time
@@ -107,41 +108,16 @@ class _Invocation:
             self.error = exc
 
 
-def _release(handler: Handler) -> None:
-    """What the end of a dropped execution environment frees in AWS (its process is gone): the database
-    connections its module holds (the job store's connector, found among the module's objects up to three
-    attributes deep). Otherwise each crashed or timed-out environment would keep one open for good.
-
-    The module is the handler's own, not its decorators' (Powertools' wrappers carry their module's
-    globals). A released connector refuses to connect again: a timed-out handler's thread keeps running
-    here (Lambda stops the process), and its next statement must not open a connection no one closes."""
-    from sluice.jobs.connection import Connector  # noqa: PLC0415 - psycopg only where a job store is
-
-    module = sys.modules.get(getattr(handler, "__module__", "") or "")
-    found = {**getattr(inspect.unwrap(handler), "__globals__", {}), **(vars(module) if module else {})}
-    seen: set[int] = set()
-    todo: list[tuple[Any, int]] = [(v, 0) for v in found.values()]
-    while todo:
-        value, depth = todo.pop()
-        if id(value) in seen or depth > 3:
-            continue
-        seen.add(id(value))
-        if isinstance(value, Connector):
-            value.connection = _environment_gone  # type: ignore[method-assign]
-            value.close()
-        elif type(value).__module__.startswith("sluice.") and hasattr(value, "__dict__"):
-            todo.extend((v, depth + 1) for v in vars(value).values())
-
-
-def _environment_gone() -> NoReturn:
-    import psycopg  # noqa: PLC0415 - psycopg only where a job store is
-
-    raise psycopg.OperationalError("the execution environment is gone (it timed out or crashed)")
+OnDrop = Callable[[Handler], None]
+"""Called with the handler of an execution environment that is dropped (it crashed or timed out), to free
+what its process held: in AWS the process is gone, here its module lives on (and a timed-out handler's
+thread keeps running). What a handler holds is the app's business: its runtime plugs these in."""
 
 
 class FunctionHost:
-    def __init__(self, spec: FunctionSpec) -> None:
+    def __init__(self, spec: FunctionSpec, *, on_drop: Sequence[OnDrop] = ()) -> None:
         self.spec = spec
+        self.on_drop = list(on_drop)
         self._idle: list[Handler] = []
         self._lock = threading.Lock()
         self.cold_starts = 0
@@ -162,6 +138,14 @@ class FunctionHost:
         with self._lock:
             self.cold_starts += 1
         return handler
+
+    def _drop(self, handler: Handler) -> None:
+        """This environment is gone: never returned to the idle pool, what it held freed (:data:`OnDrop`)."""
+        for release in self.on_drop:
+            try:
+                release(handler)
+            except Exception:  # the invocation's own error is what the caller must see
+                log.warning("%s: releasing a dropped environment failed", self.spec.name, exc_info=True)
 
     def _fail(self, payload: dict[str, Any], *, timed_out: bool = False) -> FunctionError:
         with self._lock:
@@ -205,7 +189,7 @@ class FunctionHost:
         if worker.is_alive():
             # Lambda stops the environment and starts a fresh one for the next invocation. The thread
             # cannot be stopped, so this environment is dropped (never returned to the idle pool).
-            _release(handler)
+            self._drop(handler)
             with self._lock:
                 self.timed_out = [*(t for t in self.timed_out if t.is_alive()), worker]
             log.warning(
@@ -226,7 +210,7 @@ class FunctionHost:
         if error is not None and not isinstance(error, Exception):
             # sys.exit() and the like end the runtime process: the environment is gone too.
             code = error.code if isinstance(error, SystemExit) else 1
-            _release(handler)
+            self._drop(handler)
             raise self._fail(
                 {
                     "errorType": "Runtime.ExitError",

@@ -6,8 +6,9 @@ import json
 
 from sluice import claimcheck
 from sluice.logevents import LogEvent
-from sluice_local.scenarios.observer import Stack, envelope_of, origin_ids
-from sluice_local.scenarios.runner import Scenario, claim_check, order
+from sluice_local.app.messages import claim_check, order
+from sluice_local.app.observer import Stack, envelope_of, origin_ids
+from sluice_local.demo.scenarios.runner import Scenario
 
 
 class Normal(Scenario):

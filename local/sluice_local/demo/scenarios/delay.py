@@ -9,8 +9,9 @@ from datetime import UTC, datetime, timedelta
 from sluice.delay.schedule import Parked, bucket_of, bucket_prefix, encode_object, send_delayed
 from sluice.delay.settings import DelaySettings
 from sluice.envelope import Envelope, merge
-from sluice_local.scenarios.observer import Stack
-from sluice_local.scenarios.runner import Scenario, order
+from sluice_local.app.messages import order
+from sluice_local.app.observer import Stack
+from sluice_local.demo.scenarios.runner import Scenario
 
 # Delivery lag accepted around the due time (seconds early, seconds late), measured at the side effect.
 # Typical locally: ±0.5 s (residual DelaySeconds rounded to the nearest second, 0.2 s polling). Early

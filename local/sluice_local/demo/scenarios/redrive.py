@@ -21,9 +21,10 @@ from sluice.envelope import Envelope, merge
 from sluice.errors import TransientError
 from sluice.logevents import EVENT, LogEvent
 from sluice.redrive.breaker import Breaker
-from sluice_local.emulation import rate_seconds
-from sluice_local.scenarios.observer import SENT_BACK, Redrive, Stack, envelope_of, logged_at, origin_ids
-from sluice_local.scenarios.runner import Scenario, claim_check, order
+from sluice_local.app.messages import claim_check, order
+from sluice_local.app.observer import SENT_BACK, Redrive, Stack, envelope_of, logged_at, origin_ids
+from sluice_local.demo.scenarios.runner import Scenario
+from sluice_local.emulation.emulated import rate_seconds
 
 
 @dataclass(frozen=True)

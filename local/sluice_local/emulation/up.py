@@ -1,0 +1,60 @@
+"""``up``: a deployed stack kept running until SIGTERM or SIGINT, announced on the console."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TextIO
+
+from sluice_local.emulation.cloud import LocalCloud
+
+__all__ = ["redirect_function_output", "serve"]
+
+
+def redirect_function_output(log_file: Path) -> None:
+    """Functions print JSON logs and EMF metrics to stdout, as in Lambda; keep them in a file."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout = log_file.open("a", buffering=1, encoding="utf-8")
+
+
+def serve(
+    cloud: LocalCloud,
+    *,
+    console: TextIO,
+    ready_file: Path | None = None,
+    hint: Callable[[LocalCloud], str] | None = None,
+) -> None:
+    """Start ``cloud``, print its endpoint, outputs and the environment that points the AWS CLI and SDKs
+    at it (then what ``hint`` says of it), write them as JSON to ``ready_file``, and run until SIGTERM
+    or SIGINT."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    with cloud:
+        info = {
+            "endpoint": cloud.endpoint,
+            "stack": cloud.stack_name,
+            "region": cloud.region,
+            "outputs": cloud.outputs,
+        }
+        if ready_file is not None:
+            ready_file.write_text(json.dumps(info))
+        print(f"sluice local stack {cloud.stack_name!r} is up at {cloud.endpoint}", file=console)
+        for key, value in cloud.outputs.items():
+            print(f"  {key:28} {value}", file=console)
+        print(
+            f"\nexport AWS_ENDPOINT_URL={cloud.endpoint} "
+            "AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing "
+            f"AWS_DEFAULT_REGION={cloud.region}\n"
+            + (f"{hint(cloud)}\n" if hint else "")
+            + "Ctrl-C stops it.",
+            file=console,
+            flush=True,
+        )
+        while not stop.wait(0.5):
+            pass
+    print("stopped", file=console, flush=True)

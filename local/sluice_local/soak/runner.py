@@ -1,0 +1,256 @@
+"""The soak's runner: one deployed stack per worker process, its seeds run one after another (faults
+installed, workload sent, drained to quiescence, checked), and the workers started and gathered."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+from sluice_local.app import postgres
+from sluice_local.app.fast import FAST
+from sluice_local.app.observer import Stack
+from sluice_local.app.stack import local_cloud
+from sluice_local.emulation import faults
+from sluice_local.emulation.cloud import LocalCloud
+from sluice_local.emulation.pollers import SqsPoller
+from sluice_local.soak.checker import Checker, SeedResult
+from sluice_local.soak.db_faults import install_database_boundary
+from sluice_local.soak.options import Options
+from sluice_local.soak.summary import Summary, gather
+from sluice_local.soak.workload import Sent, SentJob, send_jobs, send_orders, upload_due
+
+VISIBILITY_SECONDS = 6
+SEED_DEADLINE_SECONDS = 420.0
+"""A deadline for one seed to drain, only reached when something is stuck. Longer than the redrive state
+machine's DLQ receive visibility (300 s, not compressed by the soak): a batch its failed execution left
+in flight comes back by itself (seed 213 of the 500-seed run was reported stuck at 240 s so)."""
+POLL_SECONDS = 0.3
+IDLE_POLLS = 2
+ZOMBIE_SECONDS = 60.0  # timed-out handler threads still running after the drain: they end at their next call
+CRASH_POINTS = (("RedriverFunction", "DeleteMessageBatch"),)
+"""Where half of a function's crashes land instead of after a random number of calls: points a random
+count rarely reaches (the redriver between its send and its delete: it seldom has messages in hand)."""
+
+
+class Soak:
+    """One deployed stack, seeds run on it one after another."""
+
+    def __init__(
+        self, cloud: LocalCloud, log_path: Path, *, mode: str, options: Options, no_jobs: str = ""
+    ) -> None:
+        """``no_jobs``: why the stack has no job store ('' when it has one)."""
+        self.cloud = cloud
+        self.mode = mode
+        self.options = options
+        self.no_jobs = no_jobs
+        self.stack = Stack(cloud.endpoint, cloud.outputs, log_path)
+        self.checker = Checker(self.stack, log_path, mode=mode, no_jobs=no_jobs)
+        self._compress_time()
+
+    def _compress_time(self) -> None:
+        sqs = self.stack.client("sqs")
+        for output in ("WorkQueueUrl", "DelayQueueUrl", "JobQueueUrl"):
+            if output not in self.stack.outputs:  # no job store without a PostgreSQL
+                continue
+            sqs.set_queue_attributes(
+                QueueUrl=self.stack.outputs[output], Attributes={"VisibilityTimeout": str(VISIBILITY_SECONDS)}
+            )
+        for host in self.cloud.functions.values():
+            if "SLUICE_VISIBILITY_TIMEOUT_SECONDS" in host.spec.environment:
+                host.spec.environment["SLUICE_VISIBILITY_TIMEOUT_SECONDS"] = str(VISIBILITY_SECONDS)
+        for poller in self.cloud.pollers:  # as AWS requires of an SQS trigger: timeout ≤ visibility
+            spec = poller.spec.function.spec
+            spec.timeout = min(spec.timeout, VISIBILITY_SECONDS - 1)
+
+    # --- one seed ------------------------------------------------------------------------------
+
+    def run(self, seed: int) -> SeedResult:
+        o = self.options
+        plan = faults.FaultPlan(
+            seed, aws_rate=o.aws_rate, lambda_rate=o.lambda_rate, only=o.only,
+            ledger_table=self.stack.outputs["LedgerTableName"],
+            guard_table=self.stack.outputs["IdempotencyTableName"],
+            sabotage_ledger=o.sabotage == "ledger", crash_points=CRASH_POINTS,
+        )  # fmt: skip
+        injector = faults.Injector(plan)
+        started = time.monotonic()
+        undo = faults.install(injector, install_database_boundary)
+        if o.sabotage == "delete-failed":  # the mapping deletes records the batch reported failed
+            original = SqsPoller._failures
+            SqsPoller._failures = staticmethod(lambda result, ids: set())  # type: ignore[method-assign]
+        jobs: list[SentJob] = []
+        sent: list[Sent] = []
+        try:
+            if o.workload != "jobs":
+                sent = send_orders(self.stack, plan)
+            if o.workload != "orders":
+                jobs = [] if self.no_jobs else send_jobs(self.stack, plan)
+            stuck = self._drain(sent, jobs) or self._zombies_gone()
+        finally:
+            undo()
+            if o.sabotage == "delete-failed":
+                SqsPoller._failures = original  # type: ignore[method-assign]
+        seconds = time.monotonic() - started
+        result = self.checker.check(seed, sent, jobs, injector, seconds=seconds, stuck=stuck)
+        self._clean_up()
+        return result
+
+    def _drain(self, sent: list[Sent], jobs: list[SentJob]) -> str:
+        """Wait for quiescence; '' when reached, else what is still moving at the deadline."""
+        deadline = time.monotonic() + SEED_DEADLINE_SECONDS
+        busy = "not polled"
+        idle = 0
+        while time.monotonic() < deadline:
+            upload_due(self.stack, sent)
+            busy = self._busy(sent) or self._jobs_busy(jobs)
+            idle = 0 if busy else idle + 1
+            if idle >= IDLE_POLLS:  # each poll reads the queues one after another: agree twice
+                return ""
+            time.sleep(POLL_SECONDS)  # between polls of the quiescence condition
+        return busy
+
+    def _zombies_gone(self) -> str:
+        """Wait (while the injector is still installed) for the threads of timed-out invocations: each
+        dies at its next call, and must not write the ledger after the check."""
+        deadline = time.monotonic() + ZOMBIE_SECONDS
+        for host in self.cloud.functions.values():
+            for thread in list(host.timed_out):
+                thread.join(max(0.0, deadline - time.monotonic()))
+                if thread.is_alive():
+                    return f"timed-out thread {thread.name} still running {ZOMBIE_SECONDS:.0f} s on"
+        return ""
+
+    def _busy(self, sent: list[Sent]) -> str:
+        if any(s.upload_at is not None for s in sent):
+            return "claim-check objects not uploaded yet"
+        sqs = self.stack.client("sqs")
+        names = [
+            "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed",
+        ]  # fmt: skip
+        # The delay DLQ is an end (alarmed; drained by an operator): what lands there counts as dead-lettered.
+        for output in ("WorkQueueUrl", "DelayQueueUrl", "WorkDeadLetterQueueUrl"):
+            attributes = sqs.get_queue_attributes(QueueUrl=self.stack.outputs[output], AttributeNames=names)
+            depth = {k: int(v) for k, v in attributes["Attributes"].items()}
+            if any(depth.values()):
+                return f"{output}: {depth}"
+        parked = self.stack.client("s3").list_objects_v2(
+            Bucket=self.stack.outputs["DelayBucketName"], Prefix="delayed/"
+        )
+        pending = [o["Key"] for o in parked.get("Contents", []) if "/quarantine/" not in o["Key"]]
+        if pending:
+            return f"parked objects: {pending[:3]}"
+        sfn = self.stack.client("stepfunctions")
+        for output in ("DelayStateMachineArn", "RedriveStateMachineArn"):
+            arn = self.stack.outputs.get(output)
+            if arn and sfn.list_executions(stateMachineArn=arn, statusFilter="RUNNING").get("executions"):
+                return f"{output}: executions running"
+        return ""
+
+    def _jobs_busy(self, jobs: list[SentJob]) -> str:
+        """Rows are the truth: busy while one is not terminal, or a job message is still around."""
+        if not jobs:
+            return ""
+        store = self.stack.job_store()
+        open_rows = Counter(
+            job.status
+            for job in (store.get(uuid.UUID(j.job_id)) for j in jobs)
+            if job is not None and job.status not in ("completed", "dead")
+        )
+        if open_rows:
+            return f"jobs: {dict(open_rows)}"
+        attributes = self.stack.client("sqs").get_queue_attributes(
+            QueueUrl=self.stack.outputs["JobQueueUrl"],
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        depth = {k: int(v) for k, v in attributes.items()}
+        return f"JobQueueUrl: {depth}" if any(depth.values()) else ""
+
+    # --- the checker ---------------------------------------------------------------------------
+
+    def _clean_up(self) -> None:
+        sqs = self.stack.client("sqs")
+        for output in ("PoisonPillQueueUrl",):
+            for message in self.stack.every_message(output):
+                sqs.delete_message(
+                    QueueUrl=self.stack.outputs[output], ReceiptHandle=message["ReceiptHandle"]
+                )
+
+
+def mode_of(seed: int) -> str:
+    """Even seeds run with RedriveMode=lambda, odd ones with stepfunctions."""
+    return "lambda" if seed % 2 == 0 else "stepfunctions"
+
+
+def run_worker(seeds: list[int], *, mode: str, log_dir: Path, options: Options) -> int:
+    """Run ``seeds`` on one stack; one JSON line per seed on stdout. Exit 1 when any seed failed."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"soak-{mode}-{seeds[0] if seeds else 0}.functions.log"
+    console = sys.stdout
+    sys.stdout = log_path.open("a", buffering=1, encoding="utf-8")  # the functions' JSON logs and EMF
+    faults_log = logging.FileHandler(log_path.with_suffix(".faults.log"), encoding="utf-8")
+    faults_log.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    logging.getLogger("sluice_local.emulation.faults").addHandler(faults_log)  # every fault, with its seed
+    logging.getLogger("sluice_local.emulation.faults").setLevel(logging.INFO)
+    failed = 0
+    params = {**FAST, "RedriveMode": mode}
+    database = postgres.database_url()
+    no_jobs = (
+        "not in this workload"
+        if options.workload == "orders"
+        else postgres.unreachable_reason(database) or ""
+    )
+    stack_name = f"sluice-soak-{mode}"
+    with local_cloud(
+        parameters=params, stack_name=stack_name, database_url=None if no_jobs else database
+    ) as cloud:
+        soak = Soak(cloud, log_path, mode=mode, options=options, no_jobs=no_jobs)
+        for seed in seeds:
+            result = soak.run(seed)
+            failed += not result.ok
+            print(result.to_json(), file=console, flush=True)
+    return 1 if failed else 0
+
+
+def run(seeds: list[int], *, workers: int, log_dir: Path, options: Options) -> Summary:
+    """Run ``seeds`` in ``workers`` processes (each its own stack, one RedriveMode) and gather them."""
+    by_mode: dict[str, list[int]] = {"lambda": [], "stepfunctions": []}
+    for seed in seeds:
+        by_mode[mode_of(seed)].append(seed)
+    jobs: list[tuple[str, list[int]]] = []
+    per_mode = max(1, workers // 2)
+    for mode, mode_seeds in by_mode.items():
+        for i in range(per_mode):
+            chunk = mode_seeds[i::per_mode]
+            if chunk:
+                jobs.append((mode, chunk))
+    processes: list[tuple[str, subprocess.Popen[str]]] = []
+    for mode, chunk in jobs:
+        cmd = [
+            sys.executable, "-m", "sluice_local", "soak-worker", "--mode", mode,
+            "--seeds", ",".join(map(str, chunk)), "--log-dir", str(log_dir),
+            *options.argv(),
+        ]  # fmt: skip
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SLUICE_", "MOTO_"))}
+        if "SLUICE_DATABASE_URL" in os.environ:  # the job store's PostgreSQL, when not the default
+            env["SLUICE_DATABASE_URL"] = os.environ["SLUICE_DATABASE_URL"]
+        log_dir.mkdir(parents=True, exist_ok=True)
+        with (log_dir / f"worker-{mode}-{chunk[0]}.stderr").open("wb") as stderr:
+            processes.append(
+                (
+                    " ".join(cmd[1:]),
+                    subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env),
+                )
+            )
+    summary = Summary(expected=list(seeds), jobs_required=options.workload != "orders")
+    gather(processes, summary, log_dir)
+    summary.results.sort(key=lambda r: r["seed"])
+    (log_dir / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in summary.results))
+    return summary
