@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from sluice_local.sqs_rules import RULE
@@ -290,7 +290,10 @@ def _check_number(name: str, text: str) -> Violation | None:
     digits = re.sub("[^0-9]", "", mantissa).strip("0")
     if len(digits) > MAX_NUMBER_DIGITS:
         return _violation("attribute.number.precision", message)
-    magnitude = Decimal(text).copy_abs()
+    try:
+        magnitude = Decimal(text).copy_abs()
+    except InvalidOperation:  # an exponent beyond what any decimal context holds: not a number
+        return _violation("attribute.number.numeric", message)
     lowest, highest = NUMBER_EXPONENTS
     if magnitude and not Decimal(f"1e{lowest}") <= magnitude <= Decimal(f"1e{highest}"):
         return _violation("attribute.number.range", message)

@@ -209,7 +209,18 @@ GENERATORS: dict[str, Callable[[Rule], list[Case]]] = {
         *(Case(r.id, n, False, attribute(value=s(n, "Number"))) for n in ("1", "-1.5", "1.5e10", "0.25")),
         *(
             Case(r.id, n, True, attribute(value=s(n, "Number")))
-            for n in ("12abc", "NaN", "Infinity", "one", "1_000")
+            for n in (
+                "12abc",
+                "NaN",
+                "Infinity",
+                "one",
+                "1_000",
+                "\u0661",  # ARABIC-INDIC DIGIT ONE: a digit to Python's \\d, not a number to SQS
+                "1\u0660",
+                "\uff11",  # FULLWIDTH DIGIT ONE
+                "1e99999999999999999999",  # an exponent no decimal context holds
+                "1e-99999999999999999999",
+            )
         ),
     ],
     "attribute.number.precision": lambda r: (

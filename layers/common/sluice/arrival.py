@@ -17,6 +17,7 @@ state machine's Plan step). :class:`Arrival` reads either into the same parts:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -54,9 +55,11 @@ def receive_count(system: Mapping[str, Any] | None) -> int | None:
     raw = (system or {}).get(RECEIVE_COUNT)
     if isinstance(raw, bool) or not isinstance(raw, str | int):
         return None
+    if isinstance(raw, str) and not re.fullmatch("[0-9]+", raw):  # int() also takes " 12 ", "1_0", "٣"
+        return None
     try:
         count = int(raw)
-    except ValueError:  # not a number, or longer than Python converts
+    except ValueError:  # longer than Python converts
         return None
     return count if count >= 1 else None
 
