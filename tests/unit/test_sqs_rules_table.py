@@ -74,6 +74,11 @@ NOT_THE_LAYERS = {
 }
 
 
+LAYER_RULE: dict[str, str] = {}
+"""The layer's rule id → the table's, where they differ (the layer names its rules itself: it never
+reads the table). Empty while every id the layer uses is the table's own."""
+
+
 def layer(case: Case) -> Verdict:
     request = case.request
     if case.rule in LAYER_BATCHES:  # sent as asked when the batcher makes it exactly one call
@@ -88,11 +93,13 @@ def layer(case: Case) -> Verdict:
         refusal = sluice.sqs.check_attribute(name, value)
     else:
         refusal = sluice.sqs.check_message(request["body"], request.get("attributes"))
-    return None if refusal is None else (refusal.code, None)
+    return None if refusal is None else (refusal.code, LAYER_RULE.get(refusal.rule, refusal.rule))
 
 
 def disagreements(side: str, verdict: Callable[[Case], Verdict], cases: list[Case]) -> list[str]:
-    """Every case where ``side`` does not give the table's verdict (code, and rule where it names one)."""
+    """Every case where ``side`` does not give the table's verdict: its code, and the rule where the side
+    names one (both sides do, but for the layer's "never sent as asked"), so a refusal for the wrong
+    reason with the right code is a disagreement too."""
     out = []
     for case in cases:
         expected = RULE[case.rule].code if case.refused else None
@@ -241,4 +248,31 @@ def test_given_a_runtime_that_names_the_wrong_rule_then_the_table_reports_it(mon
     assert found == [
         "the local runtime: attributes.max-count / 11 attributes: the table says InvalidParameterValue, "
         "the local runtime InvalidParameterValue (message.max-bytes)"
+    ]
+
+
+def test_every_rule_the_layer_names_is_the_tables():
+    # Given every case, when the layer refuses one, then the rule it names is one the table knows
+    named = {v[1] for v in map(layer, layer_cases()) if v is not None and v[0] != NEVER_SENT}
+    assert named
+    assert named <= set(RULE)
+
+
+def test_given_a_layer_that_refuses_for_the_wrong_rule_then_the_table_reports_it(monkeypatch):
+    # Given a layer whose reserved-prefix refusal is its character rule (the right code, wrong rule)
+    right = sluice.sqs.check_attribute
+
+    def wrong(name: object, value: object) -> sluice.sqs.Refusal | None:
+        refusal = right(name, value)
+        if refusal is not None and refusal.rule == "attribute.name.reserved-prefixes":
+            return sluice.sqs.Refusal("attribute.name.characters", refusal.code, refusal.message)
+        return refusal
+
+    monkeypatch.setattr(sluice.sqs, "check_attribute", wrong)
+    # When the layer is held to the table, then each such case is reported with the rule it named
+    found = disagreements("the layer", layer, layer_cases())
+    assert found == [
+        f"the layer: attribute.name.reserved-prefixes / {prefix}: the table says InvalidParameterValue, "
+        "the layer InvalidParameterValue (attribute.name.characters)"
+        for prefix in ("AWS.", "AWS.", "aws.", "Amazon.", "AMAZON.", "amazon.")
     ]
