@@ -86,6 +86,11 @@ class Arrival:
     receipt_handle: str | None = field(default=None, repr=False)
     queue_arn: str | None = None
     """The queue it was received from, when the input says (a Lambda record's ``eventSourceARN``)."""
+    carried_envelope: Envelope | None = field(default=None, repr=False)
+    """The envelope as it arrived, after its seal check and before the first hop's identity and trace
+    were filled in (what an operator's tool shows); None when it carried none."""
+    arrived: SendAttributes = field(default_factory=dict, repr=False)
+    """Every message attribute as it arrived, the envelope's included (SendMessage shape)."""
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any], *, seal: Seal | None) -> Arrival:
@@ -161,6 +166,8 @@ class Arrival:
             system=system,
             receipt_handle=None if receipt_handle is None else str(receipt_handle),
             queue_arn=queue_arn,
+            carried_envelope=carried,
+            arrived=attributes,
         )
 
     @property
