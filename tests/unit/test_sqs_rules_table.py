@@ -78,11 +78,6 @@ NOT_THE_LAYERS = {
 }
 
 
-LAYER_RULE: dict[str, str] = {}
-"""The layer's rule id → the table's, where they differ (the layer names its rules itself: it never
-reads the table). Empty while every id the layer uses is the table's own."""
-
-
 def layer(case: Case) -> Verdict:
     request = case.request
     if case.rule in LAYER_BATCHES:  # sent as asked when the batcher makes it exactly one call
@@ -102,7 +97,8 @@ def layer(case: Case) -> Verdict:
         refusal = sluice.sqs.check_attribute(name, value)
     else:
         refusal = sluice.sqs.check_message(request["body"], request.get("attributes"))
-    return None if refusal is None else (refusal.code, LAYER_RULE.get(refusal.rule, refusal.rule))
+    # the layer names its rules itself (it never reads the table), with the table's ids
+    return None if refusal is None else (refusal.code, refusal.rule)
 
 
 def disagreements(side: str, verdict: Callable[[Case], Verdict], cases: list[Case]) -> list[str]:
