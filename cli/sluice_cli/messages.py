@@ -10,15 +10,14 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sluice.arrival import receive_count
-from sluice.envelope import Envelope, Seal, SendAttributes, split
-from sluice.redrive.plan import DlqMessage
+from sluice.arrival import Arrival
+from sluice.envelope import Envelope, Seal, SendAttributes
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -30,33 +29,50 @@ PREVIEW_CHARS = 120
 
 @dataclass(frozen=True)
 class Received:
-    """One received message: body, user attributes and the sluice envelope, split apart."""
+    """One received message, as :meth:`sluice.arrival.Arrival.from_message` reads it: body, user
+    attributes and the sluice envelope as it travels, split apart."""
 
-    message_id: str
+    arrival: Arrival
     receipt_handle: str
-    body: str
-    user_attributes: SendAttributes
-    envelope: Envelope | None
-    envelope_problem: str | None
-    system: Mapping[str, str]
 
     @classmethod
     def from_api(cls, message: MessageTypeDef, seal: Seal | None) -> Received:
         """``seal`` None shows the envelope unverified (the operator cannot read the key)."""
-        raw = DlqMessage.from_api(message)  # attributes normalised to the SendMessage shape
-        user, envelope, problem = split(raw.attributes, body=raw.body, seal=seal)
-        return cls(raw.message_id, raw.receipt_handle, raw.body, user, envelope, problem, raw.system)
+        arrival = Arrival.from_message(message, seal=seal)
+        return cls(arrival, str(message["ReceiptHandle"]))
+
+    @property
+    def message_id(self) -> str:
+        return self.arrival.message_id
+
+    @property
+    def body(self) -> str:
+        return self.arrival.body
+
+    @property
+    def user_attributes(self) -> SendAttributes:
+        return self.arrival.attributes
+
+    @property
+    def envelope(self) -> Envelope | None:
+        """The envelope as it travels (none filled in for a message that carried none)."""
+        return self.arrival.carried_envelope
+
+    @property
+    def envelope_problem(self) -> str | None:
+        return self.arrival.problem
+
+    @property
+    def system(self) -> Mapping[str, Any]:
+        return self.arrival.system
 
     @property
     def sent_at(self) -> datetime | None:
-        try:
-            return datetime.fromtimestamp(int(self.system["SentTimestamp"]) / 1000, UTC)
-        except (KeyError, ValueError):
-            return None
+        return self.arrival.sent_at
 
     @property
     def receives(self) -> int | None:
-        return receive_count(self.system)
+        return self.arrival.receives
 
     def matches(self, identifier: str) -> bool:
         """Its SQS message id, or the envelope's ``origin_id`` (the id of the first delivery)."""

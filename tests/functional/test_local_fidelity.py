@@ -208,6 +208,53 @@ def test_given_a_type_label_with_any_body_character_when_sent_then_it_is_accepte
     assert visible(sqs, queue) == 1
 
 
+GOOD_TRACE = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+
+
+@pytest.mark.parametrize(
+    "system",
+    [
+        {"AWSTraceHeader": attribute("Root=1-5759e988-bd862e3fe1be4;Sampled=1")},  # a short trace id
+        {"AWSTraceHeader": attribute(GOOD_TRACE + "\n")},
+        {"AWSTraceHeader": attribute("not a trace header")},
+    ],
+    ids=["short trace id", "trailing newline", "no Root"],
+)
+def test_given_a_malformed_trace_header_when_sent_then_it_is_refused_alone_and_in_a_batch(sqs, queue, system):
+    # "its value must be a correctly formatted X-Ray trace header string" (SendMessage): moto took any
+    with pytest.raises(ClientError) as caught:
+        sqs.send_message(QueueUrl=queue, MessageBody="{}", MessageSystemAttributes=system)
+    assert caught.value.response["Error"]["Code"] == "InvalidParameterValue"
+    entries = [
+        {"Id": "bad", "MessageBody": "{}", "MessageSystemAttributes": system},
+        {
+            "Id": "good",
+            "MessageBody": "{}",
+            "MessageSystemAttributes": {"AWSTraceHeader": attribute(GOOD_TRACE)},
+        },
+    ]
+    response = sqs.send_message_batch(QueueUrl=queue, Entries=entries)
+    assert [s["Id"] for s in response["Successful"]] == ["good"]
+    assert [(f["Id"], f["Code"], f["SenderFault"]) for f in response["Failed"]] == [
+        ("bad", "InvalidParameterValue", True)
+    ]
+    # the batch mate keeps its trace header
+    [message] = sqs.receive_message(QueueUrl=queue, MessageSystemAttributeNames=["AWSTraceHeader"])[
+        "Messages"
+    ]
+    assert message["Attributes"]["AWSTraceHeader"] == GOOD_TRACE
+
+
+def test_given_a_well_formed_trace_header_when_sent_then_the_receiver_gets_it(sqs, queue):
+    sqs.send_message(
+        QueueUrl=queue, MessageBody="{}", MessageSystemAttributes={"AWSTraceHeader": attribute(GOOD_TRACE)}
+    )
+    [message] = sqs.receive_message(QueueUrl=queue, MessageSystemAttributeNames=["AWSTraceHeader"])[
+        "Messages"
+    ]
+    assert message["Attributes"]["AWSTraceHeader"] == GOOD_TRACE
+
+
 def test_given_unnamed_executions_when_started_then_each_gets_its_own_generated_name():
     definition = {"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}
     undo = [moto_adapter.configure(), moto_adapter.install_execution_names()]

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 REGION = "us-east-1"
 MAX_RECEIVE_COUNT = 2
 TRACE = "Root=1-6740f000-0123456789abcdef01234567;Parent=53995c3f42cd8ad8;Sampled=1"
+OTHER_TRACE = "Root=1-6740f001-fedcba9876543210fedcba98;Sampled=1"  # a later delivery's (well-formed)
 SQS_OPERATIONS = {"ReceiveMessage", "SendMessageBatch", "DeleteMessageBatch", "SendMessage", "DeleteMessage"}
 
 
@@ -528,7 +529,7 @@ def test_given_messages_at_the_maximum_when_run_then_they_are_isolated_with_a_co
         "amount": {"DataType": "Number", "StringValue": "4200"},
         "signature": {"DataType": "Binary", "BinaryValue": b"\x00\xffsig"},
     }
-    ids = stack.dead_letter(3, attributes=user, envelope=envelope, trace="Root=1-other")
+    ids = stack.dead_letter(3, attributes=user, envelope=envelope, trace=OTHER_TRACE)
     report = stack.redriver().run()
     assert report.isolated == 3
     assert report.redriven == 0

@@ -141,6 +141,62 @@ def number_range_cases(rule: Rule) -> list[Case]:
     ]
 
 
+def traced(header: Any, name: str = "AWSTraceHeader", data_type: str = "String") -> dict[str, Any]:
+    """A message sent with one system attribute (``MessageSystemAttributes``)."""
+    value = header if isinstance(header, dict) else {"DataType": data_type, "StringValue": header}
+    return entry(system_attributes={name: value})
+
+
+HEADER = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+
+
+def system_attribute_cases(rule: Rule) -> list[Case]:
+    name, data_type = map(str, items(rule))
+    return [
+        Case(rule.id, f"{name} of type {data_type}", False, traced(HEADER, name, data_type)),
+        Case(rule.id, "another name", True, traced(HEADER, "TraceHeader", data_type)),
+        Case(
+            rule.id,
+            f"{name.lower()} (names are case-sensitive)",
+            True,
+            traced(HEADER, name.lower(), data_type),
+        ),
+        Case(rule.id, "type Number", True, traced("1", name, "Number")),
+        Case(rule.id, f"type {data_type}.label", True, traced(HEADER, name, f"{data_type}.label")),
+        Case(rule.id, "a binary value", True, traced({"DataType": "Binary", "BinaryValue": HEADER.encode()})),
+    ]
+
+
+def trace_header_cases(rule: Rule) -> list[Case]:
+    version, time_digits, id_digits = map(int, items(rule))
+
+    def root(v: int = version, t: int = time_digits, n: int = id_digits, digit: str = "a") -> str:
+        return f"Root={v}-{'5' * t}-{digit * n}"
+
+    accepted = {
+        "Root, Parent and Sampled": HEADER,
+        "Root alone": root(),
+        "Parent before Root": f"Parent=53995c3f42cd8ad8;{root()}",
+        "Sampled undecided": f"{root()};Sampled=?",
+    }
+    refused = {
+        f"version {version + 1}": root(v=version + 1),
+        f"{time_digits - 1} digits of time": root(t=time_digits - 1),
+        f"{time_digits + 1} digits of time": root(t=time_digits + 1),
+        f"{id_digits - 1} digits of identifier": root(n=id_digits - 1),
+        f"{id_digits + 1} digits of identifier": root(n=id_digits + 1),
+        "an identifier that is not hexadecimal": root(digit="g"),
+        "no Root": "Parent=53995c3f42cd8ad8;Sampled=1",
+        "Root inside another field's name": f"X{root()}",
+        "empty": "",
+        "a trailing newline": f"{root()}\n",
+        "a space": f"{root()}; Sampled=1",
+    }
+    return [Case(rule.id, label, False, traced(h)) for label, h in accepted.items()] + [
+        Case(rule.id, label, True, traced(h)) for label, h in refused.items()
+    ]
+
+
 def fifo(**request: Any) -> dict[str, Any]:
     return entry(fifo=True, **{"group_id": "g", "deduplication_id": "d", **request})
 
@@ -210,7 +266,18 @@ GENERATORS: dict[str, Callable[[Rule], list[Case]]] = {
         *(Case(r.id, n, False, attribute(value=s(n, "Number"))) for n in ("1", "-1.5", "1.5e10", "0.25")),
         *(
             Case(r.id, n, True, attribute(value=s(n, "Number")))
-            for n in ("12abc", "NaN", "Infinity", "one", "1_000")
+            for n in (
+                "12abc",
+                "NaN",
+                "Infinity",
+                "one",
+                "1_000",
+                "\u0661",  # ARABIC-INDIC DIGIT ONE: a digit to Python's \\d, not a number to SQS
+                "1\u0660",
+                "\uff11",  # FULLWIDTH DIGIT ONE
+                "1e99999999999999999999",  # an exponent no decimal context holds
+                "1e-99999999999999999999",
+            )
         ),
     ],
     "attribute.number.precision": lambda r: (
@@ -241,6 +308,8 @@ GENERATORS: dict[str, Callable[[Rule], list[Case]]] = {
         ]
     ),
     "attribute.number.range": number_range_cases,
+    "message.system-attributes": system_attribute_cases,
+    "message.system-attributes.trace-header": trace_header_cases,
     "batch.entries.min": lambda r: [
         Case(r.id, "no entry", True, batch()),
         Case(r.id, "one", False, batch("x")),

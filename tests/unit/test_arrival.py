@@ -160,7 +160,11 @@ def test_given_no_trace_at_all_when_read_twice_then_both_readings_derive_the_sam
 
 @pytest.mark.parametrize(
     "raw",
-    [None, "", "zero", "0", "-4", "2.5", "1e3", "9" * 5000, True, 3.0, [], {"n": 1}],
+    [
+        *(None, "", "zero", "0", "-4", "2.5", "1e3", "9" * 5000, True, 3.0, [], {"n": 1}),
+        # not SQS's decimal digits, though Python's int() takes them
+        *("1_0", "\u0663", "1\u0660", "\uff11", " 12 ", "12\n", "+3"),
+    ],
     ids=lambda r: repr(r)[:20],
 )
 def test_given_a_missing_or_garbage_receive_count_when_parsed_then_it_is_unknown_and_counts_as_one(
@@ -172,7 +176,7 @@ def test_given_a_missing_or_garbage_receive_count_when_parsed_then_it_is_unknown
     assert (arrival.receives, arrival.receive_count) == (None, 1)
 
 
-@pytest.mark.parametrize(("raw", "count"), [("1", 1), ("7", 7), (" 12 ", 12), (4, 4)])
+@pytest.mark.parametrize(("raw", "count"), [("1", 1), ("7", 7), ("12", 12), ("007", 7), (4, 4)])
 def test_given_a_receive_count_when_parsed_then_it_is_the_number(raw: Any, count: int) -> None:
     assert receive_count({"ApproximateReceiveCount": raw}) == count
 

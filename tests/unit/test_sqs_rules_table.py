@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 import sluice.sqs
+import sluice.tracing
 from sluice import batchsend
 from sluice.batchsend import Outgoing, chunks, send_batch
 from sluice_local.emulation import sqs_checker
@@ -63,6 +64,9 @@ def sent_entries(messages: list[Outgoing]) -> list[list[dict[str, Any]]]:
 
 LAYER_BATCHES = {"batch.entries.min", "batch.entries.max", "batch.max-bytes"}
 """Rules the layer meets by how it cuts messages into calls (``sluice.batchsend.chunks``)."""
+LAYER_TRACES = {"message.system-attributes", "message.system-attributes.trace-header"}
+"""Rules the layer meets by sending only a trace header :func:`sluice.tracing.valid_xray_header` takes,
+as its ``AWSTraceHeader`` (:func:`sluice.tracing.system_attributes`), and dropping any other."""
 NOT_THE_LAYERS = {
     "batch.id.max-length": "the layer names a call's entries itself (0-9)",
     "batch.id.characters": "the layer names a call's entries itself (0-9)",
@@ -84,16 +88,24 @@ def layer(case: Case) -> Verdict:
         asked = request["delay_seconds"]
         [[sent]] = sent_entries([Outgoing("k", request["body"], delay_seconds=asked)])
         return None if sent.get("DelaySeconds", 0) == asked else (NEVER_SENT, None)
+    if case.rule in LAYER_TRACES:  # sent as asked when the call carries the system attribute asked for
+        asked = request["system_attributes"]
+        header = next(iter(asked.values())).get("StringValue")
+        [[sent]] = sent_entries([Outgoing("k", request["body"], trace=header)])
+        return None if sent.get("MessageSystemAttributes") == asked else (NEVER_SENT, None)
     if RULE[case.rule].scope == "attribute":
         [(name, value)] = request["attributes"].items()
         refusal = sluice.sqs.check_attribute(name, value)
     else:
         refusal = sluice.sqs.check_message(request["body"], request.get("attributes"))
-    return None if refusal is None else (refusal.code, None)
+    # the layer names its rules itself (it never reads the table), with the table's ids
+    return None if refusal is None else (refusal.code, refusal.rule)
 
 
 def disagreements(side: str, verdict: Callable[[Case], Verdict], cases: list[Case]) -> list[str]:
-    """Every case where ``side`` does not give the table's verdict (code, and rule where it names one)."""
+    """Every case where ``side`` does not give the table's verdict: its code, and the rule where the side
+    names one (both sides do, but for the layer's "never sent as asked"), so a refusal for the wrong
+    reason with the right code is a disagreement too."""
     out = []
     for case in cases:
         expected = RULE[case.rule].code if case.refused else None
@@ -242,4 +254,53 @@ def test_given_a_runtime_that_names_the_wrong_rule_then_the_table_reports_it(mon
     assert found == [
         "the local runtime: attributes.max-count / 11 attributes: the table says InvalidParameterValue, "
         "the local runtime InvalidParameterValue (message.max-bytes)"
+    ]
+
+
+def test_every_rule_the_layer_names_is_the_tables():
+    # Given every case, when the layer refuses one, then the rule it names is one the table knows
+    named = {v[1] for v in map(layer, layer_cases()) if v is not None and v[0] != NEVER_SENT}
+    assert named
+    assert named <= set(RULE)
+
+
+def test_given_a_layer_that_refuses_for_the_wrong_rule_then_the_table_reports_it(monkeypatch):
+    # Given a layer whose reserved-prefix refusal is its character rule (the right code, wrong rule)
+    right = sluice.sqs.check_attribute
+
+    def wrong(name: object, value: object) -> sluice.sqs.Refusal | None:
+        refusal = right(name, value)
+        if refusal is not None and refusal.rule == "attribute.name.reserved-prefixes":
+            return sluice.sqs.Refusal("attribute.name.characters", refusal.code, refusal.message)
+        return refusal
+
+    monkeypatch.setattr(sluice.sqs, "check_attribute", wrong)
+    # When the layer is held to the table, then each such case is reported with the rule it named
+    found = disagreements("the layer", layer, layer_cases())
+    assert found == [
+        f"the layer: attribute.name.reserved-prefixes / {prefix}: the table says InvalidParameterValue, "
+        "the layer InvalidParameterValue (attribute.name.characters)"
+        for prefix in ("AWS.", "AWS.", "aws.", "Amazon.", "AMAZON.", "amazon.")
+    ]
+
+
+def test_given_a_runtime_that_takes_a_short_trace_id_then_the_table_reports_it(monkeypatch):
+    # Given a checker that takes 23 or 24 hex digits for the trace's identifier
+    monkeypatch.setattr(sqs_checker, "_TRACE_ROOT", re.compile("Root=1-[0-9a-fA-F]{8}-[0-9a-fA-F]{23,24}"))
+    found = disagreements("the local runtime", emulation, CASES)
+    assert found == [
+        "the local runtime: message.system-attributes.trace-header / 23 digits of identifier: "
+        "the table says InvalidParameterValue, the local runtime accepted"
+    ]
+
+
+def test_given_a_layer_that_sends_a_version_2_trace_header_then_the_table_reports_it(monkeypatch):
+    # Given a layer whose trace header check takes any version
+    monkeypatch.setattr(
+        sluice.tracing, "_XRAY_ROOT", re.compile(r"(?:^|;)Root=[0-9]-([0-9a-f]{8})-([0-9a-f]{24})(?:;|$)")
+    )
+    found = disagreements("the layer", layer, layer_cases())
+    assert found == [
+        "the layer: message.system-attributes.trace-header / version 2: "
+        "the table says InvalidParameterValue, the layer accepted"
     ]

@@ -17,6 +17,7 @@ state machine's Plan step). :class:`Arrival` reads either into the same parts:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -54,9 +55,11 @@ def receive_count(system: Mapping[str, Any] | None) -> int | None:
     raw = (system or {}).get(RECEIVE_COUNT)
     if isinstance(raw, bool) or not isinstance(raw, str | int):
         return None
+    if isinstance(raw, str) and not re.fullmatch("[0-9]+", raw):  # int() also takes " 12 ", "1_0", "٣"
+        return None
     try:
         count = int(raw)
-    except ValueError:  # not a number, or longer than Python converts
+    except ValueError:  # longer than Python converts
         return None
     return count if count >= 1 else None
 
@@ -83,6 +86,11 @@ class Arrival:
     receipt_handle: str | None = field(default=None, repr=False)
     queue_arn: str | None = None
     """The queue it was received from, when the input says (a Lambda record's ``eventSourceARN``)."""
+    carried_envelope: Envelope | None = field(default=None, repr=False)
+    """The envelope as it arrived, after its seal check and before the first hop's identity and trace
+    were filled in (what an operator's tool shows); None when it carried none."""
+    arrived: SendAttributes = field(default_factory=dict, repr=False)
+    """Every message attribute as it arrived, the envelope's included (SendMessage shape)."""
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any], *, seal: Seal | None) -> Arrival:
@@ -158,6 +166,8 @@ class Arrival:
             system=system,
             receipt_handle=None if receipt_handle is None else str(receipt_handle),
             queue_arn=queue_arn,
+            carried_envelope=carried,
+            arrived=attributes,
         )
 
     @property

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING
 
 from sluice.limits import MAX_ATTRIBUTES, MAX_MESSAGE_BYTES
@@ -84,9 +84,10 @@ def attribute_bytes(attributes: SendAttributes) -> int:
 # runtime refuses at its SQS boundary with these same rules.
 
 _REFUSED_CHARACTER = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-_ATTRIBUTE_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,256}")
+_NAME_REFUSED = re.compile(r"[^A-Za-z0-9_.\-]")
 _DATA_TYPE = re.compile(r"(String|Number|Binary)(\..+)?", re.DOTALL)  # a label: any character of a body
-_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+_NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")  # ASCII digits only, not \d
+MAX_NAME_LENGTH = 256
 MAX_DATA_TYPE_LENGTH = 256
 MAX_NUMBER_DIGITS = 38
 NUMBER_MAGNITUDES = (Decimal("1e-128"), Decimal("1e126"))
@@ -96,8 +97,10 @@ RESERVED_NAME_PREFIXES = ("aws.", "amazon.")
 
 @dataclass(frozen=True, slots=True)
 class Refusal:
-    """Why SQS would refuse a message, as SQS says it: its error ``code`` and ``message``."""
+    """Why SQS would refuse a message: the ``rule`` it breaks (a short stable id, e.g.
+    ``attribute.number.range``) and SQS's answer, its error ``code`` and ``message``."""
 
+    rule: str
     code: str
     message: str
 
@@ -126,10 +129,13 @@ def check_message(
     queue's ``MaximumMessageSize``, 1 MiB by default).
     """
     if not isinstance(body, str) or not body:
-        return Refusal("MissingParameter", "The request must contain the parameter MessageBody.")
+        return Refusal(
+            "body.required", "MissingParameter", "The request must contain the parameter MessageBody."
+        )
     bad = refused_character(body)
     if bad is not None:
         return Refusal(
+            "body.characters",
             "InvalidMessageContents",
             f"Invalid binary character '{bad}' was found in the message body, the set of allowed "
             "characters is #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF",
@@ -137,6 +143,7 @@ def check_message(
     attributes = attributes or {}
     if len(attributes) > MAX_ATTRIBUTES:
         return Refusal(
+            "attributes.max-count",
             "InvalidParameterValue",
             f"Number of message attributes [{len(attributes)}] exceeds the allowed maximum "
             f"[{MAX_ATTRIBUTES}].",
@@ -148,6 +155,7 @@ def check_message(
     size = message_bytes(body, attributes)
     if size > max_bytes:
         return Refusal(
+            "message.max-bytes",
             "InvalidParameterValue",
             f"One or more parameters are invalid. Reason: Message must be shorter than {max_bytes} bytes.",
         )
@@ -156,75 +164,97 @@ def check_message(
 
 def check_attribute(name: object, value: object) -> Refusal | None:  # noqa: PLR0911 - one rule per branch
     """What SQS would refuse about one message attribute (SendMessage shape), or None."""
-    if not isinstance(name, str) or not _ATTRIBUTE_NAME.fullmatch(name):
-        return Refusal(
-            "InvalidParameterValue",
-            f"Message (user) attribute name {name!r} is invalid: up to 256 of A-Z a-z 0-9 _ - .",
-        )
-    if name.startswith(".") or name.endswith(".") or ".." in name:
-        return Refusal(
-            "InvalidParameterValue",
-            f"Message (user) attribute name '{name}' must not start or end with a period or contain '..'.",
-        )
-    if name.lower().startswith(RESERVED_NAME_PREFIXES):
-        return Refusal(
-            "InvalidParameterValue",
-            f"Message (user) attribute name '{name}' is reserved for use by SQS (AWS. and Amazon. prefixes).",
-        )
+    refusal = _check_name(name)
+    if refusal is not None:
+        return refusal
     if not isinstance(value, dict):
-        return Refusal("InvalidParameterValue", f"The message attribute '{name}' is not a structure.")
+        return _invalid("attribute.type.required", f"The message attribute '{name}' is not a structure.")
     data_type = value.get("DataType")
     if not isinstance(data_type, str) or not data_type:
-        return Refusal(
-            "InvalidParameterValue",
+        return _invalid(
+            "attribute.type.required",
             f"The message attribute '{name}' must contain non-empty message attribute type.",
         )
-    if (
-        len(data_type) > MAX_DATA_TYPE_LENGTH
-        or not _DATA_TYPE.fullmatch(data_type)
-        or refused_character(data_type) is not None
-    ):
-        return Refusal(
-            "InvalidParameterValue",
+    if len(data_type) > MAX_DATA_TYPE_LENGTH:
+        return _invalid(
+            "attribute.type.max-length",
+            f"The message attribute '{name}' has a type longer than {MAX_DATA_TYPE_LENGTH} characters.",
+        )
+    if not _DATA_TYPE.fullmatch(data_type) or refused_character(data_type) is not None:
+        return _invalid(
+            "attribute.type.logical",
             f"The message attribute '{name}' has an invalid message attribute type, the set of supported "
             "type prefixes is Binary, Number, and String.",
         )
     if data_type.startswith("Binary"):
         binary = value.get("BinaryValue")
         if value.get("StringValue") is not None or not isinstance(binary, bytes | bytearray) or not binary:
-            return Refusal(
-                "InvalidParameterValue",
+            return _invalid(
+                "attribute.value.required",
                 f"The message attribute '{name}' with type 'Binary' must use field 'Binary' "
                 "with a non-empty value.",
             )
         return None
     string = value.get("StringValue")
     if value.get("BinaryValue") is not None or not isinstance(string, str) or not string:
-        return Refusal(
-            "InvalidParameterValue",
+        return _invalid(
+            "attribute.value.required",
             f"The message attribute '{name}' with type '{data_type.split('.')[0]}' must use field 'String' "
             "with a non-empty value.",
         )
     bad = refused_character(string)
     if bad is not None:
-        return Refusal(
-            "InvalidParameterValue",
+        return _invalid(
+            "attribute.value.characters",
             f"Message (user) attribute '{name}' value contains invalid binary character '{bad}'.",
         )
-    if data_type.startswith("Number") and not _is_sqs_number(string):
-        return Refusal(
-            "InvalidParameterValue", f"Can't cast the value of message (user) attribute '{name}' to a number."
+    broken = _number_rule(string) if data_type.startswith("Number") else None
+    if broken is not None:
+        return _invalid(broken, f"Can't cast the value of message (user) attribute '{name}' to a number.")
+    return None
+
+
+def _invalid(rule: str, message: str) -> Refusal:
+    return Refusal(rule, "InvalidParameterValue", message)
+
+
+def _check_name(name: object) -> Refusal | None:
+    if not isinstance(name, str) or not name or _NAME_REFUSED.search(name):
+        return _invalid(
+            "attribute.name.characters",
+            f"Message (user) attribute name {name!r} is invalid: up to 256 of A-Z a-z 0-9 _ - .",
+        )
+    if len(name) > MAX_NAME_LENGTH:
+        return _invalid(
+            "attribute.name.max-length",
+            f"Message (user) attribute name '{name}' is invalid: longer than {MAX_NAME_LENGTH} characters.",
+        )
+    if name.startswith(".") or name.endswith(".") or ".." in name:
+        return _invalid(
+            "attribute.name.periods",
+            f"Message (user) attribute name '{name}' must not start or end with a period or contain '..'.",
+        )
+    if name.lower().startswith(RESERVED_NAME_PREFIXES):
+        return _invalid(
+            "attribute.name.reserved-prefixes",
+            f"Message (user) attribute name '{name}' is reserved for use by SQS (AWS. and Amazon. prefixes).",
         )
     return None
 
 
-def _is_sqs_number(text: str) -> bool:
-    """A decimal of at most 38 significant digits between 10^-128 and 10^+126 in magnitude."""
+def _number_rule(text: str) -> str | None:
+    """The rule a Number's value breaks (a decimal of at most 38 significant digits between 10^-128 and
+    10^+126 in magnitude), or None."""
     if not _NUMBER.fullmatch(text):
-        return False
-    number = Decimal(text)
+        return "attribute.number.numeric"
+    try:
+        number = Decimal(text)
+    except InvalidOperation:  # an exponent beyond what any decimal context holds
+        return "attribute.number.numeric"
     if number.is_zero():
-        return True
+        return None
     significant = "".join(map(str, number.as_tuple().digits)).strip("0")  # exact: no context rounding
+    if len(significant) > MAX_NUMBER_DIGITS:
+        return "attribute.number.precision"
     smallest, largest = NUMBER_MAGNITUDES
-    return len(significant) <= MAX_NUMBER_DIGITS and smallest <= number.copy_abs() <= largest
+    return None if smallest <= number.copy_abs() <= largest else "attribute.number.range"

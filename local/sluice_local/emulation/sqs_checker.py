@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from sluice_local.emulation.sqs_rules_table import RULE
@@ -75,6 +75,14 @@ _NAME_REFUSED = _character_class("attribute.name.characters")
 _BATCH_ID_REFUSED = _character_class("batch.id.characters")
 _FIFO_ID_REFUSED = _character_class("fifo.ids.characters")
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+SYSTEM_ATTRIBUTE, SYSTEM_ATTRIBUTE_TYPE = (str(item) for item in _items("message.system-attributes"))
+TRACE_VERSION, TRACE_TIME_DIGITS, TRACE_ID_DIGITS = (
+    int(str(n)) for n in _items("message.system-attributes.trace-header")
+)
+_TRACE_ROOT = re.compile(
+    f"Root={TRACE_VERSION}-[0-9a-fA-F]{{{TRACE_TIME_DIGITS}}}-[0-9a-fA-F]{{{TRACE_ID_DIGITS}}}"
+)
+_TRACE_FIELD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*=[!-:<-~]*")  # Name=Value; no ';', space or control
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +131,7 @@ def check_entry(
     *,
     max_bytes: int = MAX_MESSAGE_BYTES,
     delay_seconds: object = None,
+    system_attributes: object = None,
     fifo: bool = False,
     content_based_deduplication: bool = False,
     group_id: object = None,
@@ -130,7 +139,8 @@ def check_entry(
 ) -> Violation | None:
     """The rule one SendMessage (or one SendMessageBatch entry) breaks, or None.
 
-    ``max_bytes`` is the queue's ``MaximumMessageSize``; binary attribute values are bytes.
+    ``max_bytes`` is the queue's ``MaximumMessageSize``; binary attribute values are bytes;
+    ``system_attributes`` is ``MessageSystemAttributes`` (not counted in the size).
     """
     if not isinstance(body, str) or not body:
         return _violation("body.required", "The request must contain the parameter MessageBody.")
@@ -157,7 +167,37 @@ def check_entry(
             "message.max-bytes",
             f"One or more parameters are invalid. Reason: Message must be shorter than {max_bytes} bytes.",
         )
-    return _check_options(delay_seconds, fifo, content_based_deduplication, group_id, deduplication_id)
+    return check_system_attributes(system_attributes) or _check_options(
+        delay_seconds, fifo, content_based_deduplication, group_id, deduplication_id
+    )
+
+
+def check_system_attributes(system: object) -> Violation | None:
+    """The rule a message's ``MessageSystemAttributes`` break (only a well-formed ``AWSTraceHeader`` of
+    type String is allowed), or None."""
+    if system is None:
+        return None
+    for name, value in system.items() if isinstance(system, Mapping) else [(system, None)]:
+        data_type = value.get("DataType") if isinstance(value, Mapping) else None
+        header = value.get("StringValue") if isinstance(value, Mapping) else None
+        if name != SYSTEM_ATTRIBUTE or data_type != SYSTEM_ATTRIBUTE_TYPE or not isinstance(header, str):
+            return _violation(
+                "message.system-attributes",
+                f"Message system attribute {name!r} is invalid: the only one supported is "
+                f"{SYSTEM_ATTRIBUTE}, of type {SYSTEM_ATTRIBUTE_TYPE}.",
+            )
+        assert isinstance(value, Mapping)  # noqa: S101 - its DataType was read
+        fields = header.split(";")
+        if value.get("BinaryValue") is not None or not (
+            all(_TRACE_FIELD.fullmatch(field) for field in fields)
+            and any(_TRACE_ROOT.fullmatch(field) for field in fields)
+        ):
+            return _violation(
+                "message.system-attributes.trace-header",
+                f"Value {header!r} for message system attribute {SYSTEM_ATTRIBUTE} is invalid: not an X-Ray "
+                "trace header (Root=1-<8 hex digits>-<24 hex digits>).",
+            )
+    return None
 
 
 def _check_options(
@@ -291,7 +331,10 @@ def _check_number(name: str, text: str) -> Violation | None:
     digits = re.sub("[^0-9]", "", mantissa).strip("0")
     if len(digits) > MAX_NUMBER_DIGITS:
         return _violation("attribute.number.precision", message)
-    magnitude = Decimal(text).copy_abs()
+    try:
+        magnitude = Decimal(text).copy_abs()
+    except InvalidOperation:  # an exponent beyond what any decimal context holds: not a number
+        return _violation("attribute.number.numeric", message)
     lowest, highest = NUMBER_EXPONENTS
     if magnitude and not Decimal(f"1e{lowest}") <= magnitude <= Decimal(f"1e{highest}"):
         return _violation("attribute.number.range", message)
@@ -335,4 +378,4 @@ def check_batch(entries: Sequence[Mapping[str, Any]]) -> Violation | None:  # no
     return None
 
 
-__all__ = ["check_attribute", "check_batch", "check_entry", "payload_bytes"]
+__all__ = ["check_attribute", "check_batch", "check_entry", "check_system_attributes", "payload_bytes"]

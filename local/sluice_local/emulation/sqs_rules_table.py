@@ -1,7 +1,8 @@
 """What SQS refuses, as AWS documents it: the local runtime's own table, and a checker read from it.
 
 moto accepts much of what SQS refuses, so the local runtime refuses it at its SQS boundary
-(:func:`sluice_local.emulation.moto_adapter.install_sqs_rules`). It judges with this module, written from AWS's
+(:func:`sluice_local.emulation.moto_adapter.install_sqs_rules`). It judges with this module, written
+from AWS's
 documentation and NOT from the layer's :mod:`sluice.sqs` (nothing here imports ``sluice``): the
 layer checks messages before it sends them, and a misreading of SQS's rules in the layer must show
 up locally as a refusal, not be shared by the test and the thing tested.
@@ -26,13 +27,14 @@ ATTRIBUTE_VALUE = f"{_API}/API_MessageAttributeValue.html"
 METADATA = f"{_GUIDE}/sqs-message-metadata.html"
 QUOTAS = f"{_GUIDE}/quotas-messages.html"
 TIMERS = f"{_GUIDE}/sqs-message-timers.html"
+XRAY_TRACE_IDS = "https://docs.aws.amazon.com/xray/latest/devguide/xray-api-sendingdata.html"
 TOO_MANY_ENTRIES = (
     "https://docs.aws.amazon.com/botocore/latest/reference/services/sqs/client/exceptions/"
     "TooManyEntriesInBatchRequest.html"
 )
 
 Scope = Literal["message", "attribute", "batch", "fifo"]
-Limit = int | str | tuple[int, int] | tuple[str, ...] | tuple[tuple[int, int], ...] | None
+Limit = int | str | tuple[int, ...] | tuple[str, ...] | tuple[tuple[int, int], ...] | None
 ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
 
@@ -185,6 +187,30 @@ RULES: tuple[Rule, ...] = (
         "10^-128 and 10^+126.",
         METADATA,
         (-128, 126),
+        "InvalidParameterValue",
+    ),
+    # --- the message's system attributes (MessageSystemAttributes) -------------------------------
+    Rule(
+        "message.system-attributes",
+        "message",
+        "Currently, the only supported message system attribute is AWSTraceHeader. Its type must be "
+        "String and its value must be a correctly formatted X-Ray trace header string.",
+        SEND_MESSAGE,
+        ("AWSTraceHeader", "String"),
+        "InvalidParameterValue",
+    ),
+    # The header carries it in its Root field, fields Name=Value joined by ';' (the X-Ray developer
+    # guide's tracing header, xray-concepts.html#xray-concepts-tracingheader:
+    # Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1).
+    Rule(
+        "message.system-attributes.trace-header",
+        "message",
+        "A trace_id consists of three numbers separated by hyphens. For example, "
+        "1-58406520-a006649127e371903a2de979. This includes: The version number, that is, 1. The time of "
+        "the original request, in Unix epoch time, in 8 hexadecimal digits. [...] A 96-bit identifier for "
+        "the trace, globally unique, in 24 hexadecimal digits.",
+        XRAY_TRACE_IDS,
+        (1, 8, 24),
         "InvalidParameterValue",
     ),
     # --- a SendMessageBatch call ------------------------------------------------------------------

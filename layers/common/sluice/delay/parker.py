@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -102,7 +102,7 @@ class BatchDelay:
         for record in event.get("Records", []):
             mid = record["messageId"]
             try:
-                arrival = Arrival.from_record(record, seal=self._seal)
+                arrival = _sourced(Arrival.from_record(record, seal=self._seal))
             except Exception:  # noqa: BLE001 - unreadable attributes: this record retried, not the batch
                 self._log.exception("could not read delayed message; retried", extra=_ids(record))
                 failed.add(mid)
@@ -323,6 +323,15 @@ def _ids(record: Mapping[str, Any]) -> dict[str, str | None]:
     """The id of a record that could not be read, and the trace id of the X-Ray header it arrived with."""
     header = (record.get("attributes") or {}).get(AWS_TRACE_HEADER)
     return {"message_id": record.get("messageId"), "correlation_id": correlation_id(None, header)}
+
+
+def _sourced(arrival: Arrival) -> Arrival:
+    """``arrival`` with the delay queue as its envelope's ``source`` where that is missing, whether or
+    not the envelope has its ``origin_id`` (Arrival fills ``source`` only beside a missing one): a
+    request ``sluice delay-dlq replay`` sent back carries an ``origin_id`` and no source."""
+    if arrival.envelope.source is not None or arrival.queue_arn is None:
+        return arrival
+    return replace(arrival, envelope=arrival.envelope.model_copy(update={"source": arrival.queue_arn}))
 
 
 def _first_trace(planned: list[_Planned]) -> str | None:

@@ -347,7 +347,7 @@ class JobConsumer:
         def record_handler(record: SQSRecord) -> None:
             self._log.append_keys(message_id=record.message_id)
             try:
-                self._record(self._arrive(record), counts, down, deadline)
+                self._record(self._arrive(record, counts), counts, down, deadline)
             except JobStoreUnavailable as exc:
                 if exc.unreachable and not down:
                     down.append(exc)
@@ -378,13 +378,14 @@ class JobConsumer:
         self._log.info("job batch done", extra={"records": len(event.get("Records", [])), **counts})
         return response
 
-    def _arrive(self, record: SQSRecord) -> Arrival:
+    def _arrive(self, record: SQSRecord, counts: Counter[str]) -> Arrival:
         """The record read (its trace id on every log line about it); bookkeeping that failed its seal
-        check is logged and ignored, as on every hop."""
+        check is logged, counted in ``EnvelopesCorrupt`` and ignored, as on every hop."""
         arrival = Arrival.from_record(record, seal=self._seal)
         self._log.append_keys(correlation_id=arrival.correlation_id)
         if arrival.problem:
             self._log.warning(arrival.problem)
+            counts[metrics.ENVELOPES_CORRUPT] += 1
         return arrival
 
     def _record(

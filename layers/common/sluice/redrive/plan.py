@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Self
 
-from sluice.arrival import Arrival, receive_count
+from sluice.arrival import DEAD_LETTER_SOURCE, Arrival
 from sluice.backoff import Uniform, ceiling, whole_seconds
 from sluice.envelope import (
     ATTRIBUTE,
@@ -30,7 +30,6 @@ from sluice.envelope import (
     ErrorInfo,
     Seal,
     SendAttributes,
-    from_event_attributes,
     merge,
     split,
 )
@@ -40,13 +39,12 @@ from sluice.limits import MAX_DELAY_SECONDS, MAX_LONG_DELAY_SECONDS, MAX_VISIBIL
 from sluice.redrive.breaker import as_utc
 from sluice.redrive.contracts import Action, AttributeValue, PlanState
 from sluice.sqs import allowlisted
-from sluice.tracing import correlation_id
+from sluice.tracing import AWS_TRACE_HEADER, correlation_id
 
 if TYPE_CHECKING:
     from sluice.redrive.settings import RedriveSettings
 
-SOURCE_ATTRIBUTE = "DeadLetterQueueSourceArn"
-TRACE_ATTRIBUTE = "AWSTraceHeader"
+SOURCE_ATTRIBUTE, TRACE_ATTRIBUTE = DEAD_LETTER_SOURCE, AWS_TRACE_HEADER  # the names importers used
 HOLD_MARGIN_SECONDS = 300
 """Step Functions mode holds a message invisible in the DLQ while it waits: wait + this margin."""
 MAX_HOLD_WAIT = MAX_VISIBILITY_SECONDS - HOLD_MARGIN_SECONDS
@@ -108,7 +106,7 @@ def source_queue(
     Raises :class:`~sluice.errors.PermanentError` when there is none or it is not allowlisted
     (a message must never choose where it is re-driven to).
     """
-    source = (system_attributes or {}).get(SOURCE_ATTRIBUTE) or default
+    source = (system_attributes or {}).get(DEAD_LETTER_SOURCE) or default
     if not source:
         raise PermanentError("no source queue: no DeadLetterQueueSourceArn and no default source configured")
     if not allowlisted(str(source), allowlist):
@@ -121,37 +119,50 @@ def source_queue(
 
 @dataclass(frozen=True)
 class DlqMessage:
-    """A message received from the dead-letter queue (SQS API shape, attributes in SendMessage shape)."""
+    """A message received from the dead-letter queue, read by :meth:`sluice.arrival.Arrival.from_message`
+    (without a seal: :meth:`split` reads its envelope with the stack's)."""
 
-    message_id: str
+    arrival: Arrival
     receipt_handle: str
-    body: str
-    attributes: SendAttributes
-    system: Mapping[str, str]
     api: Mapping[str, Any] = field(repr=False, compare=False)
-    """The message as ReceiveMessage gave it (what :class:`~sluice.arrival.Arrival` reads)."""
+    """The message as ReceiveMessage gave it."""
 
     @classmethod
     def from_api(cls, message: Mapping[str, Any]) -> Self:
         """From ReceiveMessage's ``Messages[i]`` (boto3, or Step Functions with base64 binary values)."""
-        return cls(
-            message_id=str(message["MessageId"]),
-            receipt_handle=str(message["ReceiptHandle"]),
-            body=str(message.get("Body") or ""),
-            attributes=from_event_attributes(message.get("MessageAttributes")),
-            system={str(k): str(v) for k, v in (message.get("Attributes") or {}).items()},
-            api=message,
-        )
+        arrival = Arrival.from_message(message, seal=None)
+        if arrival.receipt_handle is None:
+            raise KeyError("ReceiptHandle")  # a received message always has one
+        return cls(arrival=arrival, receipt_handle=arrival.receipt_handle, api=message)
+
+    @property
+    def message_id(self) -> str:
+        return self.arrival.message_id
+
+    @property
+    def body(self) -> str:
+        return self.arrival.body
+
+    @property
+    def attributes(self) -> SendAttributes:
+        """Every message attribute as it arrived, the envelope's included (SendMessage shape)."""
+        return self.arrival.arrived
+
+    @property
+    def system(self) -> Mapping[str, Any]:
+        """SQS's system attributes (``DeadLetterQueueSourceArn``, ``AWSTraceHeader``, ...)."""
+        return self.arrival.system
 
     @property
     def receives(self) -> int | None:
-        return receive_count(self.system)
+        return self.arrival.receives
 
     def split(self, seal: Seal | None) -> tuple[SendAttributes, Envelope, str | None]:
-        """(user attributes, envelope, problem), read by :meth:`sluice.arrival.Arrival.from_message`: a
-        message without an envelope (or whose bookkeeping failed ``seal``'s check) was dead-lettered on
-        its first hop, so it is its own identity, its source the ``DeadLetterQueueSourceArn``."""
-        arrival = Arrival.from_message(self.api, seal=seal)
+        """(user attributes, envelope, problem), read by :meth:`sluice.arrival.Arrival.from_message` with
+        ``seal``: a message without an envelope (or whose bookkeeping failed ``seal``'s check) was
+        dead-lettered on its first hop, so it is its own identity, its source the
+        ``DeadLetterQueueSourceArn``."""
+        arrival = self.arrival if seal is None else Arrival.from_message(self.api, seal=seal)
         return arrival.attributes, arrival.envelope, arrival.problem
 
 

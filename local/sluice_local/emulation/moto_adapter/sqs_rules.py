@@ -17,14 +17,14 @@ def install_sqs_rules() -> Undo:
     :mod:`sluice_local.emulation.sqs_checker`; never the layer's :mod:`sluice.sqs`, whose reading of
     the same rules this is here to catch): the body's
     characters, the size in bytes including attributes against the queue's ``MaximumMessageSize``,
-    at most 10 attributes, each attribute's name, ``DataType`` and value, ``DelaySeconds`` and the
-    FIFO fields. SendMessage raises the error SQS raises; SendMessageBatch fails a whole call that
-    breaks a rule of the call (1 to 10 entries, distinct ids of up to 80 alphanumerics, hyphens and
-    underscores, all entries together within SQS's 1 MiB: ``BatchRequestTooLong`` whatever the
-    queue's own limit) and reports every other refused entry (one over the queue's
-    ``MaximumMessageSize`` included) in ``Failed`` with ``SenderFault``, sending the rest, as SQS
-    does; and each entry keeps its ``MessageSystemAttributes`` (the ``AWSTraceHeader``), which
-    moto's batch drops."""
+    at most 10 attributes, each attribute's name, ``DataType`` and value, ``DelaySeconds``, the
+    FIFO fields and ``MessageSystemAttributes`` (a well-formed ``AWSTraceHeader`` only). SendMessage
+    raises the error SQS raises; SendMessageBatch fails a whole call that breaks a rule of the call
+    (1 to 10 entries, distinct ids of up to 80 alphanumerics, hyphens and underscores, all entries
+    together within SQS's 1 MiB: ``BatchRequestTooLong`` whatever the queue's own limit) and reports
+    every other refused entry (one over the queue's ``MaximumMessageSize`` included) in ``Failed``
+    with ``SenderFault``, sending the rest, as SQS does; and each entry keeps its
+    ``MessageSystemAttributes`` (the ``AWSTraceHeader``), which moto's batch drops."""
     from moto.sqs.exceptions import SQSException  # noqa: PLC0415
 
     from sluice_local.emulation.sqs_checker import Violation, check_batch, check_entry  # noqa: PLC0415
@@ -40,6 +40,7 @@ def install_sqs_rules() -> Undo:
             wire_attributes(entry.get("MessageAttributes")),
             max_bytes=int(queue.maximum_message_size),
             delay_seconds=entry.get("DelaySeconds"),
+            system_attributes=entry.get("MessageSystemAttributes"),
             fifo=bool(queue.fifo_queue),
             content_based_deduplication=queue.attributes.get("ContentBasedDeduplication") == "true",
             group_id=entry.get("MessageGroupId"),
@@ -63,6 +64,7 @@ def install_sqs_rules() -> Undo:
             "DelaySeconds": delay_seconds,
             "MessageGroupId": group_id,
             "MessageDeduplicationId": deduplication_id,
+            "MessageSystemAttributes": system_attributes,
         }
         violation = judge(self, queue_name, entry)
         if violation is not None:
