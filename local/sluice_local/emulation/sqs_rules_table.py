@@ -2,9 +2,8 @@
 
 moto accepts much of what SQS refuses, so the local runtime refuses it at its SQS boundary
 (:func:`sluice_local.emulation.moto_adapter.install_sqs_rules`). It judges with this module, written
-from AWS's
-documentation and NOT from the layer's :mod:`sluice.sqs` (nothing here imports ``sluice``): the
-layer checks messages before it sends them, and a misreading of SQS's rules in the layer must show
+from AWS's documentation and NOT from the layer's :mod:`sluice.sqs` (nothing here imports ``sluice``):
+the layer checks messages before it sends them, and a misreading of SQS's rules in the layer must show
 up locally as a refusal, not be shared by the test and the thing tested.
 
 :data:`RULES` is the table, as data: each rule's id, what the documentation says and where, the
