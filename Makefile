@@ -90,6 +90,8 @@ security: $(CHECKOV_STAMP)
 CHECK_WORKERS ?= 2
 TEST_WORKERS  ?= 4
 PYTEST_XDIST  := --dist loadgroup --no-loadscope-reorder
+TEST_PARTS    ?= tests static
+CHECK_PARTS   ?= check-tests lint typecheck
 
 static: lint typecheck validate asl build security
 
@@ -97,15 +99,17 @@ check-tests: $(STAMP)
 	$(BIN)/pytest -q -n $(CHECK_WORKERS) $(PYTEST_XDIST) -m "not stack" tests/unit tests/functional
 
 check: $(STAMP)
-	@start=$$(date +%s); $(MAKE) --no-print-directory -j2 --output-sync=target check-tests lint typecheck; \
-	  echo "make check: lint, types, unit and functional in $$(( $$(date +%s) - start )) s"
+	@start=$$(date +%s); $(MAKE) --no-print-directory -j2 --output-sync=target $(CHECK_PARTS); \
+	  status=$$?; echo "make check: lint, types, unit and functional in $$(( $$(date +%s) - start )) s, exit $$status"; \
+	  exit $$status
 
 tests: $(STAMP)
 	$(BIN)/pytest -n $(TEST_WORKERS) $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 test: $(STAMP)
-	@start=$$(date +%s); $(MAKE) --no-print-directory -j2 --output-sync=target tests static; \
-	  echo "make test: static checks and every tier in $$(( $$(date +%s) - start )) s"
+	@start=$$(date +%s); $(MAKE) --no-print-directory -j2 --output-sync=target $(TEST_PARTS); \
+	  status=$$?; echo "make test: static checks and every tier in $$(( $$(date +%s) - start )) s, exit $$status"; \
+	  exit $$status
 
 unit functional e2e: $(STAMP)
 	$(BIN)/pytest tests/$@

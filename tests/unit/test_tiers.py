@@ -4,6 +4,7 @@ the defaults the README states are the Makefile's."""
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -67,3 +68,25 @@ def test_every_e2e_test_is_in_the_stack_tier_and_every_soak_test_in_the_soak_tie
     assert collected("tests/e2e/test_soak.py", "-m", "not soak") == 0
     assert collected("tests/unit", "tests/functional", "-m", "stack") == 0
     assert collected("tests/e2e/test_soak.py", "-m", "soak") >= 5
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize(
+    ("target", "parts"), [("check", "CHECK_PARTS=check-tests"), ("test", "TEST_PARTS=tests")]
+)
+@pytest.mark.parametrize("pytest_exit", [0, 1])
+def test_make_check_and_make_test_exit_with_the_tests_status(tmp_path, target, parts, pytest_exit):
+    # Given a pytest that exits with pytest_exit (a stand-in for the venv's, so nothing real runs)
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "pytest").write_text(f'#!/bin/sh\necho fake pytest "$@"\nexit {pytest_exit}\n')
+    (fake / "pytest").chmod(0o755)
+    # When make runs the target with only its tests part
+    done = subprocess.run(
+        [shutil.which("make") or "make", "--no-print-directory", target, f"BIN={fake}", "STAMP=", parts],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    # Then make's own status is the tests' (CI goes red on a failing test), and it says so
+    assert "fake pytest" in done.stdout, done.stdout + done.stderr
+    assert (done.returncode == 0) == (pytest_exit == 0), done.stdout + done.stderr
+    assert f"exit {2 if pytest_exit else 0}" in done.stdout, done.stdout
