@@ -40,7 +40,7 @@ def envelope_key_secret(region: str = REGION) -> str:
 
 PG_FIXTURES = frozenset({"pg_url", "jobs_schema"})
 SOAK_GROUPS = {
-    # xdist group of each soak test (by function): each runs whole stacks in processes of its own, so the
+    # the group of each soak test (by function): each runs whole stacks in processes of its own, so the
     # three run beside each other and beside the rest; the sabotaged runs share one module fixture.
     "test_the_short_soak_loses_nothing_and_duplicates_no_side_effect": "soak-orders",
     "test_the_job_soak_loses_no_job_and_repeats_no_two_phase_side_effect": "soak-jobs",
@@ -50,32 +50,47 @@ GROUP_ORDER = ("soak-orders", "soak-small", "soak-jobs", "stack")
 tests fill in around them one by one."""
 
 
-def tier_group(item: pytest.Item) -> str | None:
-    """The xdist group a test runs in (tests sharing a session stack or a module fixture share a worker),
-    or None for a test any worker may take on its own."""
-    path = Path(str(item.fspath))
-    if "e2e" not in path.parts:
+def tier_group(nodeid: str) -> str | None:
+    """The group a test runs in on pytest-xdist (tests sharing a session stack or a module fixture share a
+    worker), or None for a test any worker may take on its own."""
+    path, _, rest = nodeid.partition("::")
+    parts = Path(path).parts
+    if "e2e" not in parts:
         return None
-    if path.name == "test_soak.py":
-        return SOAK_GROUPS.get(getattr(item, "originalname", item.name), "soak-small")
+    if parts[-1] == "test_soak.py":
+        return SOAK_GROUPS.get(rest.split("[", 1)[0], "soak-small")
     return "stack"
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test with its tier (stack, soak, pg) and its xdist group, longest groups first."""
-    groups: dict[str, str | None] = {}
+    """Mark every test with its tier (stack, soak, pg), longest groups first."""
+    groups = {item.nodeid: tier_group(item.nodeid) for item in items}
     for item in items:
-        group = tier_group(item)
-        groups[item.nodeid] = group
+        group = groups[item.nodeid]
         if group is not None:
             item.add_marker(pytest.mark.stack)
-            item.add_marker(pytest.mark.xdist_group(group))
         if group is not None and group.startswith("soak"):
             item.add_marker(pytest.mark.soak)
         if PG_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.pg)
     rank = {name: i for i, name in enumerate(GROUP_ORDER)}
     items.sort(key=lambda item: rank.get(groups[item.nodeid] or "", len(rank)))  # stable: order kept within
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With ``--dist loadgroup``, the tiers' groups are the work units (xdist's own ``xdist_group`` marks
+    are not seen under pytest 9: xdist renames ``item._nodeid``, pytest 9 reads ``item._id``). A group's
+    tests go to one worker; every other test is a unit of its own."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling  # noqa: PLC0415 - only on xdist's controller
+
+    class TierScheduling(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships no types
+        def _split_scope(self, nodeid: str) -> str:
+            return tier_group(nodeid) or nodeid
+
+    return TierScheduling(config, log)
 
 
 @pytest.fixture(autouse=True, scope="session")
