@@ -97,9 +97,9 @@ def test_the_stack_tests_share_one_group_each_soak_run_has_its_own_and_the_rest_
 
     assert tier_group("tests/e2e/test_redrive.py::test_breaker[lambda]") == "stack"
     assert tier_group("tests/e2e/test_jobs.py::test_job_scenario[dead]") == "stack"
-    soak = "tests/e2e/test_soak.py::"
-    assert tier_group(soak + "test_the_short_soak_loses_nothing_and_duplicates_no_side_effect") == "soak-orders"
-    assert tier_group(soak + "test_the_job_soak_loses_no_job_and_repeats_no_two_phase_side_effect") == "soak-jobs"
+    soak = "tests/e2e/test_soak.py::test_the_"
+    assert tier_group(soak + "short_soak_loses_nothing_and_duplicates_no_side_effect") == "soak-orders"
+    assert tier_group(soak + "job_soak_loses_no_job_and_repeats_no_two_phase_side_effect") == "soak-jobs"
     assert tier_group(soak + "test_a_seed_that_found_a_bug_passes[5104]") == "soak-small"
     assert tier_group("tests/functional/test_consumer.py::test_x") is None
     assert tier_group("tests/unit/test_fit.py::test_y[e2e]") is None
