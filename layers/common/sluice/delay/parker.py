@@ -33,6 +33,7 @@ from sluice.delay.settings import DelaySettings
 from sluice.envelope import Envelope, Seal, SendAttributes, split, utcnow
 from sluice.errors import ConfigurationError, PermanentError
 from sluice.fit import UnfittableError, fit
+from sluice.logevents import EVENT, LogEvent
 from sluice.poison import isolate
 from sluice.tracing import AWS_TRACE_HEADER, correlation_id, valid_xray_header
 
@@ -143,7 +144,7 @@ class BatchDelay:
     def _plan(self, arrival: Arrival, now: datetime) -> tuple[_Planned, datetime, bool]:
         """(the message as it will be sent or parked, its due time, whether it is sent now)."""
         if arrival.problem:
-            self._log.warning(arrival.problem, extra=arrival.ids())
+            self._log.warning(arrival.problem, extra={EVENT: LogEvent.ENVELOPE_CORRUPT, **arrival.ids()})
             self._metrics.add_metric(name=metrics.ENVELOPES_CORRUPT, unit="Count", value=1)
         if not arrival.carried:
             raise PermanentError(
@@ -201,7 +202,7 @@ class BatchDelay:
     def _isolate_planned(self, planned: _Planned, reason: str) -> bool:
         user, envelope, problem = split(planned.parked.attributes, body=planned.parked.body, seal=self._seal)
         if problem:  # sealed by this invocation: never expected
-            self._log.warning(problem, extra=planned.ids())
+            self._log.warning(problem, extra={EVENT: LogEvent.ENVELOPE_CORRUPT, **planned.ids()})
         base = envelope or Envelope(origin_id=planned.message_id)
         try:
             isolate(
@@ -217,7 +218,8 @@ class BatchDelay:
             self._log.exception("poison isolation failed", extra=planned.ids())
             return False
         self._log.error(
-            "delayed message isolated to the poison queue", extra={**planned.ids(), "reason": reason}
+            "delayed message isolated to the poison queue",
+            extra={EVENT: LogEvent.DELAYED_ISOLATED, **planned.ids(), "reason": reason},
         )
         return True
 
@@ -314,7 +316,8 @@ class BatchDelay:
             self._log.exception("poison isolation failed", extra=arrival.ids())
             return False
         self._log.error(
-            "delayed message isolated to the poison queue", extra={**arrival.ids(), "reason": str(exc)}
+            "delayed message isolated to the poison queue",
+            extra={EVENT: LogEvent.DELAYED_ISOLATED, **arrival.ids(), "reason": str(exc)},
         )
         return True
 
