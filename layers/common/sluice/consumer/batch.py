@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from pydantic import BaseModel, ValidationError
 
 from sluice import claimcheck, metrics
-from sluice.arrival import Arrival, receive_count
+from sluice.arrival import Arrival, fallback_ids
 from sluice.backoff import full_jitter
 from sluice.consumer.heartbeat import Heartbeat, InFlight
 from sluice.consumer.idempotency import Idempotency, InProgressElsewhere
@@ -226,8 +226,10 @@ class Consumer:
             try:
                 arrival = Arrival.from_record(record, seal=self._seal)
             except Exception as exc:  # noqa: BLE001 - unreadable attributes: retry, never drop
-                receives = receive_count(record.raw_event.get("attributes")) or 1
-                self._retry_later(record, exc, stats, heartbeat, receives)
+                unread = fallback_ids(record)
+                correlations[mid] = unread.correlation_id
+                self._log.thread_safe_append_keys(correlation_id=unread.correlation_id)
+                self._retry_later(record, exc, stats, heartbeat, unread.receive_count)
             correlations[mid] = arrival.correlation_id
             if arrival.problem:  # logged with the trace the message goes on with (its corrupt one is dropped)
                 stats.add(metrics.ENVELOPES_CORRUPT)

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sluice import metrics
-from sluice.arrival import Arrival
+from sluice.arrival import Arrival, fallback_ids
 from sluice.batchsend import Outgoing, send_batch
 from sluice.delay.schedule import (
     Parked,
@@ -35,7 +35,7 @@ from sluice.errors import ConfigurationError, PermanentError
 from sluice.fit import UnfittableError, fit
 from sluice.logevents import EVENT, LogEvent
 from sluice.poison import isolate
-from sluice.tracing import AWS_TRACE_HEADER, correlation_id, valid_xray_header
+from sluice.tracing import valid_xray_header
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Logger
@@ -105,7 +105,9 @@ class BatchDelay:
             try:
                 arrival = _sourced(Arrival.from_record(record, seal=self._seal))
             except Exception:  # noqa: BLE001 - unreadable attributes: this record retried, not the batch
-                self._log.exception("could not read delayed message; retried", extra=_ids(record))
+                self._log.exception(
+                    "could not read delayed message; retried", extra=fallback_ids(record).ids()
+                )
                 failed.add(mid)
                 continue
             try:
@@ -320,12 +322,6 @@ class BatchDelay:
             extra={EVENT: LogEvent.DELAYED_ISOLATED, **arrival.ids(), "reason": str(exc)},
         )
         return True
-
-
-def _ids(record: Mapping[str, Any]) -> dict[str, str | None]:
-    """The id of a record that could not be read, and the trace id of the X-Ray header it arrived with."""
-    header = (record.get("attributes") or {}).get(AWS_TRACE_HEADER)
-    return {"message_id": record.get("messageId"), "correlation_id": correlation_id(None, header)}
 
 
 def _sourced(arrival: Arrival) -> Arrival:
