@@ -279,7 +279,7 @@ class Walk:
             item = self.template(state[selector_field], effective, where, selector_field, inner)
         batcher = state.get("ItemBatcher")
         if batcher is not None:  # each iteration gets {"Items": [...], "BatchInput": ...}
-            fields = {"Items": Arr(item)}
+            fields: dict[str, Shape] = {"Items": Arr(item)}
             if "BatchInput" in batcher:
                 field = "ItemBatcher.BatchInput"
                 fields["BatchInput"] = self.template(batcher["BatchInput"], effective, where, field, context)
