@@ -38,7 +38,7 @@ def lambda_handler(event: IsolateRequest, context: LambdaContext) -> IsolateAnsw
     logger.append_keys(correlation_id=correlation_id(envelope.traceparent, envelope.trace))
     metrics.add_metric(name=names.POISON_PILLS_ISOLATED, unit="Count", value=1)
     if problem:  # its envelope failed the seal check: isolated without that history
-        logger.warning(problem)
+        logger.warning(problem, extra={EVENT: LogEvent.ENVELOPE_CORRUPT})
         metrics.add_metric(name=names.ENVELOPES_CORRUPT, unit="Count", value=1)
     logger.error(
         "message isolated to the poison queue",

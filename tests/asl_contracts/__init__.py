@@ -6,7 +6,9 @@ state's InputPath, Parameters/ItemSelector (``.$`` paths and intrinsic functions
 botocore's service model), ResultSelector, ResultPath and OutputPath, into Choice rules, Wait paths,
 Map items and Catch outputs. Every path must resolve in the shape of the data at that point, and what
 a Task is given must match its function's input contract. Each problem names the definition, the
-state (``Map/Inner``), the field and the path.
+state (``Map/Inner``), the field and the path. Task timeout paths, Map tolerance, ItemReader,
+ItemBatcher and ResultWriter paths are followed too; any other ``*Path`` or ``.$`` key of a state the
+walk reached (``sweep.py``) is reported as not checked, never passed over.
 
 Shapes are built from ``TypedDict``s with :func:`typing.get_type_hints` and ``__required_keys__``.
 Where a state can be reached with different shapes (a Choice, a loop, a Map's several outcomes), the

@@ -25,12 +25,14 @@ from tests.asl_contracts.shapes import (
     union,
 )
 from tests.asl_contracts.sources import Handler
+from tests.asl_contracts.sweep import path_fields
 
 # --- the walk -------------------------------------------------------------------------------------
 
 _STR, _NUM, _BOOL = frozenset({"str"}), frozenset({"number"}), frozenset({"bool"})
 _OPERAND_KINDS = {"String": _STR, "Numeric": _NUM, "Boolean": _BOOL, "Timestamp": _STR}
 _NARROWING = ("StringEquals", "NumericEquals", "BooleanEquals")
+_CHECKED_TYPES = frozenset({"Choice", "Wait", "Succeed", "Fail", "Pass", "Task", "Map"})
 MAX_SHAPES_PER_STATE = 64
 
 
@@ -105,6 +107,8 @@ class Walk:
         self.problems: list[str] = []
         self._maybe: dict[tuple[str, str, str], list[str]] = {}
         self._found: set[tuple[str, str, str]] = set()
+        self._handled: set[tuple[str, str]] = set()  # (state, field) of every path the walk followed
+        self._visited: dict[str, Mapping[str, Any]] = {}
 
     def run(self, definition: Mapping[str, Any]) -> list[str]:
         context = context_object(self.execution_input)
@@ -112,6 +116,10 @@ class Walk:
         for key, problems in self._maybe.items():
             if key not in self._found:
                 self.report(key[0], key[1], f"{key[2]!r}: " + "; ".join(dict.fromkeys(problems)))
+        for where, state in self._visited.items():  # a path the walk does not follow never passes
+            for field, value in path_fields(state):
+                if (where, field) not in self._handled:
+                    self.report(where, field, f"{value!r} is not checked (the walk does not follow it)")
         return self.problems
 
     def report(self, where: str, field: str, message: str) -> None:
@@ -158,6 +166,10 @@ class Walk:
             self.report(where, "QueryLanguage", "JSONata is not checked")
             return []
         kind = state["Type"]
+        if kind not in _CHECKED_TYPES:
+            self.report(where, "Type", f"{kind} states are not checked")
+            return []
+        self._visited[where] = state  # its path fields are swept when the walk is done
         effective = self.filter(state, "InputPath", raw, where)
         if kind == "Choice":
             return self.choice(state, where, effective)
@@ -169,16 +181,13 @@ class Walk:
             result = from_value(state["Result"]) if "Result" in state else effective
         elif kind == "Task":
             result = self.task(state, where, effective, context)
-        elif kind == "Map":
-            result = self.map(state, where, effective, context)
         else:
-            self.report(where, "Type", f"{kind} states are not checked")
-            return []
+            result = self.map(state, where, effective, context)
         if "ResultSelector" in state:
             result = self.template(state["ResultSelector"], result, where, "ResultSelector", context)
         merged = self.merge(raw, state.get("ResultPath", "$"), result, where, "ResultPath")
         out = [(None if state.get("End") else state["Next"], self.filter(state, "OutputPath", merged, where))]
-        for i, catcher in enumerate(state.get("Catch", [])):
+        for i, catcher in enumerate(state.get("Catch", [])):  # on the state's raw input, as Step Functions
             caught = self.merge(
                 raw, catcher.get("ResultPath", "$"), TASK_ERROR, where, f"Catch[{i}].ResultPath"
             )
@@ -203,6 +212,9 @@ class Walk:
     # --- Task and Map ----------------------------------------------------------------------------
 
     def task(self, state: Mapping[str, Any], where: str, effective: Shape, context: Obj) -> Shape:
+        for field in ("TimeoutSecondsPath", "HeartbeatSecondsPath"):
+            if field in state:
+                self.typed(self.path(effective, state[field], where, field), _NUM, where, field)
         resource = str(state["Resource"])
         params = state.get("Parameters")
         given = (
@@ -239,26 +251,44 @@ class Walk:
         return response
 
     def map(self, state: Mapping[str, Any], where: str, effective: Shape, context: Obj) -> Shape:
-        items = self.path(effective, state.get("ItemsPath", "$"), where, "ItemsPath")
-        lists = [a for a in alternatives(items) if isinstance(a, Arr)]
-        if items != ANY and len(lists) != len(alternatives(items)):
-            self.report(
-                where, "ItemsPath", f"{state.get('ItemsPath', '$')!r} is {describe(items)}, not a list"
-            )
-        item = union(a.item for a in lists) if lists else ANY
-        if "MaxConcurrencyPath" in state:
-            self.typed(
-                self.path(effective, state["MaxConcurrencyPath"], where, "MaxConcurrencyPath"),
-                _NUM,
-                where,
-                "MaxConcurrencyPath",
-            )
+        reader, writer = state.get("ItemReader"), state.get("ResultWriter")
+        if reader is not None:  # the items are read from S3: their shape is not the input's
+            self.template(reader.get("Parameters", {}), effective, where, "ItemReader.Parameters", context)
+            item: Shape = ANY
+        else:
+            items = self.path(effective, state.get("ItemsPath", "$"), where, "ItemsPath")
+            lists = [a for a in alternatives(items) if isinstance(a, Arr)]
+            if items != ANY and len(lists) != len(alternatives(items)):
+                self.report(
+                    where, "ItemsPath", f"{state.get('ItemsPath', '$')!r} is {describe(items)}, not a list"
+                )
+            item = union(a.item for a in lists) if lists else ANY
+        for field in (
+            "MaxConcurrencyPath", "ToleratedFailureCountPath", "ToleratedFailurePercentagePath",
+            "ItemReader.ReaderConfig.MaxItemsPath", "ItemBatcher.MaxItemsPerBatchPath",
+            "ItemBatcher.MaxInputBytesPerBatchPath",
+        ):  # fmt: skip
+            value: Any = state
+            for key in field.split("."):
+                value = value.get(key) if isinstance(value, Mapping) else None
+            if value is not None:
+                self.typed(self.path(effective, str(value), where, field), _NUM, where, field)
         selector_field = "ItemSelector" if "ItemSelector" in state else "Parameters"
         if selector_field in state:
             inner = context_object(self.execution_input, item)
             item = self.template(state[selector_field], effective, where, selector_field, inner)
+        batcher = state.get("ItemBatcher")
+        if batcher is not None:  # each iteration gets {"Items": [...], "BatchInput": ...}
+            fields: dict[str, Shape] = {"Items": Arr(item)}
+            if "BatchInput" in batcher:
+                field = "ItemBatcher.BatchInput"
+                fields["BatchInput"] = self.template(batcher["BatchInput"], effective, where, field, context)
+            item = _obj(f"ItemBatcher batch of {where}", **fields)
+        if writer is not None:  # the results go to S3; the Map's result describes where
+            self.template(writer.get("Parameters", {}), effective, where, "ResultWriter.Parameters", context)
         processor = state.get("ItemProcessor") or state["Iterator"]
-        return Arr(self.graph(processor, item, where + "/", context))
+        out = Arr(self.graph(processor, item, where + "/", context))
+        return ANY if writer is not None else out
 
     # --- Choice ------------------------------------------------------------------------------------
 
@@ -327,6 +357,7 @@ class Walk:
     ) -> Shape:
         """The shape at ``path``; reports it when it does not resolve (``deferred``: only when it
         resolves in no shape that reaches this state, as for ``IsPresent``)."""
+        self._handled.add((where, field))
         try:
             root, steps = parse_path(path)
         except ValueError as exc:
@@ -353,6 +384,8 @@ class Walk:
 
     def filter(self, state: Mapping[str, Any], field: str, shape: Shape, where: str) -> Shape:
         """InputPath / OutputPath."""
+        if field in state:
+            self._handled.add((where, field))
         if field not in state or state[field] == "$":
             return shape
         if state[field] is None:
@@ -366,6 +399,7 @@ class Walk:
             for key, value in template.items():
                 at = f"{field}.{key}"
                 if key.endswith(".$"):
+                    self._handled.add((where, at))
                     try:
                         shape = evaluate(str(value), functools.partial(self._at, data, where, at, context))
                     except ProblemError as exc:
@@ -385,6 +419,7 @@ class Walk:
 
     def merge(self, raw: Shape, result_path: str | None, result: Shape, where: str, field: str) -> Shape:
         """ResultPath: ``result`` put into the state's input."""
+        self._handled.add((where, field))
         if result_path is None:
             return raw
         try:

@@ -26,6 +26,7 @@ from botocore.exceptions import ClientError
 from sluice import claimcheck
 from sluice.envelope import ATTRIBUTE, Envelope, split
 from sluice.limits import MAX_MESSAGE_BYTES
+from sluice.logevents import EVENT, LogEvent
 from sluice.sqs import message_bytes
 from sluice_local.app import messages, observer
 
@@ -38,7 +39,7 @@ class Row:
     name: str
     destination: str  # processed | poison | retried | refused | redriven
     reason: str = ""  # in the poison envelope's last error, the log line, or SQS's error
-    log: str = ""  # text of the log line that names the message id ("" for none expected)
+    log: LogEvent | None = None  # the event of the log line that names the message id (None: none expected)
     metric: str = ""
     order_id: str = ""
     message_id: str = ""
@@ -53,7 +54,7 @@ ROWS: list[tuple[Row, Send]] = []
 
 
 def row(
-    name: str, destination: str, *, reason: str = "", log: str = "", metric: str = ""
+    name: str, destination: str, *, reason: str = "", log: LogEvent | None = None, metric: str = ""
 ) -> Callable[[Send], Send]:
     def register(send: Send) -> Send:
         ROWS.append(
@@ -64,10 +65,10 @@ def row(
     return register
 
 
-CONSUMER_ISOLATED = "record isolated to the poison queue"
+CONSUMER_ISOLATED = LogEvent.RECORD_ISOLATED
 
 
-def isolated(name: str, *, reason: str, log: str = CONSUMER_ISOLATED) -> Callable[[Send], Send]:
+def isolated(name: str, *, reason: str, log: LogEvent = CONSUMER_ISOLATED) -> Callable[[Send], Send]:
     """A row whose message must end in the poison queue, logged and counted in RecordsIsolated."""
     return row(name, "poison", reason=reason, log=log, metric="RecordsIsolated")
 
@@ -174,7 +175,7 @@ def _with_envelope(raw: str) -> dict[str, Any]:
     "corrupt envelope",
     "processed",
     reason="ignoring unreadable sluice envelope",
-    log="ignoring unreadable sluice envelope",
+    log=LogEvent.ENVELOPE_CORRUPT,
     metric="EnvelopesCorrupt",
 )
 def _corrupt(stack: observer.Stack, r: Row) -> None:
@@ -185,7 +186,7 @@ def _corrupt(stack: observer.Stack, r: Row) -> None:
     "forged envelope (attempts, identity)",
     "processed",
     reason="forged or altered",
-    log="forged or altered",
+    log=LogEvent.ENVELOPE_CORRUPT,
     metric="EnvelopesCorrupt",
 )
 def _forged(stack: observer.Stack, r: Row) -> None:
@@ -233,7 +234,7 @@ MISSING = "pointer to a missing object"
     MISSING,
     "retried",
     reason="not found yet",
-    log="record failed; will be retried",
+    log=LogEvent.RECORD_RETRIED,
     metric="RecordsFailed",
 )
 def _missing(stack: observer.Stack, r: Row) -> None:
@@ -285,7 +286,7 @@ def _at(delta: timedelta) -> str:
     return (datetime.now(UTC) + delta).isoformat()
 
 
-DELAY_LOG = "delayed message isolated to the poison queue"
+DELAY_LOG = LogEvent.DELAYED_ISOLATED
 # The battery's stack runs with --fast values: direct send when due within 6 s, "in the past" once more
 # than 3 s late. Due in 5 s, a request takes the direct path if batch-delay reads it within 8 s of the
 # send; due in 20 s, it is parked if read within 14 s: margins for a loaded machine.
@@ -361,7 +362,7 @@ def _dead_letter(stack: observer.Stack, r: Row, envelope: Envelope) -> None:
     "dead-lettered, its source queue no longer exists",
     "redriven",
     reason="re-driven",
-    log="message re-driven",
+    log=LogEvent.MESSAGE_REDRIVEN,
     metric="SuccessfulRedrives",
 )
 def _gone(stack: observer.Stack, r: Row) -> None:
@@ -373,7 +374,7 @@ def _gone(stack: observer.Stack, r: Row) -> None:
     "redrive: an entry SQS refuses beside healthy ones",
     "poison",
     reason=REFUSED_ATTRIBUTE,
-    log="message isolated to the poison queue",
+    log=LogEvent.MESSAGE_ISOLATED,
     metric="PoisonPillsIsolated",
 )
 def _redrive_bad_entry(stack: observer.Stack, r: Row) -> None:
@@ -387,7 +388,7 @@ def _redrive_bad_entry(stack: observer.Stack, r: Row) -> None:
     "redrive: the healthy batch-mate",
     "redriven",
     reason="re-driven",
-    log="message re-driven",
+    log=LogEvent.MESSAGE_REDRIVEN,
     metric="SuccessfulRedrives",
 )
 def _redrive_healthy(stack: observer.Stack, r: Row) -> None:
@@ -449,8 +450,7 @@ def _log_lines(stack: observer.Stack, r: Row) -> list[dict[str, Any]]:
     ids = {r.message_id, f"o-{r.order_id}"}
     return [
         e for e in stack.logs()
-        if (e.get("message_id") in ids or e.get("origin_id") in ids)
-        and r.log in " ".join(str(e.get(k, "")) for k in ("message", "reason", "error"))
+        if e.get(EVENT) == r.log and (e.get("message_id") in ids or e.get("origin_id") in ids)
     ]  # fmt: skip
 
 
@@ -560,6 +560,11 @@ def test_every_bad_input_ends_safe(battery: dict[str, Row], name: str) -> None:
             assert {k: user.get(k) for k in sent_user} == sent_user, "user attributes not kept"
     if r.log:
         assert r.seen["log"], f"no log line {r.log!r} naming {r.message_id}"
+        if r.destination == "processed" and r.reason:  # the reason is in the line, for people
+            said = [
+                " ".join(str(e.get(k, "")) for k in ("message", "reason", "error")) for e in r.seen["log"]
+            ]
+            assert any(r.reason in text for text in said), said
     if r.metric:
         assert r.seen["metric_delta"] >= 1, f"{r.metric} not emitted"
 

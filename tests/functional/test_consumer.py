@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
+import io
 import json
 import time
+import uuid
 
 import pytest
+from aws_lambda_powertools import Logger
 from pydantic import BaseModel
 
 from sluice import claimcheck
+from sluice.consumer.batch import Consumer
 from sluice.envelope import ATTRIBUTE, Envelope
 from sluice.errors import ConfigurationError
 from sluice.limits import MAX_MESSAGE_BYTES
+from sluice.logevents import EVENT, LogEvent
 from sluice_local.emulation.sqs_events import drain, receive_event
 from tests.conftest import make_resources
 from tests.doubles import envelope_of, last_error_of, sealed
 
 from .conftest import ScriptedProcessor
+
+TRACE_HEADER = "Root=1-674a2f00-0123456789abcdef01234567;Parent=89abcdef01234567;Sampled=1"
+TRACE_ID = "674a2f000123456789abcdef01234567"
 
 
 class Order(BaseModel):
@@ -311,6 +319,39 @@ def test_corrupt_envelope_is_tolerated(aws, processor, build_consumer, metrics, 
     assert failed_ids(response) == set()
     assert processor.records[0].envelope.origin_id == mid
     assert metrics.values["EnvelopesCorrupt"] == 1
+
+
+def test_given_a_record_that_cannot_be_read_then_it_is_retried_with_the_ids_and_count_sqs_gave_it(
+    aws, processor, metrics, session, context
+):
+    # Given a record whose message attributes are not what SQS sends, on a trace, at its 4th receive
+    mid = aws.send(order("o-unreadable"))
+    event = receive_event(aws.sqs, aws.work_url, aws.work_arn, 1)
+    [raw] = event["Records"]
+    raw["messageAttributes"] = {"tenant": "not an attribute"}
+    raw["attributes"].update({"AWSTraceHeader": TRACE_HEADER, "ApproximateReceiveCount": "4"})
+    log = io.StringIO()
+    consumer = Consumer.from_env(
+        processor,
+        logger=Logger(service=f"sluice-test-{uuid.uuid4().hex}", stream=log),
+        metrics_sink=metrics,
+        environ=aws.env(),
+        session=session,
+    )
+    # When the consumer handles it
+    response = consumer.handle(event, context)
+    # Then it is retried, never processed, and its retry line carries what sluice.arrival.fallback_ids
+    # read of it: its id, the trace it arrived on and its receive count
+    assert failed_ids(response) == {mid}
+    assert processor.records == []
+    [retried] = [
+        line
+        for line in map(json.loads, log.getvalue().splitlines())
+        if line.get(EVENT) == LogEvent.RECORD_RETRIED
+    ]
+    assert retried["message_id"] == mid
+    assert retried["correlation_id"] == TRACE_ID
+    assert retried["receive_count"] == 4
 
 
 def test_envelope_identity_is_kept_across_hops(aws, processor, build_consumer, context):

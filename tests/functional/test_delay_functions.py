@@ -21,6 +21,7 @@ from sluice.delay.settings import DelaySettings
 from sluice.envelope import ATTRIBUTE, Envelope, Seal
 from sluice.errors import TransientError
 from sluice.limits import MAX_MESSAGE_BYTES
+from sluice.logevents import EVENT, LogEvent
 from sluice.sqs import message_bytes
 from sluice_local.emulation.lambda_loader import LambdaContext
 from sluice_local.emulation.sqs_events import drain, receive_event
@@ -80,9 +81,9 @@ class Delays:
         self.log = io.StringIO()
         self.service = f"sluice-test-{uuid.uuid4().hex}"  # Powertools shares a logger per service name
 
-    def logged(self, message: str) -> list[dict[str, Any]]:
+    def logged(self, event: LogEvent) -> list[dict[str, Any]]:
         return [
-            line for line in map(json.loads, self.log.getvalue().splitlines()) if line["message"] == message
+            line for line in map(json.loads, self.log.getvalue().splitlines()) if line.get(EVENT) == event
         ]
 
     def delayer(self) -> BatchDelay:
@@ -189,11 +190,7 @@ def test_given_a_target_that_refuses_at_the_send_then_that_entry_alone_is_isolat
     assert envelope_of(poisoned).origin_id == refused
     assert "Message must be shorter than 1024 bytes" in last_error_of(poisoned).message
     # ... and logs it with the id of the trace the poison message goes on with
-    said = (
-        "delayed message isolated to the poison queue"
-        if seconds <= 900
-        else "parked message isolated to the poison queue"
-    )
+    said = LogEvent.DELAYED_ISOLATED if seconds <= 900 else LogEvent.PARKED_ISOLATED
     [line] = delays.logged(said)
     traceparent = envelope_of(poisoned).traceparent
     assert traceparent is not None

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sluice.arrival import Arrival, receive_count
+from sluice.arrival import Arrival, Unread, fallback_ids, receive_count
 from sluice.envelope import ATTRIBUTE, Envelope, ErrorInfo, Seal, merge
 from sluice.tracing import derived_traceparent
 
@@ -263,3 +263,52 @@ def test_given_an_envelope_with_a_malformed_trace_when_read_then_the_arrived_hea
 @pytest.mark.parametrize("sent", ["soon", "-1e30", "99999999999999999999"])
 def test_given_a_garbage_sent_timestamp_when_read_then_it_is_unknown(sent: str) -> None:
     assert Arrival.from_record(record(system={"SentTimestamp": sent}), seal=SEAL).sent_at is None
+
+
+# --- a record Arrival cannot read ----------------------------------------------------------------
+
+
+def test_given_a_record_arrival_cannot_read_then_its_fallback_ids_are_its_id_trace_and_receive_count() -> (
+    None
+):
+    # Given: a record whose message attributes are not what SQS sends, on a trace, at its 3rd receive
+    raw = record(system={"AWSTraceHeader": HEADER})
+    raw["messageAttributes"] = {"tenant": "not an attribute"}
+    with pytest.raises(AttributeError):
+        Arrival.from_record(raw, seal=SEAL)
+
+    # When
+    unread = fallback_ids(raw)
+
+    # Then: what SQS itself says is still read
+    assert unread == Unread(message_id="rec-1", correlation_id=TRACE_ID, receive_count=3)
+    assert unread.ids() == {"message_id": "rec-1", "correlation_id": TRACE_ID}
+
+
+def test_given_a_powertools_record_when_its_fallback_ids_are_read_then_they_are_its_raw_events() -> None:
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord  # noqa: PLC0415
+
+    raw = record(system={"AWSTraceHeader": HEADER})
+    assert fallback_ids(SQSRecord(raw)) == fallback_ids(raw)
+
+
+@pytest.mark.parametrize(
+    "system",
+    [
+        "not a mapping",
+        None,
+        {"AWSTraceHeader": 42, "ApproximateReceiveCount": "garbage"},
+        {"AWSTraceHeader": "Root=nonsense", "ApproximateReceiveCount": "0"},
+    ],
+)
+def test_given_garbage_system_attributes_when_fallback_ids_are_read_then_nothing_is_guessed(
+    system: Any,
+) -> None:
+    # Given: a hand-made record whose system attributes are garbage, and no string message id
+    raw = {"messageId": 7, "attributes": system, "messageAttributes": "garbage"}
+
+    # When
+    unread = fallback_ids(raw)
+
+    # Then: no id, no trace, and the receive count counts as the first
+    assert unread == Unread(message_id=None, correlation_id=None, receive_count=1)

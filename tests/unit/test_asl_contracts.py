@@ -1,11 +1,13 @@
 """Every JSONPath in statemachines/*.asl.json resolves in the contract of the data it reads.
 
 The state machine functional tests run the definitions for ~100 s; this walks them in milliseconds
-(``tests/asl_contracts.py``): from each machine's execution input contract, through every Task (the
-function's return contract, read from its handler's annotations in ``functions/*/app.py``; an AWS
-API's output shape from botocore's model), checking every InputPath, OutputPath, ResultPath,
-Parameters/ItemSelector/ResultSelector ``.$`` value, Choice Variable, ItemsPath and Wait path, and
-what each Task is given against its function's input contract.
+(the ``tests/asl_contracts`` package): from each machine's execution input contract, through every Task
+(the function's return contract, read from its handler's annotations in ``functions/*/app.py``; an AWS
+API's output shape from botocore's model), checking every InputPath, OutputPath, ResultPath (a Catch's
+too), Parameters/ItemSelector/ResultSelector/ItemReader/ResultWriter/BatchInput ``.$`` value, Choice
+Variable and ``*Path`` operand, ItemsPath, Wait path, Task timeout path and Map tolerance and batching
+path, and what each Task is given against its function's input contract. Any other ``*Path`` or ``.$``
+key is reported as not checked, never passed over.
 """
 
 from __future__ import annotations
@@ -273,3 +275,148 @@ def test_given_a_jsonata_state_when_checked_then_it_is_reported_as_unchecked(
     assert problems(template, "delay.asl.json", asl=asl) == [
         "delay.asl.json: Rehydrate: QueryLanguage: JSONata is not checked"
     ]
+
+
+# --- every path field is followed or reported: none passes silently ---------------------------------
+
+
+def _mutated(machine: str, edit: Any) -> dict[str, Any]:
+    asl = copy.deepcopy(definition(machine))
+    edit(asl["States"])
+    return asl
+
+
+@pytest.mark.parametrize(
+    ("machine", "edit", "expected"),
+    [
+        pytest.param(
+            "delay.asl.json",
+            lambda s: s["Rehydrate"].update(TimeoutSecondsPath="$.nope"),
+            "delay.asl.json: Rehydrate: TimeoutSecondsPath: '$.nope': no field 'nope' in DelayExecution",
+            id="TimeoutSecondsPath",
+        ),
+        pytest.param(
+            "delay.asl.json",
+            lambda s: s["Rehydrate"].update(HeartbeatSecondsPath="$.prefix"),
+            "delay.asl.json: Rehydrate: HeartbeatSecondsPath: is str, where number is needed",
+            id="HeartbeatSecondsPath of a string",
+        ),
+        pytest.param(
+            "redrive.asl.json",
+            lambda s: s["DeliverBatch"].update(ToleratedFailureCountPath="$.nope"),
+            "redrive.asl.json: DeliverBatch: ToleratedFailureCountPath: '$.nope': no field 'nope'",
+            id="ToleratedFailureCountPath",
+        ),
+        pytest.param(
+            "redrive.asl.json",
+            lambda s: s["DeliverBatch"].update(ToleratedFailurePercentagePath="$.nope"),
+            "redrive.asl.json: DeliverBatch: ToleratedFailurePercentagePath: '$.nope': no field 'nope'",
+            id="ToleratedFailurePercentagePath",
+        ),
+        pytest.param(
+            "redrive.asl.json",
+            lambda s: s["DeliverBatch"].update(ItemBatcher={"MaxItemsPerBatchPath": "$.nope"}),
+            "redrive.asl.json: DeliverBatch: ItemBatcher.MaxItemsPerBatchPath: '$.nope': no field 'nope'",
+            id="ItemBatcher.MaxItemsPerBatchPath",
+        ),
+        pytest.param(
+            "redrive.asl.json",
+            lambda s: s["DeliverBatch"].update(
+                ItemReader={
+                    "Resource": "arn:aws:states:::s3:getObject",
+                    "Parameters": {"Bucket": "b", "Key.$": "$.nope"},
+                    "ReaderConfig": {"MaxItemsPath": "$.nope"},
+                }
+            ),
+            "redrive.asl.json: DeliverBatch: ItemReader.Parameters.Key.$: '$.nope': no field 'nope'",
+            id="ItemReader parameters",
+        ),
+        pytest.param(
+            "redrive.asl.json",
+            lambda s: s["DeliverBatch"].update(
+                ItemReader={
+                    "Resource": "arn:aws:states:::s3:getObject",
+                    "ReaderConfig": {"MaxItemsPath": "$.nope"},
+                }
+            ),
+            "redrive.asl.json: DeliverBatch: ItemReader.ReaderConfig.MaxItemsPath: '$.nope': no field 'nope'",
+            id="ItemReader.ReaderConfig.MaxItemsPath",
+        ),
+        pytest.param(
+            "redrive.asl.json",
+            lambda s: s["DeliverBatch"].update(
+                ResultWriter={
+                    "Resource": "arn:aws:states:::s3:putObject",
+                    "Parameters": {"Prefix.$": "$.nope"},
+                }
+            ),
+            "redrive.asl.json: DeliverBatch: ResultWriter.Parameters.Prefix.$: '$.nope': no field 'nope'",
+            id="ResultWriter parameters",
+        ),
+        pytest.param(
+            "delay.asl.json",
+            lambda s: (
+                s["Rehydrate"]["Catch"][0].update(ResultPath="$.failure"),
+                s["Stranded"].update(CausePath="$.error.Cause"),
+            ),
+            "delay.asl.json: Stranded: CausePath: '$.error.Cause': no field 'error'",
+            id="Catch's ResultPath, read by the state it leads to",
+        ),
+        pytest.param(
+            "delay.asl.json",
+            lambda s: s["Rehydrate"]["Catch"][0].update(ResultPath="$$.Execution.Input"),
+            "delay.asl.json: Rehydrate: Catch[0].ResultPath: '$$.Execution.Input': "
+            "a ResultPath names fields of $ only",
+            id="Catch's ResultPath outside $",
+        ),
+    ],
+)
+def test_given_a_path_field_that_does_not_resolve_when_checked_then_its_state_and_field_are_named(
+    template: dict[str, Any], machine: str, edit: Any, expected: str
+) -> None:
+    # Given a definition with one path field that reads what its input does not have
+    asl = _mutated(machine, edit)
+    # When checked, Then that state, field and path are reported
+    found = heads(problems(template, machine, asl=asl))
+    assert [p for p in found if p.startswith(expected)], found
+
+
+def test_given_the_committed_catch_when_its_error_is_read_then_it_resolves(template: dict[str, Any]) -> None:
+    # Given the Stranded Fail state reading the error the Rehydrate Catch puts at $.error
+    asl = _mutated("delay.asl.json", lambda s: s["Stranded"].update(CausePath="$.error.Cause"))
+    # Then it resolves: the Catch's ResultPath is followed into the state it leads to
+    assert problems(template, "delay.asl.json", asl=asl) == []
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        pytest.param(
+            lambda s: s["Rehydrate"].update(Credentials={"RoleArn.$": "$.role"}),
+            "delay.asl.json: Rehydrate: Credentials.RoleArn.$: '$.role' is not checked",
+            id="a .$ key outside the templates it knows",
+        ),
+        pytest.param(
+            lambda s: s["Rehydrate"]["Retry"][0].update(MaxAttemptsPath="$.attempts"),
+            "delay.asl.json: Rehydrate: Retry[0].MaxAttemptsPath: '$.attempts' is not checked",
+            id="a Path key inside Retry",
+        ),
+        pytest.param(
+            lambda s: s["Rehydrate"]["Catch"][0].update(OutputPath="$.x"),
+            "delay.asl.json: Rehydrate: Catch[0].OutputPath: '$.x' is not checked",
+            id="a Path key inside Catch it does not follow",
+        ),
+        pytest.param(
+            lambda s: s["WaitForBucket"].update(FuturePath="$.wake_at"),
+            "delay.asl.json: WaitForBucket: FuturePath: '$.wake_at' is not checked",
+            id="a Path key it does not know",
+        ),
+    ],
+)
+def test_given_a_path_field_the_checker_does_not_follow_when_checked_then_it_is_reported_not_passed(
+    template: dict[str, Any], edit: Any, expected: str
+) -> None:
+    # Given a definition with a path field the walk has no rule for
+    asl = _mutated("delay.asl.json", edit)
+    # When checked, Then it is reported as not checked, with its state and field
+    assert [p for p in problems(template, "delay.asl.json", asl=asl) if p.startswith(expected)]

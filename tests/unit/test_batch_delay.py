@@ -4,6 +4,7 @@ record here is due within the direct-send threshold, so nothing is parked)."""
 from __future__ import annotations
 
 import io
+import json
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -25,7 +26,7 @@ POISON = "https://sqs.us-east-1.amazonaws.com/123456789012/poison"
 MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:delay"
 
 
-def delayer(sqs: FakeSqs, sink: RecordingMetrics) -> BatchDelay:
+def delayer(sqs: FakeSqs, sink: RecordingMetrics, log: io.StringIO | None = None) -> BatchDelay:
     settings = DelaySettings.from_env(
         {
             "SLUICE_DELAY_BUCKET": "parked",
@@ -40,7 +41,7 @@ def delayer(sqs: FakeSqs, sink: RecordingMetrics) -> BatchDelay:
         sqs=sqs,  # type: ignore[arg-type]
         s3=None,  # type: ignore[arg-type]  # nothing is parked or offloaded here
         sfn=None,  # type: ignore[arg-type]
-        logger=Logger(service=f"sluice-test-{uuid.uuid4().hex}", stream=io.StringIO()),
+        logger=Logger(service=f"sluice-test-{uuid.uuid4().hex}", stream=log or io.StringIO()),
         metrics_sink=sink,
         seal=TEST_SEAL,
         clock=lambda: NOW,
@@ -122,3 +123,31 @@ def test_given_a_new_request_then_its_identity_is_this_delivery_and_its_source_t
     [[entry]] = [call["Entries"] for call in sqs.batch_calls]
     sent = envelope_of(entry)
     assert (sent.origin_id, sent.source) == ("new", DELAY_QUEUE)
+
+
+HEADER = "Root=1-674a2f00-0123456789abcdef01234567;Parent=89abcdef01234567;Sampled=1"
+
+
+@pytest.mark.parametrize("system", [{"AWSTraceHeader": HEADER}, "not a mapping"])
+def test_given_a_record_that_cannot_be_read_then_it_alone_is_retried_and_logged_with_what_sqs_says(
+    system: Any,
+) -> None:
+    # Given a batch: a record whose attributes are not what SQS sends, and a valid request
+    sqs, sink, log = FakeSqs(), RecordingMetrics(), io.StringIO()
+    unreadable = record("unreadable", request())
+    unreadable["messageAttributes"] = {"tenant": "not an attribute"}
+    if isinstance(system, dict):
+        unreadable["attributes"].update(system)
+    else:
+        unreadable["attributes"] = system
+    event = {"Records": [unreadable, record("good", request(), body="due")]}
+    # When the batch-delay function handles it
+    response = delayer(sqs, sink, log).handle(event)
+    # Then only the unreadable one is retried, its batch mate is sent ...
+    assert response == {"batchItemFailures": [{"itemIdentifier": "unreadable"}]}
+    assert sqs.bodies() == [["due"]]
+    # ... and the line about it names it and the trace it arrived on (read by sluice.arrival.fallback_ids)
+    [line] = [e for e in map(json.loads, log.getvalue().splitlines()) if e["level"] == "ERROR"]
+    assert line["message_id"] == "unreadable"
+    expected = "674a2f000123456789abcdef01234567" if isinstance(system, dict) else None
+    assert line.get("correlation_id") == expected  # (Powertools leaves out a None)

@@ -15,7 +15,7 @@ from aws_lambda_powertools import Logger
 from sluice import metrics
 from sluice.envelope import Envelope, ErrorInfo, Seal, merge
 from sluice.jobs import JobConsumer, Outcome, job_message
-from sluice.jobs.worker import LOG_JOB_MESSAGE_REJECTED
+from sluice.logevents import EVENT, LogEvent
 from tests.doubles import FakeSqs, RecordingMetrics, envelope_of
 
 SEAL = Seal((b"k" * 32,))
@@ -105,12 +105,12 @@ def test_given_a_rejected_message_when_consumed_then_its_log_lines_carry_its_cor
     _, _, _, _, lines = consume(record('{"job_id": 42}', system={"AWSTraceHeader": HEADER}))
 
     # Then the rejection line names the message and its trace id
-    [rejected] = [line for line in lines if line["message"] == LOG_JOB_MESSAGE_REJECTED]
+    [rejected] = [line for line in lines if line.get(EVENT) == LogEvent.JOB_MESSAGE_REJECTED]
     assert rejected["message_id"] == "job-msg-1"
     assert rejected["correlation_id"] == TRACE_ID
     assert "no string job_id" in rejected["reason"]
     # and the batch's own line carries no record's ids (the keys are removed after each record)
-    [done] = [line for line in lines if line["message"] == "job batch done"]
+    [done] = [line for line in lines if line.get(EVENT) == LogEvent.JOB_BATCH_DONE]
     assert "correlation_id" not in done
     assert "message_id" not in done
 
@@ -126,7 +126,7 @@ def test_given_two_records_when_consumed_then_each_line_carries_its_own_correlat
     rejected = {
         line["message_id"]: line["correlation_id"]
         for line in lines
-        if line["message"] == LOG_JOB_MESSAGE_REJECTED
+        if line.get(EVENT) == LogEvent.JOB_MESSAGE_REJECTED
     }
     assert rejected == {"a": TRACE_ID, "b": "674a2f01fedcba9876543210fedcba98"}
 
@@ -153,7 +153,7 @@ def test_given_a_forged_envelope_on_a_job_message_when_consumed_then_it_is_logge
     assert worker.ran == [job_id]
     assert sqs.sent == []
     # ... and the forgery is logged with the message's ids and counted
-    [warning] = [line for line in lines if "forged or altered" in line["message"]]
+    [warning] = [line for line in lines if line.get(EVENT) == LogEvent.ENVELOPE_CORRUPT]
     assert warning["level"] == "WARNING"
     assert warning["message_id"] == "job-msg-1"
     assert warning["correlation_id"] == TRACE_ID  # the unsealed trace context survives the seal check

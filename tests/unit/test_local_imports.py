@@ -124,9 +124,12 @@ def test_every_sluice_local_module_imports_alone_in_a_fresh_interpreter():
 
 
 ROOMS = {
+    # the emulation is AWS as the functions see it: it never reads the layer (its SQS rules come from
+    # its own table, so a misreading of SQS in the layer is not copied into the runtime that judges
+    # it), nor a database driver (the job store is the functions' business, not the emulated cloud's)
     "sluice_local.emulation": (
         "sluice_local.demo", "sluice_local.soak", "sluice_local.app", "sluice_local.__main__",
-        "sluice.jobs", "sluice_cli",
+        "sluice", "psycopg", "sluice_cli",
     ),
     "sluice_local.demo": ("sluice_local.soak", "sluice_local.__main__"),
     "sluice_local.soak": ("sluice_local.demo", "sluice_local.__main__"),
@@ -175,4 +178,25 @@ def test_the_room_check_finds_a_deferred_import_of_the_job_store_and_a_relative_
         "sluice_local.emulation.cloud imports sluice.jobs.store.JobStore",
         "sluice_local.emulation.pollers imports sluice_local.soak",
         "sluice_local.emulation.pollers imports sluice_local.soak.runner",
+    ]
+
+
+def test_the_room_check_finds_the_layer_and_psycopg_imported_by_the_emulation(tmp_path):
+    # Given emulation modules that read the layer's SQS rules and limits, and a database driver
+    (tmp_path / "checker.py").write_text("from sluice.sqs import check_message\nimport sluice.limits\n")
+    (tmp_path / "adapter.py").write_text("def f():\n    from sluice import limits\n    import psycopg\n")
+    (tmp_path / "runtime.py").write_text("import sluice_local.emulation.cloud\n")  # its own room: allowed
+    found = {
+        "sluice_local.emulation.checker": tmp_path / "checker.py",
+        "sluice_local.emulation.moto_adapter.sqs_rules": tmp_path / "adapter.py",
+        "sluice_local.emulation.runtime": tmp_path / "runtime.py",
+    }
+    # When the rooms are checked, Then every one of those imports is reported, and only those
+    assert room_violations(found) == [
+        "sluice_local.emulation.checker imports sluice.limits",
+        "sluice_local.emulation.checker imports sluice.sqs",
+        "sluice_local.emulation.checker imports sluice.sqs.check_message",
+        "sluice_local.emulation.moto_adapter.sqs_rules imports psycopg",
+        "sluice_local.emulation.moto_adapter.sqs_rules imports sluice",
+        "sluice_local.emulation.moto_adapter.sqs_rules imports sluice.limits",
     ]

@@ -421,8 +421,9 @@ def test_given_an_unreadable_envelope_when_planned_then_it_is_counted_and_redriv
     assert plan["attempt"] == 1
     assert envelope_of(plan).origin_id == plan["messageId"]
     assert metrics.values["EnvelopesCorrupt"] == 1
-    warning = next(line for line in log_lines(log) if line["level"] == "WARNING")
-    assert "unreadable sluice envelope" in warning["message"]
+    [warning] = [line for line in log_lines(log) if line.get(EVENT) == LogEvent.ENVELOPE_CORRUPT]
+    assert warning["level"] == "WARNING"
+    assert "unreadable sluice envelope" in warning["message"]  # the reason, for people
     assert warning["message_id"] == plan["messageId"]
 
 
@@ -517,7 +518,7 @@ def test_given_a_send_the_source_refused_when_replanned_then_it_is_isolated_with
     assert "Request ID" not in isolated.last_error.message
     assert poison["reason"].startswith("the source queue refused the message: InvalidMessageContents: ")
     # ... logged as an error naming the message
-    [line] = [entry for entry in log_lines(log) if entry["message"].startswith("send refused")]
+    [line] = [entry for entry in log_lines(log) if entry.get(EVENT) == LogEvent.SEND_REFUSED]
     assert line["level"] == "ERROR"
     assert line["message_id"] == plan["messageId"]
     assert line["error"] == "SQS.AmazonSQSException"

@@ -150,23 +150,43 @@ def test_the_table_says_sqs_takes_a_message_of_1_mib():
     assert RULE["message.max-bytes"].limit == RULE["batch.max-bytes"].limit == 1_048_576
 
 
-def test_the_runtime_judges_without_the_layer():
-    # Given the table and its checker, when their imports are read, then none is the layer's
-    for module in ("sqs_rules_table", "sqs_checker"):
-        tree = ast.parse((ROOT / "local" / "sluice_local" / "emulation" / f"{module}.py").read_text())
-        imported = [
-            name
-            for node in ast.walk(tree)
-            for name in (
-                [a.name for a in node.names]
-                if isinstance(node, ast.Import)
-                else [node.module or ""]
-                if isinstance(node, ast.ImportFrom)
-                else []
-            )
-        ]
-        assert imported, module
-        assert not [n for n in imported if n == "sluice" or n.startswith("sluice.")], module
+RUNTIME_JUDGES = ("sqs_rules_table.py", "sqs_checker.py", "moto_adapter/sqs_rules.py")
+"""The local runtime's side: the table, its checker, and the moto adapter that applies them to moto."""
+
+
+def layer_imports(path: Path) -> tuple[list[str], list[str]]:
+    """(every module ``path`` imports anywhere in its code, those of them that are the layer's)."""
+    imported = [
+        name
+        for node in ast.walk(ast.parse(path.read_text()))
+        for name in (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else []
+        )
+    ]
+    return imported, [n for n in imported if n == "sluice" or n.startswith("sluice.")]
+
+
+@pytest.mark.parametrize("module", RUNTIME_JUDGES)
+def test_the_runtime_judges_without_the_layer(module):
+    # Given one module of the runtime's side, when its imports are read, then none is the layer's
+    imported, layers = layer_imports(ROOT / "local" / "sluice_local" / "emulation" / module)
+    assert imported, module
+    assert layers == [], module
+
+
+def test_the_layer_check_finds_a_deferred_import_of_the_layer(tmp_path):
+    # Given an adapter that reads the layer's limits inside a function, and once at the top
+    adapter = tmp_path / "sqs_rules.py"
+    adapter.write_text(
+        "import sluice_local.emulation\nimport sluice\n\n"
+        "def check():\n    from sluice.limits import MAX_MESSAGE_BYTES\n    return MAX_MESSAGE_BYTES\n"
+    )
+    # When its imports are read, Then both are the layer's (sluice_local is not)
+    assert layer_imports(adapter)[1] == ["sluice", "sluice.limits"]
 
 
 # --- both sides against the table ------------------------------------------------------------------

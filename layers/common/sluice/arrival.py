@@ -13,6 +13,10 @@ state machine's Plan step). :class:`Arrival` reads either into the same parts:
 - its trace context (:func:`sluice.tracing.first_hop`: the envelope's, else the ``AWSTraceHeader`` it
   arrived with and the producer's ``traceparent`` attribute, else one derived from its identity);
 - SQS's receive count (:func:`receive_count`, the one parser) and its send time.
+
+When a record cannot be read at all (its attributes are not what SQS sends), :func:`fallback_ids` is
+what the hop can still tell about it: its message id, the trace id of the ``AWSTraceHeader`` it arrived
+with and its receive count, for the log line and the backoff of its retry.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ __all__ = [
     "RECEIVE_COUNT",
     "SENT_TIMESTAMP",
     "Arrival",
+    "Unread",
+    "fallback_ids",
     "receive_count",
 ]
 
@@ -192,3 +198,34 @@ class Arrival:
             return datetime.fromtimestamp(int(raw) / 1000, tz=UTC) if raw else None
         except (TypeError, ValueError, OverflowError, OSError):
             return None
+
+
+@dataclass(frozen=True)
+class Unread:
+    """What a hop still reads of a record :class:`Arrival` could not read (:func:`fallback_ids`)."""
+
+    message_id: str | None
+    correlation_id: str | None
+    """The trace id of the ``AWSTraceHeader`` it arrived with (None without a valid one)."""
+    receive_count: int
+    """SQS's receive count, 1 when it did not say (as :attr:`Arrival.receive_count`)."""
+
+    def ids(self) -> dict[str, str | None]:
+        """What a log line about it carries, as :meth:`Arrival.ids`."""
+        return {"message_id": self.message_id, "correlation_id": self.correlation_id}
+
+
+def fallback_ids(record: Mapping[str, Any]) -> Unread:
+    """The ids and receive count of a Lambda SQS ``record`` (raw, or Powertools' ``SQSRecord``) whose
+    reading failed: only SQS's own fields are read, each only if it has the shape SQS gives it."""
+    raw = getattr(record, "raw_event", record)
+    system = raw.get("attributes")
+    if not isinstance(system, Mapping):
+        system = {}
+    header = system.get(AWS_TRACE_HEADER)
+    message_id = raw.get("messageId")
+    return Unread(
+        message_id=message_id if isinstance(message_id, str) else None,
+        correlation_id=correlation_id(None, header if isinstance(header, str) else None),
+        receive_count=receive_count(system) or 1,
+    )

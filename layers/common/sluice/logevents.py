@@ -18,16 +18,30 @@ EVENT = "event"
 
 
 class LogEvent(StrEnum):
+    # every hop that reads an envelope (consumer, batch delay, rehydrator, redriver, Plan step, job
+    # consumer): bookkeeping that was unreadable or failed its seal check, ignored (``EnvelopesCorrupt``)
+    ENVELOPE_CORRUPT = "envelope.corrupt"
     # the consumer (sluice.consumer.batch)
     DUPLICATE_SKIPPED = "consumer.duplicate_skipped"
     RECORD_RETRIED = "consumer.record_retried"
     RECORD_DEAD_LETTERED = "consumer.record_dead_lettered"
+    RECORD_ISOLATED = "consumer.record_isolated"
+    BATCH_DONE = "consumer.batch_done"
     # the redriver (sluice.redrive.runner, RedriveMode=lambda)
     MESSAGE_REDRIVEN = "redrive.message_redriven"
     MESSAGE_ISOLATED = "redrive.message_isolated"
     RUN_FINISHED = "redrive.run_finished"
+    BREAKER_HALF_OPEN = "redrive.breaker_half_open"  # ``probe``: this batch is the probe, or judged
     # the redrive state machine's Lambdas (sluice.redrive.steps, the poison isolator)
     REDRIVE_PLANNED = "redrive.planned"
     PLAN_ISOLATED = "redrive.plan_isolated"
+    # the source queue refused a re-driven message (the redriver: stays in the DLQ; the Plan step's
+    # Redrive step: isolated)
+    SEND_REFUSED = "redrive.send_refused"
+    # the delay functions (sluice.delay.parker, sluice.delay.rehydrator): a message its target refused
+    DELAYED_ISOLATED = "delay.message_isolated"
+    PARKED_ISOLATED = "delay.parked_message_isolated"
     # the job consumer (sluice.jobs.worker)
     JOB_MESSAGE_REJECTED = "jobs.message_rejected"
+    JOB_DEAD = "jobs.job_dead"
+    JOB_BATCH_DONE = "jobs.batch_done"

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from pydantic import BaseModel, ValidationError
 
 from sluice import claimcheck, metrics
-from sluice.arrival import Arrival, receive_count
+from sluice.arrival import Arrival, fallback_ids
 from sluice.backoff import full_jitter
 from sluice.consumer.heartbeat import Heartbeat, InFlight
 from sluice.consumer.idempotency import Idempotency, InProgressElsewhere
@@ -59,9 +59,6 @@ if TYPE_CHECKING:
 
 
 # Log messages, for people: tools select these lines by their event (sluice.logevents), not this text.
-LOG_DUPLICATE_SKIPPED = "duplicate skipped"
-LOG_RECORD_RETRIED = "record failed; will be retried"
-LOG_RECORD_DEAD_LETTERED = "record dead-lettered with its last error"
 
 
 @dataclass(frozen=True)
@@ -208,7 +205,12 @@ class Consumer:
             self._metrics.add_metric(name=name, unit="Count", value=stats.counts[name])
         self._log.info(
             "batch done",
-            extra={"records": len(records), "failed": len(response["batchItemFailures"]), **stats.counts},
+            extra={
+                EVENT: LogEvent.BATCH_DONE,
+                "records": len(records),
+                "failed": len(response["batchItemFailures"]),
+                **stats.counts,
+            },
         )
         return response
 
@@ -224,12 +226,17 @@ class Consumer:
             try:
                 arrival = Arrival.from_record(record, seal=self._seal)
             except Exception as exc:  # noqa: BLE001 - unreadable attributes: retry, never drop
-                receives = receive_count(record.raw_event.get("attributes")) or 1
-                self._retry_later(record, exc, stats, heartbeat, receives)
+                unread = fallback_ids(record)
+                correlations[mid] = unread.correlation_id
+                self._log.thread_safe_append_keys(correlation_id=unread.correlation_id)
+                self._retry_later(record, exc, stats, heartbeat, unread.receive_count)
             correlations[mid] = arrival.correlation_id
             if arrival.problem:  # logged with the trace the message goes on with (its corrupt one is dropped)
                 stats.add(metrics.ENVELOPES_CORRUPT)
-                self._log.warning(arrival.problem, extra={"correlation_id": arrival.correlation_id})
+                self._log.warning(
+                    arrival.problem,
+                    extra={EVENT: LogEvent.ENVELOPE_CORRUPT, "correlation_id": arrival.correlation_id},
+                )
             self._log.thread_safe_append_keys(correlation_id=correlations[mid])
             try:
                 ran = self._process(arrival, stats)
@@ -255,7 +262,7 @@ class Consumer:
             heartbeat.succeed(mid)
             stats.add(metrics.RECORDS_PROCESSED if ran else metrics.DUPLICATES_SKIPPED)
             if not ran:
-                self._log.info(LOG_DUPLICATE_SKIPPED, extra={EVENT: LogEvent.DUPLICATE_SKIPPED})
+                self._log.info("duplicate skipped", extra={EVENT: LogEvent.DUPLICATE_SKIPPED})
         finally:
             self._log.thread_safe_remove_keys(["message_id", "correlation_id"])
 
@@ -331,6 +338,7 @@ class Consumer:
         self._log.error(
             "record isolated to the poison queue",
             extra={
+                EVENT: LogEvent.RECORD_ISOLATED,
                 "reason": failed.last_error.message if failed.last_error else "",
                 "poison_message_id": poison_id,
                 "error_type": exc.__class__.__name__,
@@ -377,7 +385,10 @@ class Consumer:
             "fitted": list(fitted.changes),  # what was done to keep it within SQS's limits
         }
         stats.add(metrics.RECORDS_DEAD_LETTERED)
-        self._log.error(LOG_RECORD_DEAD_LETTERED, extra={EVENT: LogEvent.RECORD_DEAD_LETTERED, **details})
+        self._log.error(
+            "record dead-lettered with its last error",
+            extra={EVENT: LogEvent.RECORD_DEAD_LETTERED, **details},
+        )
         return True
 
     def _retry_later(
@@ -408,7 +419,7 @@ class Consumer:
         except Exception:  # noqa: BLE001 - the record is still retried, after the queue's own timeout
             self._log.warning("could not set backoff visibility; the queue's timeout applies", exc_info=True)
         self._log.warning(
-            LOG_RECORD_RETRIED,
+            "record failed; will be retried",
             extra={
                 EVENT: LogEvent.RECORD_RETRIED,
                 "error_type": exc.__class__.__name__,

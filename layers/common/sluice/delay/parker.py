@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sluice import metrics
-from sluice.arrival import Arrival
+from sluice.arrival import Arrival, fallback_ids
 from sluice.batchsend import Outgoing, send_batch
 from sluice.delay.schedule import (
     Parked,
@@ -33,8 +33,9 @@ from sluice.delay.settings import DelaySettings
 from sluice.envelope import Envelope, Seal, SendAttributes, split, utcnow
 from sluice.errors import ConfigurationError, PermanentError
 from sluice.fit import UnfittableError, fit
+from sluice.logevents import EVENT, LogEvent
 from sluice.poison import isolate
-from sluice.tracing import AWS_TRACE_HEADER, correlation_id, valid_xray_header
+from sluice.tracing import valid_xray_header
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Logger
@@ -104,7 +105,9 @@ class BatchDelay:
             try:
                 arrival = _sourced(Arrival.from_record(record, seal=self._seal))
             except Exception:  # noqa: BLE001 - unreadable attributes: this record retried, not the batch
-                self._log.exception("could not read delayed message; retried", extra=_ids(record))
+                self._log.exception(
+                    "could not read delayed message; retried", extra=fallback_ids(record).ids()
+                )
                 failed.add(mid)
                 continue
             try:
@@ -143,7 +146,7 @@ class BatchDelay:
     def _plan(self, arrival: Arrival, now: datetime) -> tuple[_Planned, datetime, bool]:
         """(the message as it will be sent or parked, its due time, whether it is sent now)."""
         if arrival.problem:
-            self._log.warning(arrival.problem, extra=arrival.ids())
+            self._log.warning(arrival.problem, extra={EVENT: LogEvent.ENVELOPE_CORRUPT, **arrival.ids()})
             self._metrics.add_metric(name=metrics.ENVELOPES_CORRUPT, unit="Count", value=1)
         if not arrival.carried:
             raise PermanentError(
@@ -201,7 +204,7 @@ class BatchDelay:
     def _isolate_planned(self, planned: _Planned, reason: str) -> bool:
         user, envelope, problem = split(planned.parked.attributes, body=planned.parked.body, seal=self._seal)
         if problem:  # sealed by this invocation: never expected
-            self._log.warning(problem, extra=planned.ids())
+            self._log.warning(problem, extra={EVENT: LogEvent.ENVELOPE_CORRUPT, **planned.ids()})
         base = envelope or Envelope(origin_id=planned.message_id)
         try:
             isolate(
@@ -217,7 +220,8 @@ class BatchDelay:
             self._log.exception("poison isolation failed", extra=planned.ids())
             return False
         self._log.error(
-            "delayed message isolated to the poison queue", extra={**planned.ids(), "reason": reason}
+            "delayed message isolated to the poison queue",
+            extra={EVENT: LogEvent.DELAYED_ISOLATED, **planned.ids(), "reason": reason},
         )
         return True
 
@@ -314,15 +318,10 @@ class BatchDelay:
             self._log.exception("poison isolation failed", extra=arrival.ids())
             return False
         self._log.error(
-            "delayed message isolated to the poison queue", extra={**arrival.ids(), "reason": str(exc)}
+            "delayed message isolated to the poison queue",
+            extra={EVENT: LogEvent.DELAYED_ISOLATED, **arrival.ids(), "reason": str(exc)},
         )
         return True
-
-
-def _ids(record: Mapping[str, Any]) -> dict[str, str | None]:
-    """The id of a record that could not be read, and the trace id of the X-Ray header it arrived with."""
-    header = (record.get("attributes") or {}).get(AWS_TRACE_HEADER)
-    return {"message_id": record.get("messageId"), "correlation_id": correlation_id(None, header)}
 
 
 def _sourced(arrival: Arrival) -> Arrival:

@@ -29,6 +29,7 @@ from sluice.delay.settings import DelaySettings
 from sluice.envelope import Envelope, Seal, SendAttributes, split, utcnow
 from sluice.errors import InvalidEventError, PermanentError, TransientError
 from sluice.fit import UnfittableError
+from sluice.logevents import EVENT, LogEvent
 from sluice.poison import isolate
 from sluice.tracing import correlation_id
 
@@ -172,7 +173,9 @@ class Rehydrator:
                     unsent.append(message)
                     continue
                 if problem:  # sealed when parked: the key rotated twice since (docs/envelope.md)
-                    self._log.warning(problem, extra=self._ids(key, message))
+                    self._log.warning(
+                        problem, extra={EVENT: LogEvent.ENVELOPE_CORRUPT, **self._ids(key, message)}
+                    )
                     stats[metrics.ENVELOPES_CORRUPT] += 1
                 outgoing.append(out)
             refused_keys = set()
@@ -219,7 +222,7 @@ class Rehydrator:
             message.outgoing(self._clock()).attributes, body=message.body, seal=self._seal
         )
         if problem:  # sealed when parked: the key rotated twice since (docs/envelope.md)
-            self._log.warning(problem, extra=self._ids(key, message))
+            self._log.warning(problem, extra={EVENT: LogEvent.ENVELOPE_CORRUPT, **self._ids(key, message)})
         base = envelope or Envelope(origin_id=message.key, target=message.target, deliver_at=message.due)
         try:
             isolate(
@@ -238,7 +241,12 @@ class Rehydrator:
             return False
         self._log.error(
             "parked message isolated to the poison queue",
-            extra={**self._ids(key, message), "target": message.target, "reason": reason},
+            extra={
+                EVENT: LogEvent.PARKED_ISOLATED,
+                **self._ids(key, message),
+                "target": message.target,
+                "reason": reason,
+            },
         )
         return True
 

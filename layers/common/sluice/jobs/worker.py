@@ -64,7 +64,6 @@ MAX_JOB_MESSAGE_BYTES = 4096
 """A job message only names a job; anything longer is not one."""
 
 # Log messages, defined once: tools that find these lines (the e2e trace tests) import them.
-LOG_JOB_MESSAGE_REJECTED = "job message rejected to the poison queue"
 
 
 class Outcome(StrEnum):
@@ -264,7 +263,10 @@ class JobWorker:
         error = f"no handler is registered for job kind {job.kind!r}"
         self._store.fail_if_pending(job.id, error, attempt=job.attempt + 1, permanent=True)
         if self._log is not None:
-            self._log.error("job is dead: unknown kind", extra={"job_id": str(job.id), "kind": job.kind})
+            self._log.error(
+                "job is dead: unknown kind",
+                extra={EVENT: LogEvent.JOB_DEAD, "job_id": str(job.id), "kind": job.kind},
+            )
         return Outcome.DEAD
 
     def _failed(self, job: Job, exc: Exception, status: str) -> Outcome:
@@ -272,6 +274,7 @@ class JobWorker:
             self._log.warning(
                 "job failed" if status == "error" else "job is dead",
                 extra={
+                    **({EVENT: LogEvent.JOB_DEAD} if status == "dead" else {}),
                     "job_id": str(job.id),
                     "kind": job.kind,
                     "attempt": job.attempt,
@@ -375,7 +378,10 @@ class JobConsumer:
         response = each_record(event, record_handler, context=context)
         for name in metrics.JOB_CONSUMER_COUNTERS:
             self._metrics.add_metric(name=name, unit="Count", value=counts[name])
-        self._log.info("job batch done", extra={"records": len(event.get("Records", [])), **counts})
+        self._log.info(
+            "job batch done",
+            extra={EVENT: LogEvent.JOB_BATCH_DONE, "records": len(event.get("Records", [])), **counts},
+        )
         return response
 
     def _arrive(self, record: SQSRecord, counts: Counter[str]) -> Arrival:
@@ -384,7 +390,7 @@ class JobConsumer:
         arrival = Arrival.from_record(record, seal=self._seal)
         self._log.append_keys(correlation_id=arrival.correlation_id)
         if arrival.problem:
-            self._log.warning(arrival.problem)
+            self._log.warning(arrival.problem, extra={EVENT: LogEvent.ENVELOPE_CORRUPT})
             counts[metrics.ENVELOPES_CORRUPT] += 1
         return arrival
 
@@ -414,7 +420,7 @@ class JobConsumer:
             seal=self._seal,
         )
         self._log.error(
-            LOG_JOB_MESSAGE_REJECTED,
+            "job message rejected to the poison queue",
             extra={
                 EVENT: LogEvent.JOB_MESSAGE_REJECTED,
                 "reason": str(exc)[:512],

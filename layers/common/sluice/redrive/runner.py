@@ -235,7 +235,9 @@ class Redriver:
                 continue
             if decision.envelope_problem:
                 self._metrics.add_metric(name=metrics.ENVELOPES_CORRUPT, unit="Count", value=1)
-                self._log.warning(decision.envelope_problem, extra=decision.ids())
+                self._log.warning(
+                    decision.envelope_problem, extra={EVENT: LogEvent.ENVELOPE_CORRUPT, **decision.ids()}
+                )
             decisions.append(decision)
         bouncing = sum(d.bouncing for d in decisions)
         report_.bouncing += bouncing
@@ -247,8 +249,12 @@ class Redriver:
             latest_due=max(dues) if dues else None,
         )
         if half_open:
-            role = "the probe" if failed_after is None else "judged by failures after the probe"
-            self._log.info(f"breaker half-open: this batch is {role}", extra={"size": len(decisions)})
+            probe = failed_after is None
+            role = "the probe" if probe else "judged by failures after the probe"
+            self._log.info(
+                f"breaker half-open: this batch is {role}",
+                extra={EVENT: LogEvent.BREAKER_HALF_OPEN, "probe": probe, "size": len(decisions)},
+            )
         accepted = self._send(decisions, report_, now)
         self._delete([d for d in decisions if d.message_id in accepted], report_)
 
@@ -291,6 +297,7 @@ class Redriver:
                     self._log.error(
                         "send refused; the message stays in the DLQ for the next run",
                         extra={
+                            EVENT: LogEvent.SEND_REFUSED,
                             **d.ids(),
                             "attempt": d.attempt,
                             "code": r.code,

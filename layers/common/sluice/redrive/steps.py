@@ -119,7 +119,7 @@ def plan_step(
     if decision.envelope_problem:
         logger.warning(
             decision.envelope_problem,
-            extra={**decision.ids(), "attempt": decision.attempt},
+            extra={EVENT: LogEvent.ENVELOPE_CORRUPT, **decision.ids(), "attempt": decision.attempt},
         )
     metrics_sink.add_metric(
         name=metrics.ENVELOPES_CORRUPT, unit="Count", value=1 if decision.envelope_problem else 0
@@ -199,10 +199,11 @@ def refusal_step(
     )
     written = decision.envelope
     if decision.envelope_problem:  # the Plan step sealed it: a key rotation between the two steps
-        logger.warning(decision.envelope_problem, extra=decision.ids())
+        logger.warning(decision.envelope_problem, extra={EVENT: LogEvent.ENVELOPE_CORRUPT, **decision.ids()})
     logger.error(
         "send refused by the source queue; isolating",
         extra={
+            EVENT: LogEvent.SEND_REFUSED,
             **decision.ids(),
             "origin_id": written.origin_id,
             "attempt": decision.attempt,
