@@ -128,7 +128,8 @@ REGRESSION_SEEDS = {
 }  # fmt: skip
 # run → (its sabotage and workload, what the checker must then report). The orders' runs check the orders'
 # checker; the jobs' run checks that a charge performed twice by a job is reported too.
-# Seed 212's orders include four whose claim-check object appears only after 6-10 s: their first receives
+# Seed 212's orders include four whose claim-check object is held back until their time (6-10 s) has come
+# and the consumer's log showed their receives failing (soak/workload.py Sent.due): their first receives
 # fail whatever the machine's load, so deleting failed records must lose them.
 SABOTAGE = {
     "ledger": (["--first", "200", "--sabotage", "ledger", "--workload", "orders"], "duplicated side effects"),
@@ -170,9 +171,16 @@ def small_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int,
         )
         for name, argv in runs.items()
     }
-    return {
-        name: (process.wait(timeout=TIMEOUT), process.communicate()[0]) for name, process in started.items()
-    }
+    out: dict[str, tuple[int, str]] = {}
+    deadline = time.monotonic() + TIMEOUT
+    for name, process in started.items():  # communicate: a run's output must not fill its pipe and stall it
+        try:
+            output = process.communicate(timeout=max(1.0, deadline - time.monotonic()))[0]
+        except subprocess.TimeoutExpired:
+            process.kill()
+            output = process.communicate()[0] + f"\n(killed after {TIMEOUT} s)"
+        out[name] = (process.returncode, output)
+    return out
 
 
 @pytest.mark.timeout(TIMEOUT)

@@ -14,6 +14,7 @@ from sluice.envelope import split
 from sluice.logevents import EVENT, LogEvent
 from sluice_local.app.observer import Stack
 from sluice_local.emulation import faults
+from sluice_local.soak.logtail import LogTail
 from sluice_local.soak.workload import Sent, SentJob
 
 EFFECTS = ("charge", "reward", "notify")
@@ -74,8 +75,7 @@ class Checker:
         self.stack = stack
         self.mode = mode
         self.no_jobs = no_jobs
-        self._log_path = log_path
-        self._log_offset = 0
+        self._log = LogTail(log_path)
         self._known: set[str] = set()
         """Every id this stack was sent (orders, job ids, job business ids), over all its seeds."""
         self._reported: set[str] = set()
@@ -264,22 +264,8 @@ class Checker:
     def _redriven_origins(self) -> set[str]:
         """Origin ids of the messages sent back from the work DLQ since the last call, from the functions'
         log lines (the redriver's re-driven lines; the redrive state machine's Plan step's)."""
-        try:
-            with self._log_path.open("rb") as f:
-                f.seek(self._log_offset)
-                chunk = f.read()
-        except FileNotFoundError:
-            return set()
-        end = chunk.rfind(b"\n") + 1  # whole lines only: the rest is read next time
-        self._log_offset += end
         out: set[str] = set()
-        for raw in chunk[:end].split(b"\n"):
-            if LogEvent.MESSAGE_REDRIVEN.encode() not in raw and LogEvent.REDRIVE_PLANNED.encode() not in raw:
-                continue
-            try:
-                entry = json.loads(raw)
-            except ValueError:
-                continue
+        for entry in self._log.read(LogEvent.MESSAGE_REDRIVEN, LogEvent.REDRIVE_PLANNED):
             planned = entry.get(EVENT) == LogEvent.REDRIVE_PLANNED and entry.get("action") != "poison"
             if (entry.get(EVENT) == LogEvent.MESSAGE_REDRIVEN or planned) and entry.get("origin_id"):
                 out.add(str(entry["origin_id"]))

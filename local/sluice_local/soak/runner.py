@@ -22,9 +22,19 @@ from sluice_local.emulation.cloud import LocalCloud
 from sluice_local.emulation.pollers import SqsPoller
 from sluice_local.soak.checker import Checker, SeedResult
 from sluice_local.soak.db_faults import install_database_boundary
+from sluice_local.soak.logtail import LogTail
 from sluice_local.soak.options import Options
 from sluice_local.soak.summary import Summary, gather
-from sluice_local.soak.workload import Sent, SentJob, send_jobs, send_orders, upload_due
+from sluice_local.soak.workload import (
+    OBSERVED,
+    Sent,
+    SentJob,
+    observe,
+    release,
+    send_jobs,
+    send_orders,
+    upload_due,
+)
 
 VISIBILITY_SECONDS = 6
 SEED_DEADLINE_SECONDS = 420.0
@@ -52,6 +62,9 @@ class Soak:
         self.no_jobs = no_jobs
         self.stack = Stack(cloud.endpoint, cloud.outputs, log_path)
         self.checker = Checker(self.stack, log_path, mode=mode, no_jobs=no_jobs)
+        self._log = LogTail(log_path)  # the drain's reader: what the held claim-check orders went through
+        consumer = cloud.functions["ConsumerFunction"].spec.environment
+        self._max_receives = int(consumer["SLUICE_MAX_RECEIVE_COUNT"])
         self._compress_time()
 
     def _compress_time(self) -> None:
@@ -103,16 +116,28 @@ class Soak:
         return result
 
     def _drain(self, sent: list[Sent], jobs: list[SentJob]) -> str:
-        """Wait for quiescence; '' when reached, else what is still moving at the deadline."""
+        """Wait for quiescence; '' when reached, else what is still moving at the deadline.
+
+        The claim-check objects held back (:meth:`Sent.due`) are uploaded as their orders are seen
+        failing. Should nothing move any more while some are still held, their messages are at an end
+        where no receive will fail again (isolated, or deleted when they must not have been): those are
+        uploaded then, and the checker tells where the orders ended."""
         deadline = time.monotonic() + SEED_DEADLINE_SECONDS
+        s3, bucket = self.stack.client("s3"), self.stack.outputs["ClaimCheckBucketName"]
         busy = "not polled"
         idle = 0
         while time.monotonic() < deadline:
-            upload_due(self.stack, sent)
-            busy = self._busy(sent) or self._jobs_busy(jobs)
-            idle = 0 if busy else idle + 1
+            observe(sent, self._log.read(*OBSERVED), max_receives=self._max_receives)
+            upload_due(s3, bucket, sent)
+            moving = self._busy() or self._jobs_busy(jobs)
+            held = [s.order_id for s in sent if s.upload_at is not None]
+            idle = 0 if moving else idle + 1
             if idle >= IDLE_POLLS:  # each poll reads the queues one after another: agree twice
-                return ""
+                if not held:
+                    return ""
+                release(s3, bucket, sent)
+                idle = 0
+            busy = moving or f"claim-check objects held back: {held}"
             time.sleep(POLL_SECONDS)  # between polls of the quiescence condition
         return busy
 
@@ -127,9 +152,7 @@ class Soak:
                     return f"timed-out thread {thread.name} still running {ZOMBIE_SECONDS:.0f} s on"
         return ""
 
-    def _busy(self, sent: list[Sent]) -> str:
-        if any(s.upload_at is not None for s in sent):
-            return "claim-check objects not uploaded yet"
+    def _busy(self) -> str:
         sqs = self.stack.client("sqs")
         names = [
             "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",

@@ -1,4 +1,5 @@
-"""What a seed sends: its orders (:data:`KINDS`) and job rows (:data:`JOB_KINDS`), as its plan picks them."""
+"""What a seed sends: its orders (:data:`KINDS`) and job rows (:data:`JOB_KINDS`), as its plan picks them;
+and the claim-check objects of its transient kinds, held back until their receives were seen failing."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 from sluice import claimcheck
 from sluice.delay import send_delayed
 from sluice.jobs import job_message
+from sluice.logevents import EVENT, LogEvent
 from sluice_local.app import messages
 from sluice_local.app.observer import Stack
 from sluice_local.emulation import faults
@@ -29,8 +31,22 @@ class Sent:
     order_id: str
     kind: str
     message_ids: list[str] = field(default_factory=list)
-    upload_at: float | None = None  # monotonic time its claim-check object appears (transient kinds)
+    upload_at: float | None = None
+    """Monotonic time from which its claim-check object may appear (the transient kinds'); None once it
+    was uploaded. It appears only once :meth:`due` too."""
     key: str = ""
+    failed: bool = False
+    """A receive of it was seen failing, in the functions' log (see :func:`observe`)."""
+    dead_lettered: bool = False
+    """It was seen leaving the work queue for its DLQ: its receives ran out."""
+
+    def due(self, now: float) -> bool:
+        """Whether its claim-check object may appear now: its time has come, and what its kind waits for
+        was seen, whatever the machine's load made of the timing: a failed receive (transient), its
+        receives run out (exhausts-retries)."""
+        if self.upload_at is None or now < self.upload_at:
+            return False
+        return self.dead_lettered if self.kind == "exhausts-retries" else self.failed
 
 
 @dataclass
@@ -54,7 +70,8 @@ def send_orders(stack: Stack, plan: faults.FaultPlan) -> list[Sent]:
         if kind in ("transient", "exhausts-retries"):
             s.key = f"soak/{s.order_id}-{uuid.uuid4().hex[:6]}"
             # transient: back within the consumer's retries; exhausts-retries: after its third receive
-            # (--fast: 3 receives, backoff 1-2 s), so it is dead-lettered and re-driven first
+            # (--fast: 3 receives, backoff 1-2 s), so it is dead-lettered and re-driven first. Not before
+            # that was seen either (Sent.due): a loaded machine may receive it first after its time.
             low, spread = (1, 3) if kind == "transient" else (6, 4)
             wait = low + spread * plan.roll("upload", n)
             s.upload_at = time.monotonic() + wait
@@ -103,10 +120,48 @@ def send_jobs(stack: Stack, plan: faults.FaultPlan) -> list[SentJob]:
     return out
 
 
-def upload_due(stack: Stack, sent: list[Sent]) -> None:
-    """Upload the claim-check objects whose time has come (the transient kinds')."""
+OBSERVED = (
+    LogEvent.RECORD_RETRIED, LogEvent.RECORD_DEAD_LETTERED,
+    LogEvent.MESSAGE_REDRIVEN, LogEvent.MESSAGE_ISOLATED, LogEvent.REDRIVE_PLANNED,
+)  # fmt: skip
+"""The log lines :func:`observe` reads: the consumer's failed receives, the redrive's DLQ messages."""
+
+
+def observe(sent: list[Sent], lines: list[dict[str, Any]], *, max_receives: int) -> None:
+    """Mark the orders still holding their object back that ``lines`` (of :data:`OBSERVED`) show failing.
+
+    A consumer's retried or dead-lettered line whose error names the order's missing key is a failed
+    receive; dead-lettered too when the consumer moved it, or SQS will (its ``max_receives``-th receive).
+    The redrive's line for its origin id shows it was in the DLQ, whatever its receives logged (an
+    invocation that crashed or timed out logs nothing).
+    """
+    held = [s for s in sent if s.upload_at is not None]
+    by_origin = {mid: s for s in held for mid in s.message_ids}
+    for line in lines:
+        event = line.get(EVENT)
+        if event in (LogEvent.RECORD_RETRIED, LogEvent.RECORD_DEAD_LETTERED):
+            error = str(line.get("error"))
+            last = (
+                event == LogEvent.RECORD_DEAD_LETTERED or int(line.get("receive_count") or 0) >= max_receives
+            )
+            for s in held:
+                if s.key in error:
+                    s.failed = True
+                    s.dead_lettered |= last
+        elif (redriven := by_origin.get(str(line.get("origin_id")))) is not None:
+            redriven.failed = redriven.dead_lettered = True
+
+
+def upload_due(s3: Any, bucket: str, sent: list[Sent], *, now: float | None = None) -> None:
+    """Upload the claim-check objects that are :meth:`Sent.due` (the transient kinds')."""
+    now = time.monotonic() if now is None else now
+    release(s3, bucket, [s for s in sent if s.due(now)])
+
+
+def release(s3: Any, bucket: str, sent: list[Sent]) -> None:
+    """Upload the claim-check objects ``sent`` still holds back, due or not."""
     for s in sent:
-        if s.upload_at is not None and time.monotonic() >= s.upload_at:
+        if s.upload_at is not None:
             body = json.dumps(messages.order(s.order_id)).encode()
-            stack.client("s3").put_object(Bucket=stack.outputs["ClaimCheckBucketName"], Key=s.key, Body=body)
+            s3.put_object(Bucket=bucket, Key=s.key, Body=body)
             s.upload_at = None
