@@ -88,7 +88,7 @@ security: $(CHECKOV_STAMP)
 # workers. In `make test` the soak's groups and the e2e stack's group (tests sharing a session stack stay on
 # one worker) start first and the unit and functional tests fill in around them.
 CHECK_WORKERS ?= 2
-TEST_WORKERS  ?= 4
+TEST_WORKERS  ?= 6
 PYTEST_XDIST  := --dist loadgroup --no-loadscope-reorder
 TEST_PARTS    ?= tests static
 CHECK_PARTS   ?= check-tests lint typecheck

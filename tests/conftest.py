@@ -45,9 +45,16 @@ SOAK_GROUPS = {
     "test_the_short_soak_loses_nothing_and_duplicates_no_side_effect": "soak-orders",
     "test_the_job_soak_loses_no_job_and_repeats_no_two_phase_side_effect": "soak-jobs",
 }
-GROUP_ORDER = ("soak-orders", "soak-small", "soak-jobs", "stack")
-"""The longest groups start first (`make test` runs with --no-loadscope-reorder), the unit and functional
-tests fill in around them one by one."""
+STACK_GROUPS = {
+    # e2e files with a session stack of their own worker (the longest; the redrive and trace tests are the
+    # ones that also start the stepfunctions-mode stack): the other e2e files share the "stack" group's.
+    "test_redrive.py": "stack-redrive",
+    "test_traces.py": "stack-redrive",
+    "test_bad_input_battery.py": "stack-battery",
+}
+GROUP_ORDER = ("soak-orders", "stack-redrive", "soak-jobs", "soak-small", "stack-battery", "stack")
+"""The longest groups start first, one a worker (`make test` runs with --no-loadscope-reorder and as many
+workers as groups), and the unit and functional tests fill in around them one by one."""
 
 
 def tier_group(nodeid: str) -> str | None:
@@ -59,7 +66,7 @@ def tier_group(nodeid: str) -> str | None:
         return None
     if parts[-1] == "test_soak.py":
         return SOAK_GROUPS.get(rest.split("[", 1)[0], "soak-small")
-    return "stack"
+    return STACK_GROUPS.get(parts[-1], "stack")
 
 
 @pytest.hookimpl(tryfirst=True)

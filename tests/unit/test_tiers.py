@@ -95,7 +95,9 @@ def test_make_check_and_make_test_exit_with_the_tests_status(tmp_path, target, p
 def test_the_stack_tests_share_one_group_each_soak_run_has_its_own_and_the_rest_none():
     from tests.conftest import tier_group  # noqa: PLC0415
 
-    assert tier_group("tests/e2e/test_redrive.py::test_breaker[lambda]") == "stack"
+    assert tier_group("tests/e2e/test_redrive.py::test_breaker[lambda]") == "stack-redrive"
+    assert tier_group("tests/e2e/test_traces.py::test_a_trace") == "stack-redrive"
+    assert tier_group("tests/e2e/test_wiring.py::test_wired") == "stack"
     assert tier_group("tests/e2e/test_jobs.py::test_job_scenario[dead]") == "stack"
     soak = "tests/e2e/test_soak.py::test_the_"
     assert tier_group(soak + "short_soak_loses_nothing_and_duplicates_no_side_effect") == "soak-orders"
@@ -103,3 +105,11 @@ def test_the_stack_tests_share_one_group_each_soak_run_has_its_own_and_the_rest_
     assert tier_group(soak + "test_a_seed_that_found_a_bug_passes[5104]") == "soak-small"
     assert tier_group("tests/functional/test_consumer.py::test_x") is None
     assert tier_group("tests/unit/test_fit.py::test_y[e2e]") is None
+
+
+def test_make_test_has_a_worker_for_every_long_group():
+    from tests.conftest import GROUP_ORDER  # noqa: PLC0415
+
+    # xdist hands each worker two units at the start: with fewer workers than groups, a long group would
+    # queue behind another on one worker
+    assert int(make_variable("TEST_WORKERS")) >= len(GROUP_ORDER)
