@@ -55,7 +55,15 @@ class RefusingSqs:
 
 def test_a_rehydrator_crash_part_way_through_an_object_delivers_the_rest_exactly_once():
     target_arn = f"arn:aws:sqs:us-east-1:{ACCOUNT}:crash-target"
-    params = {**FAST, "DelaySweepRate": "rate(1 hour)", "ExtraDelayTargetArns": target_arn}
+    # The smallest direct-send threshold the template takes (2 s, 1 s buckets): the messages, due in 24 s,
+    # are parked unless batch delay reaches them more than 22 s late, however loaded the machine.
+    params = {
+        **FAST,
+        "DirectSendThresholdSeconds": "2",
+        "DelayBucketSeconds": "1",
+        "DelaySweepRate": "rate(1 hour)",
+        "ExtraDelayTargetArns": target_arn,
+    }
     with local_cloud(params, stack_name="sluice-crash") as cloud:
         sqs = cloud.client("sqs")
         target = sqs.create_queue(QueueName="crash-target")["QueueUrl"]
@@ -75,7 +83,7 @@ def test_a_rehydrator_crash_part_way_through_an_object_delivers_the_rest_exactly
 
         host._acquire = acquire_refusing  # type: ignore[method-assign]  # this host only, for this test
 
-        due = datetime.now(UTC) + timedelta(seconds=14)
+        due = datetime.now(UTC) + timedelta(seconds=24)
         for body in ("ok-1", "flaky-2", "ok-3"):
             send_delayed(
                 sqs, delay_queue_url=cloud.outputs["DelayQueueUrl"], target=target, body=body, deliver_at=due
