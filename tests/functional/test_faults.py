@@ -16,6 +16,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeou
 from moto import mock_aws
 
 from sluice_local.emulation import faults
+from tests.conftest import TEST_SEAL
 
 REGION = "us-east-1"
 
@@ -593,3 +594,41 @@ def test_given_workers_that_write_more_than_a_pipe_holds_then_the_soak_reads_the
     assert not reader.is_alive(), "the second worker blocked on its full pipe"
     assert not summary.errors
     assert len(summary.results) == 1 + len(range(2, 2 + 400 * 1024 // len(line)))
+
+
+class _PoisonedStack(_LedgerStack):
+    """A stack whose poison queue holds one message, as the checker reads it."""
+
+    def __init__(self, client: Any, poisoned: dict[str, Any]) -> None:
+        super().__init__(client)
+        self.poisoned = poisoned
+
+    def seal(self) -> Any:
+        return TEST_SEAL
+
+    def every_message(self, output: str) -> list[dict[str, Any]]:
+        return [self.poisoned] if output == "PoisonPillQueueUrl" else []
+
+
+def test_given_a_valid_order_poisoned_as_permanent_then_the_report_names_the_reason(guards):
+    """A loaded run's seed failed as 'poisoned with a PermanentError' and passed alone: the report now
+    carries the envelope's last error, so such a failure says why without a replay."""
+    from sluice.envelope import Envelope, merge  # noqa: PLC0415
+    from sluice.errors import PermanentError  # noqa: PLC0415
+    from sluice_local.soak.checker import Checker  # noqa: PLC0415 - the soak imports the local runtime
+    from sluice_local.soak.workload import Sent  # noqa: PLC0415
+
+    # Given a delay-direct order found on the poison queue, refused as permanently bad
+    reason = "deliver_at 2026-11-26T09:50:00+00:00 was more than 3s in the past when it was sent"
+    envelope = Envelope(origin_id="m-1").failed(PermanentError(reason))
+    attributes = merge({}, envelope, body="{}", seal=TEST_SEAL)
+    stack = _PoisonedStack(guards, {"MessageId": "p-1", "Body": "{}", "MessageAttributes": attributes})
+    checker = Checker(stack, Path("unused.log"), mode="lambda")  # type: ignore[arg-type]
+    checker._ledger = lambda order_id, effect: 0  # type: ignore[method-assign]  # nothing performed
+    plan = faults.FaultPlan(seed=1, aws_rate=0.0, ledger_table="ledger", guard_table="guards")
+
+    # When its seed is checked
+    result = checker._check(1, [Sent("s1-3", "delay-direct", ["m-1"])], faults.Injector(plan), 1.0, "")
+
+    # Then it is misrouted, with the reason it was refused
+    assert result.misrouted == [f"s1-3 (delay-direct) poisoned with a PermanentError: {reason}"]

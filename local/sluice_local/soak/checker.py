@@ -79,6 +79,9 @@ class Checker:
         self._known: set[str] = set()
         """Every id this stack was sent (orders, job ids, job business ids), over all its seeds."""
         self._reported: set[str] = set()
+        self._reasons: dict[str, str] = {}
+        """Per order found isolated: its envelope's last error message (a misrouted order's report
+        names it)."""
         self._checked: dict[str, int] = {}
         """Per guarded effect (ledger ``effect_key``) of the seeds run so far: its performances when its
         seed was checked. Every later seed's check re-reads them: a performance written afterwards (by
@@ -127,6 +130,8 @@ class Checker:
             for key in (origin, message["MessageId"]):
                 if key in by_message:
                     found.setdefault(by_message[key], error)
+                    if env is not None and env.last_error is not None:  # the reason, for the report
+                        self._reasons.setdefault(by_message[key], env.last_error.message[:300])
                     break
         return found
 
@@ -170,7 +175,8 @@ class Checker:
             if error is None or s.order_id in processed or s.kind == "permanent":
                 continue
             if error == "PermanentError":  # a valid order refused as permanently bad
-                misrouted.append(f"{s.order_id} ({s.kind}) poisoned with a PermanentError")
+                reason = self._reasons.get(s.order_id, "no reason recorded")
+                misrouted.append(f"{s.order_id} ({s.kind}) poisoned with a PermanentError: {reason}")
             elif _a_bug(error):  # retries cannot cure it, and no injected fault raises it
                 misrouted.append(f"{s.order_id} ({s.kind}) poisoned after a {error}: a bug, not a fault")
             else:
