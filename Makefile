@@ -17,7 +17,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 help:
 	@echo "make demo      the whole app on this machine (embedded AWS, no Docker): scenarios, expected vs observed"
 	@echo "make up        deploy template.yaml into embedded AWS and keep it running (prints endpoint + names)"
-	@echo "make check     lint + types + unit and functional tests, no deployed stack (about 2 minutes)"
+	@echo "make check     lint + types + unit and functional tests, no deployed stack (about 2 minutes on 2 cores; prints its time)"
 	@echo "make test      everything: make check's, sam validate --lint, asl, sam build, checkov, e2e and soak (what CI runs)"
 	@echo "make build     sam build (no Docker needed)"
 	@echo "make security  checkov on template.yaml in each mode (its own venv): 0 failed checks, every skip explained in the template"
@@ -99,7 +99,7 @@ check-tests: $(STAMP)
 	$(BIN)/pytest -q -n $(CHECK_WORKERS) $(PYTEST_XDIST) -m "not stack" tests/unit tests/functional
 
 check: $(STAMP)
-	@start=$$(date +%s); $(MAKE) --no-print-directory -j2 --output-sync=target $(CHECK_PARTS); \
+	@start=$$(date +%s); $(MAKE) --no-print-directory -k -j2 --output-sync=target $(CHECK_PARTS); \
 	  status=$$?; echo "make check: lint, types, unit and functional in $$(( $$(date +%s) - start )) s, exit $$status"; \
 	  exit $$status
 
@@ -107,7 +107,7 @@ tests: $(STAMP)
 	$(BIN)/pytest -n $(TEST_WORKERS) $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 test: $(STAMP)
-	@start=$$(date +%s); $(MAKE) --no-print-directory -j2 --output-sync=target $(TEST_PARTS); \
+	@start=$$(date +%s); $(MAKE) --no-print-directory -k -j2 --output-sync=target $(TEST_PARTS); \
 	  status=$$?; echo "make test: static checks and every tier in $$(( $$(date +%s) - start )) s, exit $$status"; \
 	  exit $$status
 
