@@ -1,4 +1,4 @@
-"""What SQS refuses, as AWS documents it: the local runtime's own table, and a checker read from it.
+"""What SQS refuses, as AWS documents it: the local runtime's own table of SQS's rules, as data.
 
 moto accepts much of what SQS refuses, so the local runtime refuses it at its SQS boundary
 (:func:`sluice_local.emulation.moto_adapter.install_sqs_rules`). It judges with this module, written
@@ -7,9 +7,10 @@ the layer checks messages before it sends them, and a misreading of SQS's rules 
 up locally as a refusal, not be shared by the test and the thing tested.
 
 :data:`RULES` is the table, as data: each rule's id, what the documentation says and where, the
-limit it sets and the error code SQS answers with. The checker below reads every limit from it;
+limit it sets and the error code SQS answers with. The checker,
+:mod:`sluice_local.emulation.sqs_checker`, reads every limit from it;
 ``tests/unit/test_sqs_rules_table.py`` generates cases at, inside and outside each limit and holds
-both the layer and this checker to them.
+both the layer and that checker to them.
 """
 
 from __future__ import annotations
