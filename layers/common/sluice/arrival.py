@@ -7,7 +7,7 @@ state machine's Plan step). :class:`Arrival` reads either into the same parts:
 - the message id, the body, the user's own attributes (the envelope removed, displaced ones restored);
 - the envelope, verified with the stack's :class:`~sluice.envelope.Seal`: bookkeeping whose seal does
   not hold is dropped and :attr:`Arrival.problem` says why (the caller logs it and counts it in
-  ``EnvelopesCorrupt``, as before);
+  ``EnvelopesCorrupt``);
 - the first hop's identity where the envelope lacks it: this message's id as ``origin_id``, the queue
   it came from as ``source``;
 - its trace context (:func:`sluice.tracing.first_hop`: the envelope's, else the ``AWSTraceHeader`` it
