@@ -31,11 +31,11 @@ seal = load_seal(settings.envelope_key_secret, client=boto3.client("secretsmanag
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def lambda_handler(event: IsolateRequest, context: LambdaContext) -> IsolateAnswer:
-    logger.append_keys(message_id=event.get("messageId"), attempt=event.get("attempt"))
+    logger.thread_safe_append_keys(message_id=event.get("messageId"), attempt=event.get("attempt"))
     poison_id, envelope, problem = isolate_request(
         sqs, poison_queue_url=settings.poison_queue_url, request=event, seal=seal
     )
-    logger.append_keys(correlation_id=correlation_id(envelope.traceparent, envelope.trace))
+    logger.thread_safe_append_keys(correlation_id=correlation_id(envelope.traceparent, envelope.trace))
     metrics.add_metric(name=names.POISON_PILLS_ISOLATED, unit="Count", value=1)
     if problem:  # its envelope failed the seal check: isolated without that history
         logger.warning(problem, extra={EVENT: LogEvent.ENVELOPE_CORRUPT})

@@ -43,5 +43,5 @@ def _trigger(event: dict[str, Any]) -> str:
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> RunReport:
-    logger.append_keys(trigger=_trigger(event))
+    logger.thread_safe_append_keys(trigger=_trigger(event))
     return redriver.run(context.get_remaining_time_in_millis).to_dict()

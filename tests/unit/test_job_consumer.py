@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -129,6 +130,48 @@ def test_given_two_records_when_consumed_then_each_line_carries_its_own_correlat
         if line.get(EVENT) == LogEvent.JOB_MESSAGE_REJECTED
     }
     assert rejected == {"a": TRACE_ID, "b": "674a2f01fedcba9876543210fedcba98"}
+
+
+class EnvironmentStartingMidRecord(FakeSqs):
+    """The poison send, during which another execution environment of the same function starts an
+    invocation on its own thread: the local runtime runs environments as threads of one process, where
+    every environment's Powertools logger shares its formatter (``clear_state`` and global keys)."""
+
+    def __init__(self, service: str) -> None:
+        super().__init__()
+        self.service = service
+
+    def send_message(self, **kwargs: Any) -> dict[str, str]:
+        def other_invocation() -> None:
+            other = Logger(service=self.service)
+            # what inject_lambda_context(clear_state=True) does at the start of an invocation
+            other.structure_logs(append=False, cold_start=False)
+            other.append_keys(message_id="someone-elses", correlation_id="someone-elses-trace")
+
+        thread = threading.Thread(target=other_invocation)
+        thread.start()
+        thread.join()
+        return super().send_message(**kwargs)
+
+
+def test_given_another_environment_starting_mid_record_then_the_rejection_line_keeps_its_own_ids():
+    # Given a malformed job message on a trace, rejected while another environment starts an invocation
+    service, log = f"sluice-test-{uuid.uuid4().hex}", io.StringIO()
+    consumer = JobConsumer(
+        Worker(),  # type: ignore[arg-type]
+        sqs=EnvironmentStartingMidRecord(service),  # type: ignore[arg-type]
+        poison_queue_url=POISON,
+        logger=Logger(service=service, stream=log),
+        metrics_sink=RecordingMetrics(unit="Count"),
+        seal=SEAL,
+    )
+    # When consumed
+    consumer.handle({"Records": [record('{"job_id": 42}', system={"AWSTraceHeader": HEADER})]}, None)
+
+    # Then the rejection line names its own message and trace, not the other invocation's
+    lines = [json.loads(line) for line in log.getvalue().splitlines() if line.startswith("{")]
+    [rejected] = [line for line in lines if line.get(EVENT) == LogEvent.JOB_MESSAGE_REJECTED]
+    assert (rejected["message_id"], rejected["correlation_id"]) == ("job-msg-1", TRACE_ID)
 
 
 def forged_job(job_id: uuid.UUID) -> dict[str, Any]:

@@ -348,7 +348,7 @@ class JobConsumer:
         )
 
         def record_handler(record: SQSRecord) -> None:
-            self._log.append_keys(message_id=record.message_id)
+            self._log.thread_safe_append_keys(message_id=record.message_id)
             try:
                 self._record(self._arrive(record, counts), counts, down, deadline)
             except JobStoreUnavailable as exc:
@@ -373,7 +373,7 @@ class JobConsumer:
                 counts[metrics.JOB_MESSAGES_RETRIED] += 1
                 raise
             finally:
-                self._log.remove_keys(["message_id", "correlation_id"])
+                self._log.thread_safe_remove_keys(["message_id", "correlation_id"])
 
         response = each_record(event, record_handler, context=context)
         for name in metrics.JOB_CONSUMER_COUNTERS:
@@ -388,7 +388,7 @@ class JobConsumer:
         """The record read (its trace id on every log line about it); bookkeeping that failed its seal
         check is logged, counted in ``EnvelopesCorrupt`` and ignored, as on every hop."""
         arrival = Arrival.from_record(record, seal=self._seal)
-        self._log.append_keys(correlation_id=arrival.correlation_id)
+        self._log.thread_safe_append_keys(correlation_id=arrival.correlation_id)
         if arrival.problem:
             self._log.warning(arrival.problem, extra={EVENT: LogEvent.ENVELOPE_CORRUPT})
             counts[metrics.ENVELOPES_CORRUPT] += 1
