@@ -337,6 +337,8 @@ def connects(event, context):
         event["together"].wait(timeout=60)
     if event.get("exit"):
         raise SystemExit(3)
+    if "sleep" in event:  # a statement still running when the invocation times out
+        connector.connection().execute("select pg_sleep(%s)", (event["sleep"],))
     if "then" in event:  # past its timeout: its statement once the test lets it go on
         event["then"].wait(timeout=60)
         connector.connection().execute("select 1")
@@ -427,6 +429,23 @@ def test_a_timed_out_handler_thread_cannot_open_a_connection_after_its_environme
     thread.join(timeout=60)
     assert not thread.is_alive()
     assert open_connections() == 0
+
+
+def test_a_handler_timed_out_mid_statement_has_its_statement_cancelled_and_its_connection_closed(
+    tmp_path, pg_url
+):
+    """A soak worker died with SIGSEGV: the drop closed the connection while the timed-out thread was
+    still waiting on its statement (psycopg's close takes no lock, libpq's memory was freed under it).
+    The statement is cancelled instead and the connection closed once the thread lets go of it."""
+    function, open_connections = connecting_function(tmp_path, pg_url, handler="app.decorated", timeout=1.0)
+    with pytest.raises(FunctionError) as failure:
+        function.invoke({"sleep": 120})
+    assert failure.value.payload["errorType"] == "Sandbox.Timedout"
+
+    [thread] = function.timed_out
+    thread.join(timeout=60)  # the cancelled statement ends the thread long before its 120 s sleep
+    assert not thread.is_alive()
+    assert _settles(open_connections, 0) == 0
 
 
 def _settles(read: Any, want: int, within: float = 10.0) -> int:

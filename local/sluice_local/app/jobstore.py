@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import logging
 import sys
+import threading
 from typing import Any, NoReturn
 
 from sluice_local.app import postgres
@@ -63,8 +64,11 @@ def release_connections(handler: Handler) -> None:
 
     The module is the handler's own, not its decorators' (Powertools' wrappers carry their module's
     globals). A released connector refuses to connect again: a timed-out handler's thread keeps running
-    here (Lambda stops the process), and its next statement must not open a connection no one closes."""
-    from sluice.jobs.connection import Connector  # noqa: PLC0415 - psycopg only where a job store is
+    here (Lambda stops the process), and its next statement must not open a connection no one closes.
+    Its connection is closed by :func:`_close_when_idle`, never under a statement still in flight."""
+    import psycopg  # noqa: PLC0415 - psycopg only where a job store is
+
+    from sluice.jobs.connection import Connector  # noqa: PLC0415
 
     module = sys.modules.get(getattr(handler, "__module__", "") or "")
     found = {**getattr(inspect.unwrap(handler), "__globals__", {}), **(vars(module) if module else {})}
@@ -75,11 +79,36 @@ def release_connections(handler: Handler) -> None:
         if id(value) in seen or depth > 3:
             continue
         seen.add(id(value))
+        if isinstance(value, psycopg.Connection):
+            _close_when_idle(value)
+            continue
         if isinstance(value, Connector):
             value.connection = _environment_gone  # type: ignore[method-assign]
-            value.close()
-        elif type(value).__module__.startswith("sluice.") and hasattr(value, "__dict__"):
+        if type(value).__module__.startswith("sluice.") and hasattr(value, "__dict__"):
             todo.extend((v, depth + 1) for v in vars(value).values())
+
+
+def _close_when_idle(conn: Any) -> None:
+    """Close ``conn`` now if no statement is running on it; otherwise cancel that statement and close it
+    once the thread running it lets go. psycopg's ``close()`` takes no lock: closing under a statement
+    frees the libpq connection the other thread is still reading (a soak worker died with SIGSEGV).
+    Cancelling is the one libpq call made for other threads; ``conn.lock`` is held through a statement."""
+    if conn.lock.acquire(blocking=False):
+        try:
+            conn.close()
+        finally:
+            conn.lock.release()
+        return
+    try:
+        conn.cancel_safe(timeout=5.0)
+    except Exception:  # the statement ends anyway (its statement_timeout); the closing below waits for it
+        log.warning("could not cancel a dropped environment's statement", exc_info=True)
+
+    def close_after_the_statement() -> None:
+        with conn.lock:
+            conn.close()
+
+    threading.Thread(target=close_after_the_statement, name="jobstore-release", daemon=True).start()
 
 
 def _environment_gone() -> NoReturn:
