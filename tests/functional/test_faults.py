@@ -632,3 +632,32 @@ def test_given_a_valid_order_poisoned_as_permanent_then_the_report_names_the_rea
 
     # Then it is misrouted, with the reason it was refused
     assert result.misrouted == [f"s1-3 (delay-direct) poisoned with a PermanentError: {reason}"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "send_seconds", "late", "excused"),
+    [("delay-direct", 5.5, True, True), ("delay-direct", 4.9, True, False),
+     ("delay-parked", 11.5, True, True), ("delay-parked", 10.5, True, False),
+     ("delay-direct", 30.0, False, False), ("normal", 30.0, True, False)],
+)  # fmt: skip
+def test_given_a_delay_request_refused_as_too_late_then_only_a_producer_stall_excuses_it(
+    kind, send_seconds, late, excused
+):
+    """Seed 11 under load: a delay-direct order was poisoned as too late. Its refusal is allowed only when
+    the producer's own clock saw its send take longer than its delay plus the grace (--fast: 2 s + 3 s),
+    and only for that refusal, in the words the delay queue's check uses."""
+    from datetime import UTC, datetime, timedelta  # noqa: PLC0415
+
+    from sluice.delay.schedule import due_time  # noqa: PLC0415
+    from sluice.envelope import Envelope  # noqa: PLC0415
+    from sluice.errors import PermanentError  # noqa: PLC0415
+    from sluice_local.soak.checker import _refused_late  # noqa: PLC0415 - the soak imports the local runtime
+    from sluice_local.soak.workload import Sent  # noqa: PLC0415
+
+    now = datetime.now(UTC)
+    reason = "deliver_at has no time zone"
+    if late:  # the delay queue's own refusal of a request that reached SQS past its grace
+        with pytest.raises(PermanentError) as refused:
+            due_time(Envelope(deliver_at=now - timedelta(seconds=10)), now=now, grace_seconds=3)
+        reason = str(refused.value)
+    assert _refused_late(Sent("s1-0", kind, send_seconds=send_seconds), reason) is excused

@@ -12,6 +12,7 @@ from typing import Any
 
 from sluice.envelope import split
 from sluice.logevents import EVENT, LogEvent
+from sluice_local.app.fast import FAST
 from sluice_local.app.observer import Stack
 from sluice_local.emulation import faults
 from sluice_local.soak.logtail import LogTail
@@ -174,8 +175,10 @@ class Checker:
             error = poisoned.get(s.order_id)
             if error is None or s.order_id in processed or s.kind == "permanent":
                 continue
-            if error == "PermanentError":  # a valid order refused as permanently bad
-                reason = self._reasons.get(s.order_id, "no reason recorded")
+            reason = self._reasons.get(s.order_id, "no reason recorded")
+            if error == "PermanentError" and _refused_late(s, reason):
+                exhausted.append(f"{s.order_id} ({s.kind}): its send took {s.send_seconds:.1f} s, {reason}")
+            elif error == "PermanentError":  # a valid order refused as permanently bad
                 misrouted.append(f"{s.order_id} ({s.kind}) poisoned with a PermanentError: {reason}")
             elif _a_bug(error):  # retries cannot cure it, and no injected fault raises it
                 misrouted.append(f"{s.order_id} ({s.kind}) poisoned after a {error}: a bug, not a fault")
@@ -276,6 +279,16 @@ class Checker:
             if (entry.get(EVENT) == LogEvent.MESSAGE_REDRIVEN or planned) and entry.get("origin_id"):
                 out.add(str(entry["origin_id"]))
         return out
+
+
+LATE = "in the past when it was sent"
+"""The end of the delay queue's refusal of a request past its due time by more than the grace."""
+
+
+def _refused_late(s: Sent, reason: str) -> bool:
+    """A delay request refused as too late whose producer stalled long enough that it truly was (the
+    machine's load, not a bug: the grace is seconds under --fast). Nothing else excuses the refusal."""
+    return reason.endswith(LATE) and s.may_be_refused_late(float(FAST["DelayPastGraceSeconds"]))
 
 
 def _a_bug(error: str) -> bool:

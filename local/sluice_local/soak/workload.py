@@ -22,6 +22,7 @@ KINDS = (
     "claim-check", "delay-direct", "delay-parked",
 )  # fmt: skip
 ORDERS_PER_SEED = 8
+DELAY_DIRECT_SECONDS, DELAY_PARKED_SECONDS = 2.0, 8.0  # --fast: parked beyond 6 s
 JOB_KINDS = ("job-charge", "job-charge", "job-duplicate", "job-thumbnail", "job-flaky", "job-invalid")
 JOBS_PER_SEED = 3
 
@@ -39,6 +40,15 @@ class Sent:
     """A receive of it was seen failing, in the functions' log (see :func:`observe`)."""
     dead_lettered: bool = False
     """It was seen leaving the work queue for its DLQ: its receives ran out."""
+    send_seconds: float = 0.0
+    """How long its send took, by the producer's clock: a delay request whose send took longer than its
+    delay plus the stack's grace may reach SQS past its due time by more than the grace, and is then
+    refused as too late (:data:`DELAY_DIRECT_SECONDS`)."""
+
+    def may_be_refused_late(self, grace_seconds: float) -> bool:
+        """Whether its due time may have been past the grace when SQS stamped it (a stalled producer)."""
+        delay = DELAY_DIRECT_SECONDS if self.kind == "delay-direct" else DELAY_PARKED_SECONDS
+        return self.kind.startswith("delay-") and self.send_seconds > delay + grace_seconds
 
     def due(self, now: float) -> bool:
         """Whether its claim-check object may appear now: its time has come, and what its kind waits for
@@ -82,7 +92,8 @@ def send_orders(stack: Stack, plan: faults.FaultPlan) -> list[Sent]:
                 claimcheck.send(sqs, stack.client("s3"), queue_url=work, body=big, bucket=bucket, prefix="")
             )
         elif kind.startswith("delay-"):
-            seconds = 2.0 if kind == "delay-direct" else 8.0  # --fast: parked beyond 6 s
+            seconds = DELAY_DIRECT_SECONDS if kind == "delay-direct" else DELAY_PARKED_SECONDS
+            started = time.time()
             s.message_ids.append(
                 send_delayed(
                     sqs,
@@ -92,6 +103,7 @@ def send_orders(stack: Stack, plan: faults.FaultPlan) -> list[Sent]:
                     delay_seconds=seconds,
                 )
             )
+            s.send_seconds = time.time() - started
         else:
             copies = 2 if kind == "duplicate" else 1
             for _ in range(copies):
