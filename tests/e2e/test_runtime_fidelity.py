@@ -220,7 +220,7 @@ def test_a_timed_out_environment_makes_no_aws_call_after_its_deadline(code_dir, 
         sqs = boto3.client("sqs", region_name="us-east-1")
         queue = sqs.create_queue(QueueName=uuid.uuid4().hex)["QueueUrl"]
         function = host(code_dir, "sends", timeout=0.5 if past_its_timeout else 30.0)
-        then, outcome = threading.Event(), []
+        then, outcome = threading.Event(), list[tuple[str, str]]()
         if past_its_timeout:
             with pytest.raises(FunctionError) as failure:
                 function.invoke({"then": then, "outcome": outcome, "queue": queue})
