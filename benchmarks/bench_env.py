@@ -1,9 +1,13 @@
-"""The environment every in-process benchmark runs in: offline (moto), quiet, no tracing.
+"""The environment every in-process benchmark runs in: offline (moto), quiet, no tracing; and where the
+shared reference material (the price table of the cost benchmarks) lives.
 
 Set it before anything of Powertools or boto3 is constructed (Powertools reads it at construction).
 """
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 REGION = "us-east-1"
 
@@ -20,3 +24,29 @@ OFFLINE_ENV = {
     "POWERTOOLS_LOG_LEVEL": "WARNING",
     "LOG_LEVEL": "WARNING",
 }
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE_DIR_VARIABLE = "SLUICE_REFERENCE_DIR"
+
+
+def reference_dir() -> Path:
+    """The shared reference folder (``aws-prices.md``, ``seeds/``): ``$SLUICE_REFERENCE_DIR`` when set, else
+    ``shared/reference`` beside the repository's root, so any checkout or worktree placed beside ``shared/``
+    finds it (``/work/main`` and ``/work/wt-*`` alike)."""
+    return Path(os.environ.get(REFERENCE_DIR_VARIABLE) or ROOT.parent / "shared" / "reference")
+
+
+def default_prices() -> Path:
+    """The price table every cost benchmark reads by default (``--prices`` overrides it)."""
+    return reference_dir() / "aws-prices.md"
+
+
+def read_price_table(path: Path) -> str:
+    """The price table's text; exits naming the file and how to point at another when it cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SystemExit(
+            f"cannot read the price table {path} ({exc.strerror}): pass --prices PATH or set "
+            f"{REFERENCE_DIR_VARIABLE} to the folder holding aws-prices.md"
+        ) from None

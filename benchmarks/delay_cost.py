@@ -57,7 +57,7 @@ from aws_lambda_powertools import Logger
 
 # The editable install maps these packages with an import hook that mypy cannot follow; without
 # mypy_path = layers/common:local in the mypy config they are unresolved (then typed as Any).
-from bench_env import OFFLINE_ENV, REGION
+from bench_env import OFFLINE_ENV, REGION, default_prices, read_price_table
 from moto import mock_aws
 
 from sluice.delay.parker import BatchDelay
@@ -74,7 +74,7 @@ BENCH_SEAL = Seal((b"bench-envelope-key-" + b"0" * 32,))
 
 ROOT = Path(__file__).resolve().parents[1]
 ASL = ROOT / "statemachines" / "delay.asl.json"
-DEFAULT_PRICES = ROOT.parent / "shared" / "reference" / "aws-prices.md"
+DEFAULT_PRICES = default_prices()  # $SLUICE_REFERENCE_DIR/aws-prices.md, else ../shared/reference
 
 ACCOUNT = "123456789012"
 BUCKET = "sluice-delay-bench"
@@ -151,7 +151,7 @@ def unit_price(text: str) -> float:
 
 def load_prices(path: Path) -> Prices:
     rows: list[tuple[str, str, str]] = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in read_price_table(path).splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if line.lstrip().startswith("|") and len(cells) == 3 and not set(cells[0]) <= set("-: "):
             rows.append((cells[0], cells[1], cells[2]))

@@ -36,7 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "layers" / "common"), str(ROOT / "local"), str(ROOT / "benchmarks")]
 
-from bench_env import OFFLINE_ENV, REGION  # noqa: E402
+from bench_env import OFFLINE_ENV, REGION, default_prices, read_price_table  # noqa: E402
 
 os.environ.update(OFFLINE_ENV)
 
@@ -52,7 +52,7 @@ from sluice.redrive.settings import RedriveSettings  # noqa: E402
 BENCH_SEAL = Seal((b"bench-envelope-key-" + b"0" * 32,))
 """The stack's envelope key, as the functions would load it."""
 
-DEFAULT_PRICES = ROOT.parent / "shared" / "reference" / "aws-prices.md"
+DEFAULT_PRICES = default_prices()  # $SLUICE_REFERENCE_DIR/aws-prices.md, else ../shared/reference
 TARGET = 0.3
 ACCOUNT = "123456789012"
 
@@ -77,7 +77,7 @@ class NullMetrics:
 
 
 def sqs_price_per_request(path: Path) -> float:
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in read_price_table(path).splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) == 3 and cells[0] == "SQS standard" and cells[1].startswith("request"):
             match = re.match(r"([\d.]+) per million", cells[2])
