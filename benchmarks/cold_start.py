@@ -8,7 +8,10 @@ environment: AWS_LAMBDA_FUNCTION_NAME, LAMBDA_TASK_ROOT, region, dummy credentia
 service name, the SLUICE_* settings the handler validates at import, and PYTHONPATH = the function's
 code directory, then the layer (the Lambda runtime puts the code directory first and the layer on
 the path). The child times only the import with ``time.perf_counter`` and prints milliseconds; the
-interpreter's own start-up is not counted. Baseline and handler runs alternate to reduce drift.
+interpreter's own start-up is not counted. Baseline and handler runs alternate to reduce drift. The
+handler reads the stack's envelope key from Secrets Manager at import (``load_seal``): a moto server
+this script starts on a loopback port holds it (``AWS_ENDPOINT_URL_SECRETS_MANAGER`` in the children),
+so those two reads are a local HTTP round trip each, where Lambda's are network round trips.
 
     .venv/bin/python benchmarks/cold_start.py              # dev venv (extra packages, e.g. awscrt)
     .venv/bin/python benchmarks/cold_start.py --lean       # lean venv: boto3 + the layer's pins only
@@ -22,14 +25,19 @@ with Powertools alone; runs alternate and the ratio of the medians is held again
 
     .venv/bin/python benchmarks/cold_start.py --invoke --runs 9
     .venv/bin/python benchmarks/cold_start.py --invoke --runs 9 --importtime --profile
+
+``--smoke`` (the tests): one run per kind, no warm-up, one child per side for --importtime/--profile:
+every step of the chosen mode, figures too noisy to read.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import hashlib
 import json
+import logging
 import os
 import pstats
 import statistics
@@ -37,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +64,8 @@ TARGET_RATIO = 1.3
 ANCHOR_DIR = BENCH_DIR / "anchor"
 INVOKE_CHILD = BENCH_DIR / "invoke_child.py"
 INVOKE_TARGET_RATIO = 1.15
+ENVELOPE_KEY_NAME = "sluice-envelope-key"
+ENVELOPE_KEY = "bench-envelope-key-" + "0" * 32  # invoke_child.py's; load_seal wants >= 32 bytes
 INVOKE_RECORDS = 10
 PHASES = (("import_ms", 9), ("invoke_ms", 12), ("total_ms", 9))  # (sample key, column width)
 # The consumer's SLUICE_* settings at the template's defaults (ConsumerTimeoutSeconds 30, no batching
@@ -125,7 +136,9 @@ _DROP = (
 
 def lambda_env(function_dir: Path = FUNCTION_DIR, layer_dir: Path = LAYER_DIR) -> dict[str, str]:
     env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("SLUICE_", "POWERTOOLS_")) and k not in _DROP
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SLUICE_", "POWERTOOLS_", "AWS_ENDPOINT_URL")) and k not in _DROP
     }
     env.update(
         {
@@ -150,6 +163,36 @@ def lambda_env(function_dir: Path = FUNCTION_DIR, layer_dir: Path = LAYER_DIR) -
         }
     )
     return env
+
+
+@contextlib.contextmanager
+def envelope_key_endpoint() -> Iterator[dict[str, str]]:
+    """A moto server on a loopback port holding the stack's envelope key, for children that import the
+    handler outside ``mock_aws`` (it reads the key at import: ``sluice.sealing.load_seal``). Yields the
+    variables that point a child at it: the secret's ARN, as template.yaml hands it over, and the Secrets
+    Manager endpoint (no other service's: the handler makes no other call at import)."""
+    import boto3  # noqa: PLC0415 - the parent only needs them here
+    from moto.server import ThreadedMotoServer  # noqa: PLC0415
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request among the figures
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        credentials = lambda_env()
+        client = boto3.client(
+            "secretsmanager",
+            endpoint_url=endpoint,
+            region_name=credentials["AWS_REGION"],
+            aws_access_key_id=credentials["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=credentials["AWS_SECRET_ACCESS_KEY"],
+            aws_session_token=credentials["AWS_SESSION_TOKEN"],
+        )
+        arn = client.create_secret(Name=ENVELOPE_KEY_NAME, SecretString=ENVELOPE_KEY)["ARN"]
+        yield {"SLUICE_ENVELOPE_KEY_SECRET": arn, "AWS_ENDPOINT_URL_SECRETS_MANAGER": endpoint}
+    finally:
+        server.stop()
 
 
 def run_child(
@@ -326,8 +369,8 @@ def invoke_once(
     return result, proc
 
 
-def run_invoke(python: str, kinds: list[Kind], runs: int) -> None:
-    for kind in kinds:  # warm-up (unmeasured): .pyc files, page cache
+def run_invoke(python: str, kinds: list[Kind], runs: int, *, warm_up: bool = True) -> None:
+    for kind in kinds if warm_up else ():  # warm-up (unmeasured): .pyc files, page cache
         invoke_once(python, kind)
     for i in range(runs):
         for kind in kinds if i % 2 == 0 else kinds[::-1]:
@@ -376,18 +419,22 @@ def _importtime_rows(stderr: str) -> dict[str, tuple[int, int]]:
     return rows
 
 
-def importtime_diff(python: str, kinds: list[Kind], repeats: int = 5, top: int = 15) -> None:
+def importtime_diff(
+    python: str, kinds: list[Kind], key_env: dict[str, str], repeats: int = 5, top: int = 15
+) -> None:
     """Which modules the sluice handler imports that the anchor does not, and their self time.
 
     Measured as in Lambda, nothing preloaded: `python -X importtime -c "import app"` in each side's
-    environment (the clients are built, no AWS call is made), median of ``repeats`` children.
+    environment plus ``key_env`` (:func:`envelope_key_endpoint`: the clients are built, the only AWS
+    calls are sluice's two reads of the envelope key), median of ``repeats`` children.
     """
     per_kind: dict[str, dict[str, float]] = {}
     app_ms: dict[str, tuple[float, float]] = {}
     for kind in kinds:
         runs = []
         for _ in range(repeats):
-            proc = run_child(python, "import app", kind.env, "-X", "importtime", cwd=kind.code_dir)
+            env = {**kind.env, **key_env}
+            proc = run_child(python, "import app", env, "-X", "importtime", cwd=kind.code_dir)
             if proc.returncode != 0:
                 raise SystemExit(f"{kind.name} child failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
             runs.append(_importtime_rows(proc.stderr))
@@ -550,12 +597,13 @@ def main_invoke(args: argparse.Namespace, python: str) -> int:
         f"  {args.runs} runs per side, alternating; each a fresh interpreter: mock_aws + resources"
         f" (untimed), then timed `import app` + lambda_handler(event of {INVOKE_RECORDS} new records)"
     )
-    run_invoke(python, kinds, args.runs)
+    run_invoke(python, kinds, args.runs, warm_up=not args.smoke)
     report_invoke(kinds)
     if args.importtime:
-        importtime_diff(python, kinds)
+        with envelope_key_endpoint() as key_env:
+            importtime_diff(python, kinds, key_env, repeats=1 if args.smoke else 5)
     if args.profile:
-        profile_diff(python, kinds, layer_dir)
+        profile_diff(python, kinds, layer_dir, repeats=1 if args.smoke else 3)
     return 0
 
 
@@ -580,14 +628,20 @@ def main() -> int:
     )
     parser.add_argument("--profile", action="store_true", help="--invoke: also a cProfile diff per phase")
     parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="smoke size (the tests): --runs defaults to 1 with no minimum, no warm-up, one child per"
+        " side for --importtime/--profile; figures too noisy to read",
+    )
+    parser.add_argument(
         "--tree",
         default=str(ROOT),
         help="a tree holding functions/consumer and layers/common (default: this repository), e.g. a"
         " `git archive` export of another commit",
     )
     args = parser.parse_args()
-    minimum = 9 if args.invoke else 5
-    args.runs = args.runs if args.runs is not None else (9 if args.invoke else 7)
+    minimum = 1 if args.smoke else 9 if args.invoke else 5
+    args.runs = args.runs if args.runs is not None else (1 if args.smoke else 9 if args.invoke else 7)
     if args.runs < minimum:
         parser.error(f"--runs must be at least {minimum}")
     if args.profile and not args.invoke:
@@ -602,6 +656,8 @@ def main() -> int:
         python, mode = sys.executable, "dev venv (sys.executable)"
     print(f"interpreter: {python}  [{mode}]")
     print(f"  {describe(python)}")
+    if args.smoke:
+        print(f"  smoke size: {args.runs} run(s) per kind, no warm-up; the figures are not meant to be read")
     if args.invoke:
         return main_invoke(args, python)
     return main_import(args, python)
@@ -615,7 +671,18 @@ def main_import(args: argparse.Namespace, python: str) -> int:
     # pydantic), in its own code directory with the same layer on the path.
     anchor_env = lambda_env(ANCHOR_DIR, layer_dir)
     print(f"  PYTHONPATH={env['PYTHONPATH']}")
+    with envelope_key_endpoint() as key_env:
+        endpoint = key_env["AWS_ENDPOINT_URL_SECRETS_MANAGER"]
+        print(f"  envelope key: {key_env['SLUICE_ENVELOPE_KEY_SECRET']} on a moto server at {endpoint}")
+        env.update(key_env)
+        anchor_env.update(key_env)
+        return _main_import(args, python, env, anchor_env)
 
+
+def _main_import(
+    args: argparse.Namespace, python: str, env: dict[str, str], anchor_env: dict[str, str]
+) -> int:
+    """The import-only samples, the children pointed at the envelope key's endpoint."""
     baseline: list[float] = []
     handler: list[float] = []
     anchor: list[float] = []
@@ -624,7 +691,7 @@ def main_import(args: argparse.Namespace, python: str) -> int:
     if args.anchor:
         kinds += [(ANCHOR_CHILD, anchor, env), (HANDLER_CHILD, anchor_app, anchor_env)]
     # Warm-up (unmeasured): writes .pyc files and warms the page cache for every child.
-    for code, _, kind_env in kinds:
+    for code, _, kind_env in kinds if not args.smoke else ():
         sample(python, code, kind_env)
     for i in range(args.runs):
         # Rotate the order each round so no kind always runs first (or right after another).

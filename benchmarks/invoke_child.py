@@ -2,9 +2,11 @@
 
 The parent sets the Lambda-like environment, PYTHONPATH (the handler's code directory first, then
 the layer) and cwd (the code directory). Here, untimed: moto's ``mock_aws`` is started, the queues,
-the idempotency table and the claim-check bucket named by the SLUICE_* settings are created with a
-separate boto3 session (boto3's default session, which the handler uses, stays unbuilt), one
-conditional PutItem/UpdateItem/GetItem warms moto's DynamoDB code paths, and an SQS event of
+the idempotency table and the claim-check bucket named by the SLUICE_* settings and the stack's envelope
+key (a Secrets Manager secret, its ARN handed to the handler in SLUICE_ENVELOPE_KEY_SECRET as
+template.yaml does) are created with a separate boto3 session (boto3's default session, which the
+handler uses, stays unbuilt), one conditional PutItem/UpdateItem/GetItem and one GetSecretValue warm
+moto's DynamoDB and Secrets Manager code paths, and an SQS event of
 ``records`` new records (fresh ids) is built; the example processor's ledger table too when
 ``LEDGER_TABLE_NAME`` is set. Timed with ``perf_counter``: ``import app`` and its first
 ``lambda_handler(event, context)``. Then, untimed, the idempotency (and ledger) items are counted,
@@ -29,6 +31,10 @@ from typing import Any
 
 SPEC_DEFAULTS: dict[str, Any] = {"records": 10, "profile": ""}
 WARMUP_KEY = "bench-warmup"
+ENVELOPE_KEY_NAME = "sluice-envelope-key"
+ENVELOPE_KEY = "bench-envelope-key-" + "0" * 32
+"""The stack's envelope key (template.yaml EnvelopeKey; at least 32 bytes): sluice's handler reads it at
+import (``sluice.sealing.load_seal``, current and previous version); the anchor has no use for it."""
 
 
 @dataclass
@@ -56,8 +62,9 @@ def queue_name(url: str) -> str:
     return url.rstrip("/").rsplit("/", 1)[-1]
 
 
-def create_resources(session: Any) -> str:
-    """The queues, table and bucket of the consumer's SLUICE_* settings; returns the work queue ARN."""
+def create_resources(session: Any) -> tuple[str, str]:
+    """The queues, table, bucket and envelope key of the consumer's SLUICE_* settings; returns the work
+    queue's ARN and the envelope key's."""
     sqs = session.client("sqs")
     work_url = sqs.create_queue(QueueName="sluice-work", Attributes={"VisibilityTimeout": "180"})["QueueUrl"]
     work_arn: str = sqs.get_queue_attributes(QueueUrl=work_url, AttributeNames=["QueueArn"])["Attributes"][
@@ -106,7 +113,10 @@ def create_resources(session: Any) -> str:
         ExpressionAttributeValues={":status": {"S": "COMPLETED"}},
     )
     ddb.get_item(TableName=table, Key=key, ConsistentRead=True)
-    return work_arn
+    secrets = session.client("secretsmanager")
+    key_arn: str = secrets.create_secret(Name=ENVELOPE_KEY_NAME, SecretString=ENVELOPE_KEY)["ARN"]
+    secrets.get_secret_value(SecretId=key_arn)
+    return work_arn, key_arn
 
 
 def make_event(queue_arn: str, size: int) -> dict[str, Any]:
@@ -173,7 +183,9 @@ def main() -> int:
 
     with mock_aws():
         setup = boto3.Session(region_name=os.environ["AWS_REGION"])
-        event = make_event(create_resources(setup), spec["records"])
+        work_arn, key_arn = create_resources(setup)
+        os.environ["SLUICE_ENVELOPE_KEY_SECRET"] = key_arn  # as template.yaml's Globals hand it over
+        event = make_event(work_arn, spec["records"])
         context = Context()
         # The runtime sets the trace header of each invocation in the environment (Tracing: Active).
         os.environ["_X_AMZN_TRACE_ID"] = (
