@@ -477,8 +477,9 @@ class World:
         if response["batchItemFailures"]:
             self.run.problems.append(f"batch-delay reported failures: {response['batchItemFailures'][:3]}")
 
-    def deliver(self, *, with_sweeps: bool) -> None:
-        """30 days later: every bucket execution wakes; the sweep runs every 15 minutes throughout."""
+    def deliver(self, *, sweeps: int) -> None:
+        """30 days later: every bucket execution wakes; the last ``sweeps`` runs of the sweep (every 15
+        minutes; 2,880 are the whole 30 days) run in between."""
         timeline: list[tuple[datetime, int, dict[str, Any]]] = []
         for page in self.sfn.get_paginator("list_executions").paginate(stateMachineArn=self.machine):
             for execution in page["executions"]:
@@ -486,9 +487,9 @@ class World:
                 execution_input = json.loads(described["input"])
                 wake = datetime.fromisoformat(execution_input["wake_at"].replace("Z", "+00:00"))
                 timeline.append((wake, 0, execution_input))
-        if with_sweeps:  # the 2,880 sweeps of the 30 days that end 15 min after the hour of deliveries
-            end = START + DELAY + timedelta(seconds=ARRIVAL_SECONDS) + SWEEP_EVERY
-            timeline.extend((end - k * SWEEP_EVERY, 1, {"sweep": True}) for k in range(SWEEPS_PER_30_DAYS))
+        # the sweeps of the 30 days that end 15 min after the hour of deliveries, the last ones first
+        end = START + DELAY + timedelta(seconds=ARRIVAL_SECONDS) + SWEEP_EVERY
+        timeline.extend((end - k * SWEEP_EVERY, 1, {"sweep": True}) for k in range(sweeps))
         timeline.sort(key=lambda item: (item[0], item[1]))
         for when, _, event in timeline:
             self.clock.now = max(self.clock.now, when)
@@ -531,13 +532,13 @@ class World:
         run.mean_payload = sum(payloads) / max(1, len(payloads))
 
 
-def simulate(messages: int, batch: int, *, with_sweeps: bool) -> Run:
+def simulate(messages: int, batch: int, *, sweeps: int = 0) -> Run:
     started = time.perf_counter()
     run = Run(messages, batch, {}, Counter())
     with mock_aws():
         world = World(run)
         world.produce_and_park()
-        world.deliver(with_sweeps=with_sweeps)
+        world.deliver(sweeps=sweeps)
         world.check()
     run.seconds = time.perf_counter() - started
     return run
@@ -786,13 +787,16 @@ def verdict(value: float) -> str:
 
 
 def sweep_cost(run: Run, prices: Prices, durations: Durations) -> float:
+    """The sweep's cost per 30 days: counted over the sweeps simulated, scaled to the 2,880 of 30 days
+    when fewer ran (``--sweeps``)."""
     calls = run.calls["sweep"]
     invocations = run.invocations["sweep"]
-    return (
+    counted = (
         sum(count * prices.of(OPERATION_PRICE.get(op, "sqs")) for op, count in calls.ops.items())
         + invocations * prices.lambda_request
         + durations.gb_seconds(invocations=invocations, calls=calls.total()) * prices.lambda_gb_s
     )
+    return counted * SWEEPS_PER_30_DAYS / run.sweeps
 
 
 def line(label: str, value: float, note: str = "") -> None:
@@ -830,8 +834,11 @@ def report(batch: int, runs: tuple[Run, Run, Run], prices: Prices, durations: Du
         "extra more-loops)"
     )
     lists = sweep.calls["sweep"].ops.get("s3:ListObjectsV2", 0)
+    counted = f"{lists:,} LIST (counted)"
+    if sweep.sweeps != SWEEPS_PER_30_DAYS:
+        counted = f"{lists:,} LIST counted in the last {sweep.sweeps:,}, scaled"
     print(
-        f"  apart, fixed: the sweep, {sweep.sweeps:,} invocations per 30 days, {lists:,} LIST (counted): "
+        f"  apart, fixed: the sweep, {SWEEPS_PER_30_DAYS:,} invocations per 30 days, {counted}: "
         f"{money(fixed)} per 30 days\n    whatever the volume (= {money(fixed)} per 1M at 1M messages per "
         f"30 days; {money(fixed / n * MILLION)} at {n:,})"
     )
@@ -889,12 +896,12 @@ def print_target(
     )
 
 
-def _simulate(job: tuple[int, int, bool]) -> Run:
+def _simulate(job: tuple[int, int, int]) -> Run:
     os.environ.update(BENCH_ENV)
     for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
         os.environ.pop(name, None)
-    messages, batch, with_sweeps = job
-    return simulate(messages, batch, with_sweeps=with_sweeps)
+    messages, batch, sweeps = job
+    return simulate(messages, batch, sweeps=sweeps)
 
 
 def print_method(prices: Prices, durations: Durations, results: list[Run], seconds: float, jobs: int) -> None:
@@ -951,14 +958,23 @@ def main() -> int:
     parser.add_argument("--per-call-ms", type=float, default=20.0, help="assumed Lambda ms per AWS call")
     parser.add_argument("--memory-mb", type=int, default=256, help="Lambda memory (the template's: 256)")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="runs at a time")
+    parser.add_argument(
+        "--sweeps",
+        type=int,
+        default=SWEEPS_PER_30_DAYS,
+        help=f"sweep invocations simulated, the last of the 30 days (default {SWEEPS_PER_30_DAYS:,}, all;"
+        " fewer, e.g. for a smoke run: the sweep's cost is scaled to 30 days)",
+    )
     args = parser.parse_args()
-    if args.messages < 400 or args.jobs < 1:
-        parser.error("--messages must be at least 400 and --jobs at least 1")
+    if args.messages < 400 or args.jobs < 1 or not 1 <= args.sweeps <= SWEEPS_PER_30_DAYS:
+        parser.error(
+            f"--messages must be at least 400, --jobs at least 1 and --sweeps 1..{SWEEPS_PER_30_DAYS:,}"
+        )
     prices = load_prices(args.prices)
     durations = Durations(args.base_ms, args.per_call_ms, args.memory_mb)
     big, small = args.messages, args.messages // 4
     # The sweep depends neither on the batch size nor on N: it runs once, in the cheapest run.
-    jobs = [(big, 10, False), (small, 100, True), (big, 100, False), (small, 10, False)]
+    jobs = [(big, 10, 0), (small, 100, args.sweeps), (big, 100, 0), (small, 10, 0)]
     started = time.perf_counter()
     if args.jobs > 1:
         context = multiprocessing.get_context("spawn")
