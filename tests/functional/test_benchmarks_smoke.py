@@ -1,0 +1,263 @@
+"""Every benchmark runs, at smoke size: each script of `make bench` as a subprocess with the smallest
+arguments that still take it through its whole path, exit 0 and a report of the expected shape (the
+figures are numbers; none is held to a value: at this size they mean nothing).
+
+Every command the docs state for a benchmark is run here with its options at a smaller size, except
+``cold_start.py --lean``, which builds a virtualenv with pip from the package index (network, ~20 s).
+`make bench` stays the full-size run.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from tests.conftest import ROOT
+
+BENCHMARKS = ROOT / "benchmarks"
+NUMBER = r"\d[\d,]*(?:\.\d+)?"
+"""A printed figure: digits, thousands separators, decimals."""
+
+
+@dataclass(frozen=True)
+class Smoke:
+    """One smoke run: a script, its smoke-size arguments, and what its report must show."""
+
+    script: str
+    args: tuple[str, ...]  # "{name}": the test's value of name
+    shape: tuple[str, ...]  # regular expressions (multiline) the output must match
+
+
+COLD_IMPORT = Smoke(
+    "cold_start.py",
+    ("--smoke", "--runs", "1", "--anchor", "--importtime"),
+    (
+        r"envelope key: arn:aws:secretsmanager:\S+ on a moto server at http://127\.0\.0\.1:\d+$",
+        rf"^baseline .* median +{NUMBER} ms +samples \[{NUMBER}\]$",
+        rf"^handler .* median +{NUMBER} ms +samples \[{NUMBER}\]$",
+        rf"^ratio handler/baseline = {NUMBER} +\(target <= {NUMBER}\) +(PASS|ABOVE TARGET)$",
+        rf"^ratio anchor/baseline += {NUMBER} +handler/anchor = {NUMBER}",
+        rf"^ratio handler/anchor app = {NUMBER}",
+        rf"15 heaviest by self time:\n(?: +{NUMBER} +{NUMBER} +\S+\n){{15}}",
+    ),
+)
+COLD_INVOKE = Smoke(
+    "cold_start.py",
+    ("--smoke", "--runs", "1", "--invoke", "--importtime", "--profile"),
+    (
+        r"^  anchor's copies of processor\.py checked identical: Order",
+        r"^work per run \(both\): 10 new records, no failures; items written \{'idempotency': \{",
+        rf"^  sluice \(functions/consumer\) +{NUMBER} +{NUMBER} +{NUMBER} +\[{NUMBER}\]$",
+        rf"^  anchor \(benchmarks/anchor\) +{NUMBER} +{NUMBER} +{NUMBER} +\[{NUMBER}\]$",
+        rf"^ratio sluice/anchor, whole cold invocation .* = {NUMBER} +\(target <= {NUMBER}\) +(PASS|FAIL)$",
+        rf"^  modules only sluice imports: {NUMBER}, {NUMBER} ms self in total",
+        rf"^  import: own time \(tottime\) by package, ms +sluice {NUMBER} +anchor {NUMBER}$",
+        rf"^    calls \(sluice vs anchor\): API calls {NUMBER} vs {NUMBER};",
+        rf"heaviest functions of the sluice layer and handler .*\n +{NUMBER} +\S+",
+    ),
+)
+CONSUMER = Smoke(
+    "consumer_overhead.py",
+    ("--batches", "1", "--warmup", "1"),
+    (
+        r"^1 batches x 10 records per consumer \(1 warm-up batches each\)",
+        *(rf"^  \({s}\) {n}, {k} +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER}$"
+          for s, n in (("a", "anchor"), ("b", "sluice")) for k in ("new", "duplicate")),
+        rf"^ratio b/a \(new records, median per batch\) = {NUMBER} +\(target <= {NUMBER}\) +(PASS|FAIL)$",
+        rf"^  sluice +{NUMBER} +{NUMBER} +{NUMBER}$",
+        r"^criteria:\n(?:  (?:PASS|FAIL) +.+\n)+",
+    ),
+)  # fmt: skip
+REDRIVE = Smoke(
+    "redrive_requests.py",
+    ("--messages", "25"),
+    (
+        rf"^redrive of 25 dead-lettered messages \(in-process moto; SQS \${NUMBER} per 1M requests\)$",
+        *(rf"^{kind} +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER}$" for kind in ("sluice", "article")),
+        rf"^sluice: {NUMBER} SQS requests per message; batching floor {NUMBER} = ",
+        rf"^article: {NUMBER} per message, {NUMBER}x sluice's SQS requests$",
+    ),
+)
+DELAY_ARGS: tuple[str, ...] = ("--messages", "400", "--sweeps", "4", "--jobs", "1", "--prices", "{prices}")
+DELAY_ARGS += ("--base-ms", "100", "--per-call-ms", "30", "--memory-mb", "512")
+DELAY = Smoke(
+    "delay_cost.py",
+    DELAY_ARGS,
+    (
+        r"^assumed Lambda duration: 100 ms per invocation \+ 30 ms per AWS call it makes, 512 MB, arm64$",
+        *(rf"^  run N={n} batch {b}(?: \+ 4 sweeps)?: {NUMBER} s; all {n} delivered once, "
+          for n in (400, 100) for b in (10, 100)),
+        *(rf"^=== event-source batch size {b}: 400 and 100 messages in {NUMBER} buckets" for b in (10, 100)),
+        rf"^    orchestration \(S3 \+ Step Functions \+ Lambda\) +\${NUMBER}$",
+        rf"^  apart, fixed: the sweep, 2,880 invocations per 30 days, {NUMBER} LIST counted in the last 4, "
+        rf"scaled: \${NUMBER} per 30 days$",
+        rf"^    \(a\) article: 1 execution per event-source batch +\${NUMBER} +{NUMBER}x"
+        rf" +\${NUMBER} +{NUMBER}x$",
+        rf"^    1M messages in the same buckets +\${NUMBER} +(PASS|ABOVE TARGET)$",
+    ),
+)  # fmt: skip
+JOB_WORKERS = (1, 4)
+JOB_MODES = ("single", "two_phase", "anchor")
+JOBS = Smoke(
+    "jobs.py",
+    ("--jobs", "40", "--repeats", "1", "--workers", ",".join(map(str, JOB_WORKERS)), "--rt-jobs", "20"),
+    (
+        r"^PostgreSQL \S+ .*; 40 jobs per drain, median of 1$",
+        *(rf"^{mode} +{w} +{NUMBER} +{NUMBER}$" for mode in JOB_MODES for w in JOB_WORKERS),
+        r"^round trips per job \(on the wire: Sync \+ Query messages; 20 jobs, 4 warm connections\):$",
+        *(rf"^  {mode} +{NUMBER}$" for mode in JOB_MODES),
+        rf"^  two-phase round trips per job = {NUMBER} \(target <= {NUMBER}\) (PASS|ABOVE TARGET)$",
+        *(rf"^ +{w} workers: two-phase/anchor = {NUMBER} \(target >= {NUMBER}\) " for w in JOB_WORKERS),
+    ),
+)  # fmt: skip
+SMOKES = (COLD_IMPORT, COLD_INVOKE, CONSUMER, REDRIVE, DELAY, JOBS)
+NOT_SMOKED = {("cold_start.py", "--lean"): "builds a virtualenv with pip from the package index"}
+"""Documented options no smoke run takes, and why."""
+SCRIPT_TIMEOUT = 540
+"""Seconds a smoke run may take on a loaded machine (about 15 s at most on an idle 2-core one)."""
+
+
+def run(smoke: Smoke, env: dict[str, str] | None = None, **values: str) -> str:
+    """Run the benchmark as the docs do (from the repository's root, the dev venv's interpreter); its
+    output once it exited 0 and printed the expected shape."""
+    args = [arg.format(**values) for arg in smoke.args]
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, str(Path("benchmarks") / smoke.script), *args],
+        cwd=ROOT, env={**os.environ, **(env or {})}, capture_output=True, text=True, check=False,
+        timeout=SCRIPT_TIMEOUT,
+    )  # fmt: skip
+    seconds = time.perf_counter() - started
+    print(f"{smoke.script} {' '.join(args)}: exit {done.returncode} in {seconds:.1f} s")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    missing = [shape for shape in smoke.shape if not re.search(shape, done.stdout, flags=re.MULTILINE)]
+    assert not missing, f"not in the output of {smoke.script}: {missing}\n{done.stdout}"
+    return done.stdout
+
+
+def bench_env() -> ModuleType:
+    """benchmarks/bench_env.py, where the benchmarks find the shared price table."""
+    spec = importlib.util.spec_from_file_location("bench_env", BENCHMARKS / "bench_env.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def price_table() -> Path:
+    """The price table the cost benchmarks read (outside the repository); skips with the reason if absent."""
+    env = bench_env()
+    path = Path(env.default_prices())
+    if not path.is_file():
+        pytest.skip(f"no price table at {path}: set {env.REFERENCE_DIR_VARIABLE} to the folder holding it")
+    return path
+
+
+# --- the runs ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
+@pytest.mark.timeout(SCRIPT_TIMEOUT + 60)
+@pytest.mark.parametrize("smoke", [COLD_IMPORT, COLD_INVOKE], ids=["import", "invoke"])
+def test_cold_start_runs_both_modes_with_the_envelope_key_it_reads_at_import(smoke):
+    # Given the consumer handler, which reads the stack's envelope key at import
+    # When cold_start.py runs a mode at smoke size (a moto server holds the key for the import-only
+    # children; the --invoke children create it in their mock_aws), with every optional report
+    # Then it exits 0 and prints each part of its report with figures
+    run(smoke)
+
+
+@pytest.mark.subprocess
+@pytest.mark.timeout(SCRIPT_TIMEOUT + 60)
+def test_consumer_overhead_runs_a_batch_of_each_consumer():
+    # Given in-process moto, When one warm-up and one measured batch run through each consumer
+    # Then the times, the requests per record and the criteria are printed
+    run(CONSUMER)
+
+
+@pytest.mark.subprocess
+@pytest.mark.timeout(SCRIPT_TIMEOUT + 60)
+@pytest.mark.usefixtures("price_table")
+def test_redrive_requests_drains_the_dlq_both_ways():
+    # Given the shared price table where the benchmark looks by default (no --prices)
+    # When 25 dead-lettered messages are re-driven by sluice and by the article's redriver
+    # Then both moved every message (else it exits non-zero) and each row has its figures
+    run(REDRIVE)
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
+@pytest.mark.timeout(SCRIPT_TIMEOUT + 60)
+def test_delay_cost_simulates_the_four_runs_and_prices_them(price_table):
+    # Given a price table passed with --prices
+    # When 400 (and 100) messages are delayed 30 days at batch 10 and 100, with the last 4 sweeps
+    out = run(DELAY, prices=str(price_table))
+    # Then every message was delivered once (else it exits 1), from the table it was given
+    assert f"prices: {price_table.resolve()}" in out, out
+
+
+@pytest.mark.subprocess
+@pytest.mark.timeout(SCRIPT_TIMEOUT + 60)
+def test_jobs_drains_each_mode_and_counts_round_trips(pg_url):
+    # Given a PostgreSQL that answers (pg_url skips with the reason when none does)
+    # When 40 jobs are drained by 1 and 4 workers each way, then 20 through the counting proxy
+    out = run(JOBS, env={"SLUICE_DATABASE_URL": pg_url})
+    # Then each cell and each mode's round trips were measured
+    assert "SKIPPED" not in out, out
+
+
+# --- every documented command and every `make bench` script has its smoke run ------------------------
+
+DOCUMENTED = re.compile(r"benchmarks/(\w+\.py)((?: +--?[A-Za-z][-A-Za-z]*(?: +[^\s#`-][^\s#`]*)?)*)")
+
+
+def documented_commands() -> list[tuple[str, str, str]]:
+    """(file, script, options) of every benchmark command the docs and the scripts' docstrings state."""
+    sources = [ROOT / "README.md", BENCHMARKS / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    sources += sorted(BENCHMARKS.glob("*.py"))
+    return [
+        (str(path.relative_to(ROOT)), match.group(1), match.group(2).strip())
+        for path in sources
+        for match in DOCUMENTED.finditer(path.read_text(encoding="utf-8"))
+    ]
+
+
+def smoked_options(script: str) -> set[str]:
+    return {arg for smoke in SMOKES if smoke.script == script for arg in smoke.args if arg.startswith("--")}
+
+
+def test_every_documented_benchmark_command_is_run_at_smoke_size():
+    # Given every benchmark command the docs state
+    commands = documented_commands()
+    assert len(commands) >= 10, commands
+    # Then each option it uses is one a smoke run uses too (sizes aside), or is listed as not run and why
+    uncovered = [
+        (where, f"{script} {options}", option)
+        for where, script, options in commands
+        for option in re.findall(r"--[\w-]+", options)
+        if option not in smoked_options(script) and (script, option) not in NOT_SMOKED
+    ]
+    assert not uncovered, uncovered
+
+
+def test_every_script_of_make_bench_has_a_smoke_run():
+    # Given the scripts `make bench` runs
+    recipe = re.search(r"^bench:.*\n((?:\t.*\n)+)", (ROOT / "Makefile").read_text(encoding="utf-8"), re.M)
+    assert recipe, "no bench recipe in the Makefile"
+    scripts = set(re.findall(r"benchmarks/(\w+\.py)", recipe.group(1)))
+    # Then they are the smoke runs' scripts, and every benchmark script with a main is among them
+    assert scripts == {smoke.script for smoke in SMOKES}
+    mains = {p.name for p in BENCHMARKS.glob("*.py") if "def main(" in p.read_text(encoding="utf-8")}
+    assert mains - {"invoke_child.py"} == scripts
