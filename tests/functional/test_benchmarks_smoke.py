@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -144,9 +145,9 @@ def run(smoke: Smoke, env: dict[str, str] | None = None, **values: str) -> str:
     return done.stdout
 
 
-def bench_env() -> ModuleType:
-    """benchmarks/bench_env.py, where the benchmarks find the shared price table."""
-    spec = importlib.util.spec_from_file_location("bench_env", BENCHMARKS / "bench_env.py")
+def benchmark_module(name: str) -> ModuleType:
+    """benchmarks/<name>.py, loaded in this process."""
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCHMARKS / f"{name}.py")
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -157,7 +158,7 @@ def bench_env() -> ModuleType:
 @pytest.fixture
 def price_table() -> Path:
     """The price table the cost benchmarks read (outside the repository); skips with the reason if absent."""
-    env = bench_env()
+    env = benchmark_module("bench_env")
     path = Path(env.default_prices())
     if not path.is_file():
         pytest.skip(f"no price table at {path}: set {env.REFERENCE_DIR_VARIABLE} to the folder holding it")
@@ -216,6 +217,34 @@ def test_jobs_drains_each_mode_and_counts_round_trips(pg_url):
     out = run(JOBS, env={"SLUICE_DATABASE_URL": pg_url})
     # Then each cell and each mode's round trips were measured
     assert "SKIPPED" not in out, out
+
+
+class ExpiringDelays:
+    """An SQS client whose queue holds ``visible`` + ``delayed`` messages; one delay runs out right after
+    the first visible count, as moto's clock moves on between the counts (even those of one call)."""
+
+    def __init__(self, visible: int, delayed: int) -> None:
+        self.visible, self.delayed, self.ran_out = visible, delayed, False
+
+    def get_queue_attributes(self, QueueUrl: str, AttributeNames: list[str]) -> dict[str, Any]:  # noqa: N803
+        attributes = {}
+        for name in ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"):  # moto's order
+            if name not in AttributeNames:
+                continue
+            visible = name == "ApproximateNumberOfMessages"
+            attributes[name] = str(self.visible if visible else self.delayed)
+            if visible and not self.ran_out:
+                self.ran_out, self.visible, self.delayed = True, self.visible + 1, self.delayed - 1
+        return {"Attributes": attributes}
+
+
+def test_redrive_depth_counts_a_message_whose_delay_runs_out_between_the_counts():
+    # Given 1,000 messages, 400 of them delayed, one of which becomes visible right after the first count
+    sqs = ExpiringDelays(visible=600, delayed=400)
+    # When redrive_requests.py counts the queue's messages
+    counted = benchmark_module("redrive_requests").depth(sqs, "https://queue")
+    # Then that message is counted once (visible, delayed, visible again until the visible count holds)
+    assert counted == 1000
 
 
 # --- every documented command and every `make bench` script has its smoke run ------------------------
