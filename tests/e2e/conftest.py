@@ -60,7 +60,7 @@ def start_stack(
     template: Path | None = None,
     params: dict[str, str] | None = None,
     database_url: str | None = None,
-    timeout: float = 180,  # a deadline, not a wait: generous for a loaded machine
+    timeout: float = 110,  # a deadline, not a wait; within the 120 s per-test timeout its setup spends
 ) -> RunningStack:
     ready = workdir / f"{stack_name}.ready.json"
     log = workdir / f"{stack_name}.functions.log"
@@ -78,19 +78,26 @@ def start_stack(
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SLUICE_", "MOTO_"))}
     with output.open("wb") as sink:
         process = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + timeout
-    while not ready.exists():
-        if process.poll() is not None:
-            raise AssertionError(
-                f"local stack exited with {process.returncode}:\n{output.read_text()[-4000:]}"
-            )
-        if time.monotonic() > deadline:
-            process.kill()
-            raise AssertionError(f"local stack not ready within {timeout}s:\n{output.read_text()[-4000:]}")
-        time.sleep(0.1)
+    try:
+        _wait_ready(process, ready, output, timeout)
+    except BaseException:  # the deadline, pytest-timeout or ^C: never leave the stack running
+        process.kill()
+        process.wait()
+        raise
     info = json.loads(ready.read_text())
     stack = Stack(info["endpoint"], info["outputs"], log, info["region"])
     return RunningStack(stack, process, int(info["endpoint"].rsplit(":", 1)[1]), output)
+
+
+def _wait_ready(process: subprocess.Popen[bytes], ready: Path, output: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready.exists():
+        if process.poll() is not None:
+            tail = output.read_text()[-4000:]
+            raise AssertionError(f"local stack exited with {process.returncode}:\n{tail}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"local stack not ready within {timeout}s:\n{output.read_text()[-4000:]}")
+        time.sleep(0.1)  # polling the ready file, not standing in for it
 
 
 def port_is_closed(port: int) -> bool:
