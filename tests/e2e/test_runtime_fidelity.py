@@ -386,17 +386,33 @@ import os
 from sluice.jobs.connection import Connector
 
 DSN, APP = os.environ["DSN"], os.environ["APP"]  # read at the cold start, as a handler's settings are
-connector = Connector(lambda refresh: DSN, application_name=APP)
+CONNECTING = {}  # "gate": a threading.Event the next connect waits for (a slow connect on a loaded machine)
+
+
+def dsn(refresh):
+    if "gate" in CONNECTING:
+        CONNECTING.pop("gate").wait(timeout=60)
+    return DSN
+
+
+# no statement timeout: a statement still running ends only when it is cancelled
+connector = Connector(dsn, application_name=APP, statement_timeout_ms=0)
 
 
 def connects(event, context):
+    if "connecting" in event:
+        CONNECTING["gate"] = event["connecting"]
     connector.connection().execute("select 1")
     if "together" in event:  # a threading.Barrier: hold the environment until the others are busy too
         event["together"].wait(timeout=60)
     if event.get("exit"):
         raise SystemExit(3)
     if "sleep" in event:  # a statement still running when the invocation times out
-        connector.connection().execute("select pg_sleep(%s)", (event["sleep"],))
+        try:
+            connector.connection().execute("select pg_sleep(%s)", (event["sleep"],))
+        except Exception as exc:
+            event["met"].append(type(exc).__name__)
+            raise
     if "then" in event:  # past its timeout: its statement once the test lets it go on
         event["then"].wait(timeout=60)
         connector.connection().execute("select 1")
@@ -496,12 +512,30 @@ def test_a_handler_timed_out_mid_statement_has_its_statement_cancelled_and_its_c
     still waiting on its statement (psycopg's close takes no lock, libpq's memory was freed under it).
     The statement is cancelled instead and the connection closed once the thread lets go of it."""
     function, open_connections = connecting_function(tmp_path, pg_url, handler="app.decorated", timeout=1.0)
+    met: list[str] = []
     with pytest.raises(FunctionError) as failure:
-        function.invoke({"sleep": 120})
+        function.invoke({"sleep": 600, "met": met})
     assert failure.value.payload["errorType"] == "Sandbox.Timedout"
 
     [thread] = function.timed_out
-    thread.join(timeout=60)  # the cancelled statement ends the thread long before its 120 s sleep
+    thread.join(timeout=60)  # the cancelled statement ends the thread long before its 600 s sleep
+    assert not thread.is_alive()
+    assert met == ["QueryCanceled"]  # no statement timeout here: only the cancel ended it
+    assert _settles(open_connections, 0) == 0
+
+
+def test_an_environment_dropped_while_connecting_closes_the_connection_it_opens_after(tmp_path, pg_url):
+    """Review finding: the release read the connector's connection while a connect was still in progress
+    (none yet), so the connection that connect opened was never closed."""
+    function, open_connections = connecting_function(tmp_path, pg_url, handler="app.decorated", timeout=1.0)
+    connecting = threading.Event()
+    with pytest.raises(FunctionError) as failure:
+        function.invoke({"connecting": connecting})
+    assert failure.value.payload["errorType"] == "Sandbox.Timedout"
+
+    connecting.set()  # the connect in progress completes after the environment was dropped
+    [thread] = function.timed_out
+    thread.join(timeout=60)
     assert not thread.is_alive()
     assert _settles(open_connections, 0) == 0
 

@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted(
-    [*(ROOT / "layers" / "common" / "sluice").rglob("*.py"), *(ROOT / "functions").glob("*/app.py")]
+    [*(ROOT / "layers" / "common" / "sluice").rglob("*.py"), *(ROOT / "functions").rglob("*.py")]
 )
 PROCESS_WIDE = {"append_keys", "remove_keys"}
 

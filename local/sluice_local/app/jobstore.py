@@ -8,10 +8,12 @@ of every execution environment the runtime drops (:func:`release_connections`).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 from sluice_local.app import postgres
@@ -65,7 +67,8 @@ def release_connections(handler: Handler) -> None:
     The module is the handler's own, not its decorators' (Powertools' wrappers carry their module's
     globals). A released connector refuses to connect again: a timed-out handler's thread keeps running
     here (Lambda stops the process), and its next statement must not open a connection no one closes.
-    Its connection is closed by :func:`_close_when_idle`, never under a statement still in flight."""
+    The closing happens on a thread of its own (:func:`_close`), so the invoking thread reports the
+    timeout at once."""
     import psycopg  # noqa: PLC0415 - psycopg only where a job store is
 
     from sluice.jobs.connection import Connector  # noqa: PLC0415
@@ -74,41 +77,46 @@ def release_connections(handler: Handler) -> None:
     found = {**getattr(inspect.unwrap(handler), "__globals__", {}), **(vars(module) if module else {})}
     seen: set[int] = set()
     todo: list[tuple[Any, int]] = [(v, 0) for v in found.values()]
+    held: list[Callable[[], Any]] = []
     while todo:
         value, depth = todo.pop()
         if id(value) in seen or depth > 3:
             continue
         seen.add(id(value))
         if isinstance(value, psycopg.Connection):
-            _close_when_idle(value)
-            continue
-        if isinstance(value, Connector):
+            held.append(functools.partial(_itself, value))
+        elif isinstance(value, Connector):
             value.connection = _environment_gone  # type: ignore[method-assign]
-        if type(value).__module__.startswith("sluice.") and hasattr(value, "__dict__"):
+            held.append(value.held)  # waits out a connect in progress: its connection is closed too
+        elif type(value).__module__.startswith("sluice.") and hasattr(value, "__dict__"):
             todo.extend((v, depth + 1) for v in vars(value).values())
+    if held:
+        threading.Thread(target=_close, args=(held,), name="jobstore-release", daemon=True).start()
 
 
-def _close_when_idle(conn: Any) -> None:
-    """Close ``conn`` now if no statement is running on it; otherwise cancel that statement and close it
-    once the thread running it lets go. psycopg's ``close()`` takes no lock: closing under a statement
-    frees the libpq connection the other thread is still reading (a soak worker died with SIGSEGV).
-    Cancelling is the one libpq call made for other threads; ``conn.lock`` is held through a statement."""
-    if conn.lock.acquire(blocking=False):
+def _itself(conn: Any) -> Any:
+    return conn
+
+
+def _close(held: list[Callable[[], Any]]) -> None:
+    """Close each connection once no statement runs on it. psycopg's ``close()`` takes no lock: closing
+    under a statement frees the libpq connection the other thread is still reading (a soak worker died
+    with SIGSEGV). A running statement is cancelled (the one libpq call made for other threads), and the
+    connection closed under ``conn.lock``, which psycopg holds through a statement."""
+    for get in held:
+        conn = get()
+        if conn is None or conn.closed:
+            continue
+        if not conn.lock.acquire(blocking=False):
+            try:
+                conn.cancel_safe(timeout=5.0)
+            except Exception:  # the statement ends anyway (its statement_timeout): the close waits for it
+                log.warning("could not cancel a dropped environment's statement", exc_info=True)
+            conn.lock.acquire()
         try:
             conn.close()
         finally:
             conn.lock.release()
-        return
-    try:
-        conn.cancel_safe(timeout=5.0)
-    except Exception:  # the statement ends anyway (its statement_timeout); the closing below waits for it
-        log.warning("could not cancel a dropped environment's statement", exc_info=True)
-
-    def close_after_the_statement() -> None:
-        with conn.lock:
-            conn.close()
-
-    threading.Thread(target=close_after_the_statement, name="jobstore-release", daemon=True).start()
 
 
 def _environment_gone() -> NoReturn:

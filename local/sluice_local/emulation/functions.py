@@ -22,6 +22,7 @@ import os
 import sys
 import threading
 import traceback
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -139,11 +140,13 @@ class FunctionHost:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
-        with _ENV_LOCK, _function_environment(self.spec):
+        environment = stopping.Environment(f"{self.spec.name}#{uuid.uuid4().hex[:8]}")
+        # threads its module starts at import belong to it too
+        with _ENV_LOCK, _function_environment(self.spec), stopping.running_for(environment):
             handler = load_handler(self.spec.code_dir, self.spec.handler)
         with self._lock:
             self.cold_starts += 1
-            return handler, stopping.Environment(f"{self.spec.name}#{self.cold_starts}")
+        return handler, environment
 
     def _drop(self, handler: Handler, environment: stopping.Environment) -> None:
         """This environment is gone: never returned to the idle pool, its threads stopped at their next AWS

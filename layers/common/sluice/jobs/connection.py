@@ -116,6 +116,11 @@ class Connector:
             self._conn = self._connect()
             return self._conn
 
+    def held(self) -> psycopg.Connection[Any] | None:
+        """The connection held now, if any, without connecting (after a connect in progress ends)."""
+        with self._lock:
+            return self._conn
+
     def discard(self) -> None:
         """Close and forget the connection (after it broke); the next call connects again."""
         with self._lock:

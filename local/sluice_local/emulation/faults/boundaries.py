@@ -14,6 +14,7 @@ from botocore.client import BaseClient
 from botocore.endpoint import Endpoint
 from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 
+from sluice_local.emulation import stopping
 from sluice_local.emulation.faults.injector import Injector
 from sluice_local.emulation.faults.plan import (
     CONNECTION_ERROR,
@@ -150,9 +151,35 @@ def _faulty_invocations(injector: Injector, original: Callable[..., Any]) -> Cal
     return invoke
 
 
+def _accounted_calls(injector: Injector, original_call: Callable[..., Any]) -> Callable[..., Any]:
+    """``BaseClient._make_api_call`` telling ``injector`` how a guard's commit ended, and when a stopped
+    environment's call ended its invocation (:meth:`Injector.stopped`)."""
+
+    def make_api_call(self: BaseClient, api: str, params: dict[str, Any]) -> Any:
+        guard = injector.commits_guard(api, params)
+        try:
+            result = original_call(self, api, params)
+        except stopping.EnvironmentStopped:  # timed out: the process is gone at this call
+            injector.stopped()
+            raise
+        except Exception:  # a crash (BaseException) marks the window where it happens
+            if guard:
+                injector.committed(ok=False)
+            raise
+        if guard:
+            injector.committed(ok=True)
+        return result
+
+    return make_api_call
+
+
 def install(injector: Injector, *boundaries: Boundary) -> Undo:
     """Route every AWS call, invocation, mapping poll and thread start of this process through
-    ``injector``, and install it at the app's own ``boundaries`` too; returns the undo of it all."""
+    ``injector``, and install it at the app's own ``boundaries`` too; returns the undo of it all.
+
+    The runtime's :mod:`~sluice_local.emulation.stopping` is installed first, so its patches are always
+    the inner ones (this undo keeps them) and a stopped environment's call is accounted here."""
+    stopping.install()
     original_get = Endpoint._do_get_response  # type: ignore[attr-defined]
     original_start = threading.Thread.start
     original_run = threading.Thread.run
@@ -167,17 +194,7 @@ def install(injector: Injector, *boundaries: Boundary) -> Undo:
         kind = _decide(injector, service, operation_model.name, body, context)
         return _faulty_response(injector, kind, request, operation_model, send)
 
-    def make_api_call(self: BaseClient, api: str, params: dict[str, Any]) -> Any:
-        if not injector.commits_guard(api, params):
-            return original_call(self, api, params)
-        try:
-            result = original_call(self, api, params)
-        except Exception:  # a crash (BaseException) marks the window where it happens
-            injector.committed(ok=False)
-            raise
-        injector.committed(ok=True)
-        return result
-
+    make_api_call = _accounted_calls(injector, original_call)
     invoke = _faulty_invocations(injector, original_invoke)
 
     def poll_once(self: SqsPoller) -> None:
