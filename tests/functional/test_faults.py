@@ -344,7 +344,7 @@ def test_given_the_injector_installed_before_a_host_then_its_undo_keeps_the_runt
 
     undo = faults.install(faults.Injector(faults.FaultPlan(seed=1, aws_rate=0.0)))
     undo()
-    assert getattr(BaseClient._make_api_call, "_sluice_stopping", False)
+    assert getattr(BaseClient._make_api_call, "_sluice_stopping", False)  # type: ignore[attr-defined]
     assert getattr(threading.Thread.start, "_sluice_stopping", False)
 
 
