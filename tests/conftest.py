@@ -69,6 +69,13 @@ def tier_group(nodeid: str) -> str | None:
     return STACK_GROUPS.get(parts[-1], "stack")
 
 
+STACK_TIMEOUT = 400
+"""pytest-timeout's bound for a test on a deployed stack (the default, 120 s, is for everything else). The
+first test of a group pays for what it sets up: the session stack's start (its own deadline: 180 s) and
+module fixtures that run scenarios (each with its own deadline, 90 s for the battery), which on a loaded
+2-core machine takes longer than 120 s. Only a hang reaches it."""
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every test with its tier (stack, soak, pg), longest groups first."""
@@ -77,6 +84,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         group = groups[item.nodeid]
         if group is not None:
             item.add_marker(pytest.mark.stack)
+            if item.get_closest_marker("timeout") is None:
+                item.add_marker(pytest.mark.timeout(STACK_TIMEOUT))
         if group is not None and group.startswith("soak"):
             item.add_marker(pytest.mark.soak)
         if PG_FIXTURES & set(getattr(item, "fixturenames", ())):

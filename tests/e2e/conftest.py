@@ -60,7 +60,7 @@ def start_stack(
     template: Path | None = None,
     params: dict[str, str] | None = None,
     database_url: str | None = None,
-    timeout: float = 110,  # a deadline, not a wait; within the 120 s per-test timeout its setup spends
+    timeout: float = 180,  # a deadline, not a wait; within STACK_TIMEOUT (tests/conftest.py) its setup spends
 ) -> RunningStack:
     ready = workdir / f"{stack_name}.ready.json"
     log = workdir / f"{stack_name}.functions.log"

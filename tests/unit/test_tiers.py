@@ -3,6 +3,7 @@ the defaults the README states are the Makefile's."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -113,3 +114,37 @@ def test_make_test_has_a_worker_for_every_long_group():
     # xdist hands each worker two units at the start: with fewer workers than groups, a long group would
     # queue behind another on one worker
     assert int(make_variable("TEST_WORKERS")) >= len(GROUP_ORDER)
+
+
+SHOW_TIMEOUTS = """
+def pytest_collection_finish(session):
+    for item in session.items:
+        marker = item.get_closest_marker("timeout")
+        print("TIMEOUT", item.nodeid.split("::")[0], marker.args[0] if marker else None)
+"""
+
+
+@pytest.mark.subprocess
+def test_a_stack_test_without_a_timeout_of_its_own_gets_the_stack_timeout(tmp_path):
+    """A stack group's first test pays for the session stack's start and its module's scenarios: the
+    default 120 s would assume an idle CPU (a loaded run timed out in setup)."""
+    from tests.conftest import STACK_TIMEOUT  # noqa: PLC0415
+
+    (tmp_path / "show_timeouts.py").write_text(SHOW_TIMEOUTS)
+    files = ("tests/e2e/test_bad_input_battery.py", "tests/e2e/test_soak.py", "tests/unit/test_log_keys.py")
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         "-p", "show_timeouts", *files],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+        env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"},
+    )  # fmt: skip
+    seen: dict[str, set[str]] = {}
+    for line in out.stdout.splitlines():
+        if line.startswith("TIMEOUT "):
+            _, path, value = line.split(" ")
+            seen.setdefault(path, set()).add(value)
+    assert seen == {
+        files[0]: {str(STACK_TIMEOUT)},
+        files[1]: {"900"},  # the soak's own
+        files[2]: {"None"},  # pyproject's default
+    }, out.stdout[-3000:] + out.stderr[-3000:]
