@@ -75,11 +75,11 @@ def test_a_rehydrator_crash_part_way_through_an_object_delivers_the_rest_exactly
         acquire = host._acquire
 
         def acquire_refusing() -> Any:
-            handler, environment = acquire()
+            handler = acquire()
             module = sys.modules[handler.__module__]  # the cold-started app.py of this environment
             if not isinstance(module.rehydrator._sqs, RefusingSqs):
                 module.rehydrator._sqs = RefusingSqs(module.rehydrator._sqs, budget)
-            return handler, environment
+            return handler
 
         host._acquire = acquire_refusing  # type: ignore[method-assign]  # this host only, for this test
 

@@ -25,7 +25,6 @@ from sluice_local.emulation.functions import FunctionError, FunctionHost, Functi
 from sluice_local.emulation.pollers import MappingSpec, SqsPoller
 
 HANDLERS = """
-import threading
 import time
 from decimal import Decimal
 
@@ -55,27 +54,6 @@ def raises(event, context):
 def exits(event, context):
     raise SystemExit(3)
 
-
-def sends(event, context):
-    # sends from its own thread and from a thread it starts, once the test opens "then"
-    import boto3
-
-    sqs = boto3.client("sqs", region_name="us-east-1")
-    event["then"].wait(timeout=60)
-    outcome = event["outcome"]
-
-    def send(where):
-        try:
-            sqs.send_message(QueueUrl=event["queue"], MessageBody=where)
-            outcome.append((where, "sent"))
-        except BaseException as exc:  # what the thread met, for the test to read
-            outcome.append((where, type(exc).__name__))
-
-    child = threading.Thread(target=send, args=("child",))
-    child.start()
-    child.join()
-    send("handler")
-    return {"sent": True}
 """
 
 
@@ -205,41 +183,6 @@ def test_sys_exit_in_a_handler_is_a_runtime_exit_error_and_discards_the_environm
     assert failure.value.payload["errorType"] == "Runtime.ExitError"
     assert "exit status 3" in failure.value.payload["errorMessage"]
     assert function.cold_starts == 2
-
-
-@pytest.mark.parametrize("past_its_timeout", [False, True], ids=["within", "past"])
-def test_a_timed_out_environment_makes_no_aws_call_after_its_deadline(code_dir, past_its_timeout):
-    """Lambda ends a timed-out environment's process; here its thread runs on, and an e2e run under load
-    once saw it dead-letter a message after its deadline (two DLQ copies re-driven). Its threads and
-    those they started now fail their next AWS call; an environment within its timeout calls as usual."""
-    from moto import mock_aws  # noqa: PLC0415 - in-process SQS for this test only
-
-    with mock_aws():
-        import boto3  # noqa: PLC0415
-
-        sqs = boto3.client("sqs", region_name="us-east-1")
-        queue = sqs.create_queue(QueueName=uuid.uuid4().hex)["QueueUrl"]
-        function = host(code_dir, "sends", timeout=0.5 if past_its_timeout else 30.0)
-        then, outcome = threading.Event(), list[tuple[str, str]]()
-        if past_its_timeout:
-            with pytest.raises(FunctionError) as failure:
-                function.invoke({"then": then, "outcome": outcome, "queue": queue})
-            assert failure.value.payload["errorType"] == "Sandbox.Timedout"
-            then.set()  # past its deadline: the thread goes on to its calls
-            [thread] = runaway_threads(function)
-            thread.join(timeout=60)
-        else:
-            then.set()
-            assert function.invoke({"then": then, "outcome": outcome, "queue": queue}) == {"sent": True}
-
-        got = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10)
-        arrived = sorted(m["Body"] for m in got.get("Messages", []))
-    if past_its_timeout:
-        assert outcome == [("child", "EnvironmentStopped"), ("handler", "EnvironmentStopped")]
-        assert arrived == []
-    else:
-        assert outcome == [("child", "sent"), ("handler", "sent")]
-        assert arrived == ["child", "handler"]
 
 
 # --- 2. The response goes through JSON ------------------------------------------------------------

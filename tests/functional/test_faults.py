@@ -307,47 +307,6 @@ def test_given_a_timed_out_invocation_then_its_thread_dies_at_its_next_call_and_
     assert injector.in_window == {"o-7#charge": 1}  # performed before the deadline, its guard never committed
 
 
-def test_given_a_stopped_environment_then_its_next_call_raises_and_its_effect_is_in_the_window(
-    guards,
-):
-    """Review finding: the runtime's stopping raises before the injector sees the call, so the effect a
-    timed-out invocation performed before its deadline (its guard never committed) was not in the window,
-    and its at-least-once repeat would have been reported as a duplicate."""
-    from sluice_local.emulation import stopping  # noqa: PLC0415 - the local runtime's
-
-    injector = faults.Injector(faults.FaultPlan(seed=7, aws_rate=0.0, ledger_table="ledger"))
-    undo = faults.install(injector)
-    environment, inner, met = stopping.Environment("ConsumerFunction#1"), faults.Scope("ConsumerFunction"), []
-    try:
-        with handler(inner), stopping.running_for(environment):
-            guards.put_item(
-                TableName="ledger", Item={"id": {"S": "o-7#charge"}, "effect_key": {"S": "o-7#charge"}}
-            )
-            environment.stopped = True  # FunctionHost._drop when the invocation times out
-            injector.timed_out(inner)  # what the invoking thread does when the host reports Sandbox.Timedout
-            try:
-                guards.put_item(
-                    TableName="ledger", Item={"id": {"S": "o-7#notify"}, "effect_key": {"S": "o-7#notify"}}
-                )
-            except BaseException as exc:  # noqa: BLE001 - what the thread met
-                met.append(type(exc).__name__)
-    finally:
-        undo()
-    assert met == ["EnvironmentStopped"]
-    assert injector.in_window == {"o-7#charge": 1}  # performed before the deadline, its guard never committed
-    assert "Item" not in guards.get_item(TableName="ledger", Key={"id": {"S": "o-7#notify"}})
-
-
-def test_given_the_injector_installed_before_a_host_then_its_undo_keeps_the_runtime_stopping():
-    """Review finding: stopping's patches, made after the injector's, were dropped by the injector's undo."""
-    from botocore.client import BaseClient  # noqa: PLC0415
-
-    undo = faults.install(faults.Injector(faults.FaultPlan(seed=1, aws_rate=0.0)))
-    undo()
-    assert getattr(BaseClient._make_api_call, "_sluice_stopping", False)  # type: ignore[attr-defined]
-    assert getattr(threading.Thread.start, "_sluice_stopping", False)
-
-
 def test_given_a_job_commit_that_fails_then_lands_on_retry_then_its_effect_is_not_excused():
     injector = faults.Injector(faults.FaultPlan(seed=1, aws_rate=0.0, ledger_table="ledger"))
     with handler(faults.Scope("JobConsumerFunction")):

@@ -9,8 +9,7 @@ concurrent invocations get more environments, as in Lambda.
 An invocation runs the handler on its own daemon thread and waits at most the function's Timeout,
 then sends the result through JSON, as the Lambda runtime does: an overrun fails with
 ``Sandbox.Timedout`` and discards the environment (Python cannot stop the thread, so it runs on in
-the background, stopped at its next AWS call by :mod:`~sluice_local.emulation.stopping`, and never
-blocks shutdown); a result JSON cannot represent fails with
+the background and never blocks shutdown); a result JSON cannot represent fails with
 ``Runtime.MarshalError``.
 """
 
@@ -22,7 +21,6 @@ import os
 import sys
 import threading
 import traceback
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -30,7 +28,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from sluice_local.emulation import stopping
 from sluice_local.emulation.lambda_loader import Handler, LambdaContext, load_handler
 
 __all__ = ["FunctionError", "FunctionHost", "FunctionSpec", "Handler", "OnDrop"]
@@ -104,12 +101,9 @@ class _Invocation:
         self.result: Any = None
         self.error: BaseException | None = None
 
-    def run(
-        self, handler: Handler, event: Any, context: LambdaContext, environment: stopping.Environment
-    ) -> None:
+    def run(self, handler: Handler, event: Any, context: LambdaContext) -> None:
         try:
-            with stopping.running_for(environment):
-                self.result = handler(event, context)
+            self.result = handler(event, context)
         except BaseException as exc:  # noqa: BLE001 - handed to the invoking thread, which reports it
             self.error = exc
 
@@ -124,7 +118,7 @@ class FunctionHost:
     def __init__(self, spec: FunctionSpec, *, on_drop: Sequence[OnDrop] = ()) -> None:
         self.spec = spec
         self.on_drop = list(on_drop)
-        self._idle: list[tuple[Handler, stopping.Environment]] = []
+        self._idle: list[Handler] = []
         self._lock = threading.Lock()
         self.cold_starts = 0
         self.invocations = 0
@@ -134,24 +128,19 @@ class FunctionHost:
         """Threads of invocations that ran past their timeout (Python cannot stop them)."""
         reserved = spec.reserved_concurrency
         self._slots = threading.BoundedSemaphore(reserved) if reserved else None
-        stopping.install()
 
-    def _acquire(self) -> tuple[Handler, stopping.Environment]:
+    def _acquire(self) -> Handler:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
-        environment = stopping.Environment(f"{self.spec.name}#{uuid.uuid4().hex[:8]}")
-        # threads its module starts at import belong to it too
-        with _ENV_LOCK, _function_environment(self.spec), stopping.running_for(environment):
+        with _ENV_LOCK, _function_environment(self.spec):
             handler = load_handler(self.spec.code_dir, self.spec.handler)
         with self._lock:
             self.cold_starts += 1
-        return handler, environment
+        return handler
 
-    def _drop(self, handler: Handler, environment: stopping.Environment) -> None:
-        """This environment is gone: never returned to the idle pool, its threads stopped at their next AWS
-        call (:mod:`~sluice_local.emulation.stopping`), what it held freed (:data:`OnDrop`)."""
-        environment.stopped = True
+    def _drop(self, handler: Handler) -> None:
+        """This environment is gone: never returned to the idle pool, what it held freed (:data:`OnDrop`)."""
         for release in self.on_drop:
             try:
                 release(handler)
@@ -180,7 +169,7 @@ class FunctionHost:
             return self._run(event)
 
     def _run(self, event: Any) -> str:
-        handler, environment = self._acquire()
+        handler = self._acquire()
         context = LambdaContext(
             function_name=self.spec.name,
             timeout_seconds=self.spec.timeout,
@@ -191,7 +180,7 @@ class FunctionHost:
         run = _Invocation()
         worker = threading.Thread(
             target=run.run,
-            args=(handler, event, context, environment),
+            args=(handler, event, context),
             name=f"lambda-{self.spec.logical_id}-{context.aws_request_id[:8]}",
             daemon=True,  # a runaway handler must never keep the process alive
         )
@@ -200,7 +189,7 @@ class FunctionHost:
         if worker.is_alive():
             # Lambda stops the environment and starts a fresh one for the next invocation. The thread
             # cannot be stopped, so this environment is dropped (never returned to the idle pool).
-            self._drop(handler, environment)
+            self._drop(handler)
             with self._lock:
                 self.timed_out = [*(t for t in self.timed_out if t.is_alive()), worker]
             log.warning(
@@ -221,7 +210,7 @@ class FunctionHost:
         if error is not None and not isinstance(error, Exception):
             # sys.exit() and the like end the runtime process: the environment is gone too.
             code = error.code if isinstance(error, SystemExit) else 1
-            self._drop(handler, environment)
+            self._drop(handler)
             raise self._fail(
                 {
                     "errorType": "Runtime.ExitError",
@@ -230,7 +219,7 @@ class FunctionHost:
                 }
             ) from error
         with self._lock:
-            self._idle.append((handler, environment))
+            self._idle.append(handler)
         if error is not None:
             raise self._fail(
                 {

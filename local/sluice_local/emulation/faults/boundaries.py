@@ -14,7 +14,6 @@ from botocore.client import BaseClient
 from botocore.endpoint import Endpoint
 from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 
-from sluice_local.emulation import stopping
 from sluice_local.emulation.faults.injector import Injector
 from sluice_local.emulation.faults.plan import (
     CONNECTION_ERROR,
@@ -152,16 +151,12 @@ def _faulty_invocations(injector: Injector, original: Callable[..., Any]) -> Cal
 
 
 def _accounted_calls(injector: Injector, original_call: Callable[..., Any]) -> Callable[..., Any]:
-    """``BaseClient._make_api_call`` telling ``injector`` how a guard's commit ended, and when a stopped
-    environment's call ended its invocation (:meth:`Injector.stopped`)."""
+    """``BaseClient._make_api_call`` telling ``injector`` how a guard's commit ended."""
 
     def make_api_call(self: BaseClient, api: str, params: dict[str, Any]) -> Any:
         guard = injector.commits_guard(api, params)
         try:
             result = original_call(self, api, params)
-        except stopping.EnvironmentStopped:  # timed out: the process is gone at this call
-            injector.stopped()
-            raise
         except Exception:  # a crash (BaseException) marks the window where it happens
             if guard:
                 injector.committed(ok=False)
@@ -175,11 +170,7 @@ def _accounted_calls(injector: Injector, original_call: Callable[..., Any]) -> C
 
 def install(injector: Injector, *boundaries: Boundary) -> Undo:
     """Route every AWS call, invocation, mapping poll and thread start of this process through
-    ``injector``, and install it at the app's own ``boundaries`` too; returns the undo of it all.
-
-    The runtime's :mod:`~sluice_local.emulation.stopping` is installed first, so its patches are always
-    the inner ones (this undo keeps them) and a stopped environment's call is accounted here."""
-    stopping.install()
+    ``injector``, and install it at the app's own ``boundaries`` too; returns the undo of it all."""
     original_get = Endpoint._do_get_response  # type: ignore[attr-defined]
     original_start = threading.Thread.start
     original_run = threading.Thread.run

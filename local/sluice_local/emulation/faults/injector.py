@@ -168,13 +168,6 @@ class Injector:
             self.in_window.update(e for t, e in here.uncommitted.items() if t not in here.landed)
             here.uncommitted.clear()
 
-    def stopped(self) -> None:
-        """The current thread's environment was stopped (:mod:`~sluice_local.emulation.stopping`: it
-        timed out and makes no more AWS calls): accounted as a crash at that call."""
-        here = current()
-        if here is not None:
-            self._ended(here)
-
     def db(self, statement: str) -> str | None:
         """The fault (if any) for the next database ``statement`` by the current scope (asked by a
         boundary plugged in with :func:`~sluice_local.emulation.faults.install`); raises
@@ -217,9 +210,8 @@ class Injector:
 
     def timed_out(self, here: Scope) -> None:
         """The invocation ran past its timeout. Lambda stops it there; the local runtime cannot stop its
-        thread, so it dies at its next AWS call (the runtime's :mod:`~sluice_local.emulation.stopping`
-        raises there, and :meth:`stopped` accounts for it) or job-store statement (raised here): a side
-        effect it has not performed yet never happens after its deadline (which AWS could not produce)."""
+        thread, so it dies at its next AWS call or statement instead: a side effect it has not performed
+        yet never happens after its deadline (which AWS could not produce)."""
         with self._lock:
             here.crashed = True
             if here.crash_after is None:
