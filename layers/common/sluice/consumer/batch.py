@@ -340,7 +340,7 @@ class Consumer:
             )
 
     def _isolate(self, arrival: Arrival, exc: PermanentError, stats: _Stats) -> None:
-        failed = arrival.envelope.failed(exc, receives=arrival.receive_count)
+        failed = arrival.sourced_envelope.failed(exc, receives=arrival.receive_count)
         try:
             poison_id = isolate(
                 self._sqs,
@@ -372,9 +372,12 @@ class Consumer:
         with the error recorded in its envelope (SQS's own move cannot say why a message failed).
 
         ``attempts`` is left to the redriver, which counts every dead-lettered cycle the same way
-        whichever path brought the message. Returns False (the normal retry path, and SQS's own move)
-        when not configured, not the last receive, another invocation holds the record, or the send
-        fails.
+        whichever path brought the message. ``source`` becomes the queue it failed on (its
+        ``eventSourceARN``): SendMessage sets no ``DeadLetterQueueSourceArn``, and the first hop's
+        source is the delay queue for a message that came through the long-delay pipeline.
+
+        Returns False (the normal retry path, and SQS's own move) when not configured, not the last
+        receive, another invocation holds the record, or the send fails.
         """
         s = self._settings
         receives = arrival.receive_count
@@ -385,7 +388,7 @@ class Consumer:
         ):
             return False
         error = ErrorInfo.from_exception(exc, receives=receives)
-        recorded = arrival.envelope.recording(error)
+        recorded = arrival.sourced_envelope.recording(error)
         try:
             fitted = fit(arrival.body, arrival.attributes, recorded, seal=self._seal, offload=self._offload)
             self._sqs.send_message(
