@@ -112,12 +112,16 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 @pytest.fixture(autouse=True, scope="session")
 def _sqs_as_strict_as_aws() -> Iterator[None]:
     """moto accepts what SQS refuses (sizes in characters, any characters, any attributes): every test
-    runs with the local runtime's SQS rules, so a message sluice sends that AWS would refuse fails here."""
+    runs with the local runtime's SQS rules, so a message sluice sends that AWS would refuse fails here.
+    And a message moto's redrive policy moves carries ``DeadLetterQueueSourceArn``, as in SQS (the
+    redriver re-drives a message only to the queue it came from)."""
     from sluice_local.emulation import moto_adapter  # noqa: PLC0415
 
+    undo_sources = moto_adapter.install_dead_letter_sources()
     _SQS_RULES.append(moto_adapter.install_sqs_rules())
     yield
     _SQS_RULES.pop()()
+    undo_sources()
 
 
 _SQS_RULES: list[Any] = []

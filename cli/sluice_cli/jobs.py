@@ -14,11 +14,9 @@ import uuid
 from typing import Any
 
 from sluice.errors import JobStoreUnavailable
-from sluice.jobs import Connector, JobStore, dsn_from_secret
+from sluice.jobs import Connector, JobStore, defaults, dsn_from_secret
 from sluice_cli import OK, PARTIAL_FAILURE, USAGE_ERROR, CliError
 from sluice_cli.context import Context
-
-DEFAULT_SCHEMA = "sluice"
 
 
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -90,7 +88,7 @@ def show_command(ctx: Context, args: argparse.Namespace) -> int:
 def _store(ctx: Context, args: argparse.Namespace) -> tuple[JobStore, str]:
     url = args.database_url or os.environ.get("SLUICE_DATABASE_URL")
     if url:
-        schema = args.schema or DEFAULT_SCHEMA
+        schema = args.schema or defaults.SCHEMA
         where = "--database-url" if args.database_url else "$SLUICE_DATABASE_URL"
     else:
         secret = ctx.resources.require("database_secret_arn")

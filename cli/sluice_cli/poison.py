@@ -15,7 +15,7 @@ from sluice.batchsend import Outgoing, send_batch
 from sluice.envelope import Seal, merge
 from sluice.errors import PermanentError
 from sluice.limits import MAX_BATCH_ENTRIES
-from sluice.redrive.plan import default_source, source_queue
+from sluice.redrive.plan import source_queue
 from sluice.redrive.settings import RedriveSettings
 from sluice.sqs import queue_url_from_arn
 from sluice_cli import OK, PARTIAL_FAILURE, USAGE_ERROR, CliError
@@ -236,12 +236,13 @@ def send_back(
 def _plan(
     sqs: SQSClient, message: Received, *, settings: RedriveSettings, reset: bool, seal: Seal | None
 ) -> Planned:
-    """Where the message goes (its recorded source, if allowlisted) and exactly what is sent."""
+    """Where the message goes (its recorded source, only if allowlisted: else refused, left in the
+    poison queue) and exactly what is sent."""
     env = message.envelope
     if env is None:
         why = message.envelope_problem or "it has no sluice envelope"
         raise PermanentError(f"no source queue to replay to: {why}")
-    source = source_queue({}, default=default_source(env, settings), allowlist=settings.allowlist)
+    source = source_queue({}, recorded=env.source, allowlist=settings.allowlist)
     destination = (
         queue_url_from_arn(source, endpoint=sqs.meta.endpoint_url) if source.startswith("arn:") else source
     )

@@ -616,19 +616,39 @@ def test_given_reset_attempts_when_replayed_then_attempts_are_zero_and_redriven_
     assert stack.depth(stack.poison_url) == {"visible": 0, "inFlight": 0}
 
 
-def test_given_a_recorded_source_outside_the_allowlist_when_replayed_then_it_goes_to_the_default_source(
-    stack,
-):
-    # e.g. an old envelope naming the delay queue, its first hop: never written to, as the redriver does
+def test_given_a_recorded_source_outside_the_allowlist_when_replayed_then_it_is_refused_and_stays(stack):
+    # Given a poison pill whose envelope records a queue the deployed allowlist does not hold (another
+    # workload's queue, or an old envelope naming the delay queue, its first hop)
     target = stack.put(stack.poison_url, "foreign", source=stack.other_arn)
 
+    # When an operator replays it
     result = stack.run("--json", "poison", "replay", target)
 
-    assert result.code == 0, result.stderr
-    assert result.json["counts"]["replayed"] == 1
-    assert stack.depth(stack.other_url)["visible"] == 0
-    assert [m["Body"] for m in stack.receive_all(stack.work_url)] == ["foreign"]
-    assert stack.depth(stack.poison_url) == {"visible": 0, "inFlight": 0}
+    # Then it is refused, naming its source and the allowlist; it stays in the poison queue, nothing
+    # is sent anywhere, and the exit code says so
+    assert result.code == 1, result.stderr
+    reason = f"source queue {stack.other_arn!r} is not in the redrive allowlist ({stack.work_arn})"
+    assert result.json["refused"] == [{"messageId": target, "reason": reason}]
+    assert result.json["counts"]["replayed"] == 0
+    assert stack.receive_all(stack.other_url) == []
+    assert stack.receive_all(stack.work_url) == []
+    assert [m["MessageId"] for m in stack.receive_all(stack.poison_url)] == [target]
+
+
+def test_given_a_recorded_source_outside_the_allowlist_when_replayed_by_a_person_then_the_table_says_why(
+    stack,
+):
+    # Given a poison pill whose recorded source is not allowlisted
+    target = stack.put(stack.poison_url, "foreign", source=stack.other_arn)
+
+    # When a person replays it (no --json)
+    result = stack.run("poison", "replay", target)
+
+    # Then the table says it was refused and why, and it stays
+    assert result.code == 1
+    assert "refused" in result.stdout
+    assert "is not in the redrive allowlist" in result.stdout
+    assert stack.depth(stack.poison_url)["visible"] == 1
 
 
 def test_given_the_deployed_allowlist_names_another_queue_when_replayed_then_it_is_allowed(stack):

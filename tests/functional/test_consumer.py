@@ -492,6 +492,50 @@ def test_given_the_last_receive_when_a_record_fails_then_the_consumer_dead_lette
     assert metrics.values["RecordsFailed"] == 0
 
 
+DELAY_ARN = "arn:aws:sqs:us-east-1:123456789012:delay"
+
+
+def delivered_by_the_delay_pipeline(aws, body: dict, origin: str) -> str:
+    """A message as the batch-delay function or the rehydrator forwards it to the work queue: its
+    envelope names the delay queue, its first hop, as ``source``."""
+    text = json.dumps(body)
+    envelope = Envelope(origin_id=origin, source=DELAY_ARN, target=aws.work_url)
+    return aws.send(
+        body, MessageAttributes={ATTRIBUTE: {"DataType": "String", "StringValue": sealed(envelope, text)}}
+    )
+
+
+def test_given_a_delayed_message_when_its_last_receive_fails_then_its_source_is_the_queue_it_failed_on(
+    aws, processor, build_consumer, context
+):
+    # Given a message that came through the long-delay pipeline (source: the delay queue)
+    consumer = build_consumer(processor, max_receive_count=1, dead_letter_queue_url=aws.dlq_url)
+    delivered_by_the_delay_pipeline(aws, order("o-late", behave="transient"), "origin-late")
+    # When the consumer dead-letters it itself (SendMessage: no DeadLetterQueueSourceArn)
+    consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    # Then its envelope names the work queue it failed on, so a redrive takes it back there
+    [dead] = drain(aws.sqs, aws.dlq_url)
+    envelope = envelope_of(dead)
+    assert envelope.source == aws.work_arn
+    assert envelope.origin_id == "origin-late"  # its identity is kept
+    assert envelope.last_error is not None
+    assert envelope.last_error.type == "TransientError"
+
+
+def test_given_a_delayed_message_when_it_fails_permanently_then_its_poison_source_is_the_queue_it_failed_on(
+    aws, processor, build_consumer, context
+):
+    # Given a message that came through the long-delay pipeline (source: the delay queue)
+    consumer = build_consumer(processor)
+    delivered_by_the_delay_pipeline(aws, order("o-late-p", behave="permanent"), "origin-late-p")
+    # When the consumer isolates it
+    consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    # Then the poison pill names the work queue, where `sluice poison replay` sends it back
+    [poisoned] = drain(aws.sqs, aws.poison_url)
+    envelope = envelope_of(poisoned)
+    assert (envelope.source, envelope.origin_id, envelope.attempts) == (aws.work_arn, "origin-late-p", 1)
+
+
 def test_given_receives_left_when_a_record_fails_then_it_is_retried_not_dead_lettered(
     aws, processor, build_consumer, context
 ):

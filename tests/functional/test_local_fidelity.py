@@ -255,6 +255,52 @@ def test_given_a_well_formed_trace_header_when_sent_then_the_receiver_gets_it(sq
     assert message["Attributes"]["AWSTraceHeader"] == GOOD_TRACE
 
 
+# --- DeadLetterQueueSourceArn: a message a redrive policy moves says where from ----------------------
+
+
+def dead_letter_pair(sqs: Any) -> tuple[str, str, str]:
+    """(source URL, source ARN, DLQ URL): a source queue moving a message after 1 receive."""
+    dlq = sqs.create_queue(QueueName="fidelity-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    policy = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 1})
+    source = sqs.create_queue(QueueName="fidelity-source", Attributes={"RedrivePolicy": policy})["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=source, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    return source, arn, dlq
+
+
+def test_given_a_message_its_redrive_policy_moves_when_received_from_the_dlq_then_it_names_its_source(sqs):
+    # Given a message received as often as its queue's redrive policy allows
+    source, source_arn, dlq = dead_letter_pair(sqs)
+    sqs.send_message(QueueUrl=source, MessageBody="moved")
+    sqs.receive_message(QueueUrl=source, VisibilityTimeout=0)
+    # When the next receive moves it, and the DLQ is read with every system attribute
+    assert sqs.receive_message(QueueUrl=source).get("Messages", []) == []
+    [moved] = sqs.receive_message(QueueUrl=dlq, MessageSystemAttributeNames=["All"])["Messages"]
+    # Then it names the queue it was moved from, as SQS does (moto 5.2.5 alone leaves it out)
+    assert moved["Body"] == "moved"
+    assert moved["Attributes"]["DeadLetterQueueSourceArn"] == source_arn
+
+
+def test_given_a_message_sent_to_the_dlq_when_received_then_it_names_no_source(sqs):
+    # Given a message a consumer sent to the DLQ itself (SendMessage), beside one the policy moved
+    source, _, dlq = dead_letter_pair(sqs)
+    sqs.send_message(QueueUrl=dlq, MessageBody="sent")
+    sqs.send_message(QueueUrl=source, MessageBody="moved")
+    sqs.receive_message(QueueUrl=source, VisibilityTimeout=0)
+    sqs.receive_message(QueueUrl=source)
+    # When both are read asking for the attribute by name, and then without asking for it
+    named = sqs.receive_message(
+        QueueUrl=dlq, MaxNumberOfMessages=10, VisibilityTimeout=0, AttributeNames=["DeadLetterQueueSourceArn"]
+    )["Messages"]
+    unasked = sqs.receive_message(QueueUrl=dlq, MaxNumberOfMessages=10)["Messages"]
+    # Then only the moved one carries it, and only when asked for
+    by_body = {m["Body"]: m.get("Attributes", {}) for m in named}
+    assert set(by_body) == {"sent", "moved"}
+    assert "DeadLetterQueueSourceArn" not in by_body["sent"]
+    assert "DeadLetterQueueSourceArn" in by_body["moved"]
+    assert all("DeadLetterQueueSourceArn" not in m.get("Attributes", {}) for m in unasked)
+
+
 def test_given_unnamed_executions_when_started_then_each_gets_its_own_generated_name():
     definition = {"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}
     undo = [moto_adapter.configure(), moto_adapter.install_execution_names()]

@@ -1,9 +1,9 @@
 """Every file in events/redriver, events/circuit_breaker and events/poison_isolator runs through its
 real handler (a fresh cold start, as `sam local invoke` would run it) against in-process AWS (moto).
 
-Outcomes are read from the handler's answer, the queues and the EMF metrics it prints. moto does not
-return ``DeadLetterQueueSourceArn``, so the redriver sends dead-lettered messages to the configured
-default source (the work queue), as it does in AWS for a message the consumer forwarded itself.
+Outcomes are read from the handler's answer, the queues and the EMF metrics it prints. A message moto's
+redrive policy moved carries ``DeadLetterQueueSourceArn`` (the local runtime's adapter adds it, as SQS
+does: tests/conftest.py), so the redriver sends it back to the work queue it came from.
 """
 
 from __future__ import annotations

@@ -358,17 +358,25 @@ class RedriveMachine:
         return sum(p["Sum"] for p in points)
 
     def dead_letter(self, body: Any, envelope: Envelope | None = None, **attributes: str) -> str:
-        """A message as it sits in the DLQ (moto does not add DeadLetterQueueSourceArn: the
-        envelope's source or the configured default stands in for it)."""
+        """A message as it sits in the DLQ. With an ``envelope``: as the consumer forwards it itself
+        (SendMessage: no ``DeadLetterQueueSourceArn``; the envelope records its source). Without one:
+        dead-lettered on its first hop, received from the work queue as often as its redrive policy
+        allows and moved by it, with ``DeadLetterQueueSourceArn`` as SQS sets it (tests/conftest.py)."""
         message_attributes = {k: {"DataType": "String", "StringValue": v} for k, v in attributes.items()}
+        text = body if isinstance(body, str) else json.dumps(body)
         if envelope is not None:
-            text = body if isinstance(body, str) else json.dumps(body)
             message_attributes[ATTRIBUTE] = {"DataType": "String", "StringValue": sealed(envelope, text)}
-        return self.sqs.send_message(
-            QueueUrl=self.dlq_url,
-            MessageBody=body if isinstance(body, str) else json.dumps(body),
-            MessageAttributes=message_attributes,
+            return self.sqs.send_message(
+                QueueUrl=self.dlq_url, MessageBody=text, MessageAttributes=message_attributes
+            )["MessageId"]
+        assert self.counts(self.work_url) == (0, 0), "a first hop is moved through an empty work queue"
+        message_id = self.sqs.send_message(
+            QueueUrl=self.work_url, MessageBody=text, MessageAttributes=message_attributes
         )["MessageId"]
+        self.sqs.receive_message(QueueUrl=self.work_url, VisibilityTimeout=0, WaitTimeSeconds=0)
+        moved = self.sqs.receive_message(QueueUrl=self.work_url, WaitTimeSeconds=0).get("Messages", [])
+        assert moved == [], "the work queue's redrive policy moves a message past its receives"
+        return str(message_id)
 
     def drain(self, url: str) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = []
@@ -430,7 +438,14 @@ def machine(aws_sdk_casing, sqs_task_errors, monkeypatch: pytest.MonkeyPatch) ->
         lam = boto3.client("lambda", region_name=REGION)
         sfn = boto3.client("stepfunctions", region_name=REGION)
         dlq_url = sqs.create_queue(QueueName="work-dlq")["QueueUrl"]
-        work_url = sqs.create_queue(QueueName="work")["QueueUrl"]
+        work_url = sqs.create_queue(  # a first hop's message is moved after its first receive
+            QueueName="work",
+            Attributes={
+                "RedrivePolicy": json.dumps(
+                    {"deadLetterTargetArn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:work-dlq", "maxReceiveCount": 1}
+                )
+            },
+        )["QueueUrl"]
         poison_url = sqs.create_queue(QueueName="poison")["QueueUrl"]
         work_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:work"
         ddb.create_table(

@@ -1,10 +1,9 @@
 """The redriver (Lambda mode) against in-process SQS and DynamoDB (moto), Given / When / Then.
 
 Messages reach the DLQ for real: they are sent to the work queue and received ``maxReceiveCount``
-times, so moto's redrive policy moves them. moto 5.2.5 does not return the
-``DeadLetterQueueSourceArn`` system attribute (it is missing from its list of supported system
-attributes), so the SQS client below adds it to messages that moto moved, as SQS does. Messages the
-consumer forwards itself (SendMessage to the DLQ) carry no such attribute, here as in AWS.
+times, so moto's redrive policy moves them, with SQS's ``DeadLetterQueueSourceArn`` (moto 5.2.5 leaves
+it out; the local runtime's adapter adds it, for every test: tests/conftest.py). Messages the consumer
+forwards itself (SendMessage to the DLQ) carry no such attribute, here as in AWS.
 
 Time is injected: the run's monotonic clock advances only by the redriver's own sleeps, so pacing is
 measured exactly and nothing really sleeps.
@@ -69,14 +68,10 @@ class FakeTime:
 
 
 class Sqs:
-    """The redriver's SQS client: moto underneath, plus what moto leaves out, plus refusals on demand."""
+    """The redriver's SQS client: moto underneath, plus refusals on demand."""
 
-    def __init__(self, client: Any, dlq_url: str, work_arn: str) -> None:
+    def __init__(self, client: Any) -> None:
         self._client = client
-        self._dlq_url = dlq_url
-        self._work_arn = work_arn
-        self.moved: set[str] = set()
-        """Message ids moto's redrive policy moved to the DLQ (SQS would tell their source)."""
         self.refuse: dict[tuple[str, str], tuple[str, bool]] = {}
         """(queue URL, body) → (error code, sender fault): SendMessageBatch fails those entries."""
         self.refuse_delete: set[str] = set()
@@ -91,10 +86,6 @@ class Sqs:
         for hook in self.before_receive:
             hook()
         response = self._client.receive_message(**kwargs)
-        if kwargs["QueueUrl"] == self._dlq_url and "All" in kwargs.get("MessageSystemAttributeNames", []):
-            for message in response.get("Messages", []):
-                if message["MessageId"] in self.moved:
-                    message.setdefault("Attributes", {})["DeadLetterQueueSourceArn"] = self._work_arn
         self.received.extend(response.get("Messages", []))
         return response
 
@@ -151,7 +142,7 @@ class Stack:
             KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
             BillingMode="PAY_PER_REQUEST",
         )
-        self.sqs = Sqs(self.session.client("sqs"), self.dlq_url, self.work_arn)
+        self.sqs = Sqs(self.session.client("sqs"))
         self.metrics = RecordingMetrics()
         self.time = FakeTime()
         self.log = io.StringIO()
@@ -241,7 +232,6 @@ class Stack:
         ).get("Messages"):
             pass  # every receive counts; past maxReceiveCount moto moves the message to the DLQ
         assert self.depth(self.dlq_url) == before + count
-        self.sqs.moved.update(ids)
         return ids
 
     def forwarded(self, body: str, envelope: Envelope, attributes: dict[str, Any] | None = None) -> str:
@@ -335,7 +325,7 @@ def highest(a: float, b: float) -> float:
 
 def test_given_25_dead_lettered_messages_when_run_then_each_goes_back_to_its_source_and_leaves_the_dlq(stack):
     ids = stack.dead_letter(25, trace=TRACE)
-    # no configured default: only SQS's DeadLetterQueueSourceArn says where they go back to
+    # SLUICE_SOURCE_QUEUE_ARN unset: SQS's DeadLetterQueueSourceArn alone says where they go back to
     report = stack.redriver(source_queue_arn="").run()
 
     assert report.received == report.redriven == 25
@@ -650,11 +640,7 @@ def test_given_a_source_outside_the_allowlist_when_run_then_the_message_is_isola
 
 
 def test_given_a_corrupt_envelope_when_run_then_it_is_counted_and_the_message_still_redriven(stack):
-    stack.raw.send_message(
-        QueueUrl=stack.dlq_url,
-        MessageBody="{}",
-        MessageAttributes={ATTRIBUTE: {"DataType": "String", "StringValue": "{not json"}},
-    )
+    stack.dead_letter(1, attributes={ATTRIBUTE: {"DataType": "String", "StringValue": "{not json"}})
     report = stack.redriver().run()
     assert report.redriven == 1
     assert stack.metrics.values["EnvelopesCorrupt"] == 1
@@ -664,15 +650,10 @@ def test_given_a_corrupt_envelope_when_run_then_it_is_counted_and_the_message_st
 
 
 def _forge(stack: Stack, count: int, forged: dict[str, Any], prefix: str = "forged") -> list[str]:
-    """What any principal allowed to send can do: write the sluice attribute itself (no seal)."""
-    return [
-        stack.raw.send_message(
-            QueueUrl=stack.dlq_url,
-            MessageBody=json.dumps({"order_id": f"{prefix}-{i}"}),
-            MessageAttributes={ATTRIBUTE: {"DataType": "String", "StringValue": json.dumps(forged)}},
-        )["MessageId"]
-        for i in range(count)
-    ]
+    """What any principal allowed to send to the work queue can do: write the sluice attribute itself
+    (no seal); the messages fail until the redrive policy moves them to the DLQ."""
+    attribute = {ATTRIBUTE: {"DataType": "String", "StringValue": json.dumps(forged)}}
+    return stack.dead_letter(count, prefix=prefix, attributes=attribute)
 
 
 def test_given_12_forged_redrive_times_when_run_then_the_breaker_stays_closed_and_each_is_reported(stack):
@@ -713,9 +694,7 @@ def test_given_a_genuine_envelope_on_another_body_when_run_then_its_history_is_n
     # Given an envelope sluice sealed for one message, copied onto another (a replay of its history)
     worn = Envelope(origin_id="o-real", attempts=5, source=stack.work_arn)
     attributes = {ATTRIBUTE: {"DataType": "String", "StringValue": sealed(worn, '{"order_id": "real"}')}}
-    stack.raw.send_message(
-        QueueUrl=stack.dlq_url, MessageBody='{"order_id": "copy"}', MessageAttributes=attributes
-    )
+    stack.dead_letter(1, prefix="copy", attributes=attributes)
     # When the redriver runs
     report = stack.redriver().run()
     # Then the copy starts its own history: redriven, not poisoned as the original would be

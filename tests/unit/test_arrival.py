@@ -135,6 +135,29 @@ def test_given_the_same_sealed_message_when_read_by_either_constructor_then_both
     assert from_record.envelope == from_message.envelope
 
 
+def test_given_a_record_with_history_when_its_sourced_envelope_is_taken_then_only_the_source_changes() -> (
+    None
+):
+    # Given: a record whose envelope names another first hop (as the delay pipeline's forward does)
+    attributes = merge({}, HISTORY, body=BODY, seal=SEAL)
+    arrival = Arrival.from_record(record(attributes=attributes), seal=SEAL)
+
+    # When
+    sourced = arrival.sourced_envelope
+
+    # Then: the source is the queue it was received from, the rest of its history is kept
+    assert sourced.source == QUEUE
+    assert sourced.model_copy(update={"source": DLQ_SOURCE}) == arrival.envelope == HISTORY
+
+
+def test_given_a_received_message_when_its_sourced_envelope_is_taken_then_nothing_is_guessed() -> None:
+    # Given: a ReceiveMessage answer, which does not say which queue it came from
+    arrival = Arrival.from_message(message(attributes=merge({}, HISTORY, body=BODY, seal=SEAL)), seal=SEAL)
+
+    # When / Then: the envelope stays as it is
+    assert arrival.sourced_envelope == arrival.envelope == HISTORY
+
+
 def test_given_a_powertools_record_when_read_then_it_reads_as_its_raw_event() -> None:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord  # noqa: PLC0415
 

@@ -86,8 +86,8 @@ def test_settings_need_a_database_and_name_the_variable():
     settings = JobSettings.from_env(
         {"SLUICE_DATABASE_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:1:secret:db"}
     )
-    assert settings.jobs_schema == "public"
-    assert settings.job_lease_seconds == 900
+    assert settings.jobs_schema == "sluice"  # the template's JobsSchema default, and JobStore's
+    assert settings.job_lease_seconds == 960  # above the longest job consumer timeout the template allows
 
 
 def test_kinds_name_their_mode_once():

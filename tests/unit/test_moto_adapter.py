@@ -65,6 +65,9 @@ def test_every_replacement_keeps_the_parameters_of_the_method_it_replaces(attrib
         moto_adapter.AWS_SDK_RESPONSE: lambda: moto_adapter.install_aws_sdk_casing(REGION),
         moto_adapter.SQS_SEND_MESSAGE: moto_adapter.install_sqs_rules,
         moto_adapter.SQS_SEND_MESSAGE_BATCH: moto_adapter.install_sqs_rules,
+        moto_adapter.SQS_ADD_MESSAGE: moto_adapter.install_dead_letter_sources,
+        moto_adapter.SQS_RECEIVE_MESSAGE: moto_adapter.install_dead_letter_sources,
+        moto_adapter.SQS_RECEIVE_RESPONSE: moto_adapter.install_dead_letter_sources,
         moto_adapter.SFN_START_EXECUTION: moto_adapter.install_execution_names,
         moto_adapter.CFN_RESOURCE_CLASS: moto_adapter.install_cloudformation_secrets,
     }[attribute]()
@@ -85,6 +88,7 @@ def test_installing_then_undoing_every_patch_leaves_moto_exactly_as_it_was():
         moto_adapter.install_event_delivery(print, print),
         moto_adapter.install_aws_sdk_casing(REGION),
         moto_adapter.install_sqs_rules(),
+        moto_adapter.install_dead_letter_sources(),
         moto_adapter.install_execution_names(),
         moto_adapter.install_cloudformation_secrets(),
     ]

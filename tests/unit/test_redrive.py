@@ -114,29 +114,38 @@ def test_given_invalid_inputs_when_planned_then_value_error(kwargs: dict) -> Non
         plan(attempts, **args)
 
 
-def test_given_the_dlq_source_attribute_when_resolving_then_it_wins_over_the_default() -> None:
+def test_given_the_dlq_source_attribute_when_resolving_then_it_wins_over_the_recorded_source() -> None:
     other = "arn:aws:sqs:us-east-1:123456789012:other"
     assert (
-        source_queue({"DeadLetterQueueSourceArn": other}, default=SOURCE, allowlist=[SOURCE, other]) == other
+        source_queue({"DeadLetterQueueSourceArn": other}, recorded=SOURCE, allowlist=[SOURCE, other]) == other
     )
 
 
-def test_given_no_source_attribute_when_resolving_then_the_default_is_used() -> None:
-    assert source_queue({}, default=SOURCE, allowlist=[SOURCE]) == SOURCE
+def test_given_no_source_attribute_when_resolving_then_the_recorded_source_is_used() -> None:
+    assert source_queue({}, recorded=SOURCE, allowlist=[SOURCE]) == SOURCE
 
 
 def test_given_a_source_outside_the_allowlist_when_resolving_then_permanent_error() -> None:
     with pytest.raises(PermanentError, match="not in the redrive allowlist"):
         source_queue(
             {"DeadLetterQueueSourceArn": "arn:aws:sqs:us-east-1:999999999999:evil"},
-            default=None,
+            recorded=None,
             allowlist=[SOURCE],
         )
 
 
+def test_given_a_recorded_source_outside_the_allowlist_when_resolving_then_it_is_refused_by_name() -> None:
+    # Given a recorded source the allowlist does not hold, and another queue that it does
+    other = "arn:aws:sqs:us-east-1:123456789012:refunds"
+    # When resolved / Then refused, naming the source and the allowlist: never sent to another queue
+    with pytest.raises(PermanentError) as refused:
+        source_queue({}, recorded=other, allowlist=[SOURCE])
+    assert str(refused.value) == f"source queue {other!r} is not in the redrive allowlist ({SOURCE})"
+
+
 def test_given_no_source_at_all_when_resolving_then_permanent_error() -> None:
     with pytest.raises(PermanentError, match="no source queue"):
-        source_queue(None, default=None, allowlist=[SOURCE])
+        source_queue(None, recorded=None, allowlist=[SOURCE])
 
 
 # --- decide(): one dead-lettered message -------------------------------------------------------
@@ -417,18 +426,21 @@ def test_given_no_source_attribute_when_decided_then_the_envelope_source_is_used
     assert d.destination == queue_url_from_arn(OTHER)
 
 
-def test_given_a_forwarded_message_from_the_delay_pipeline_when_decided_then_it_goes_to_the_default() -> None:
-    # send_delayed → batch-delay records the delay queue as the first hop's source; the consumer then
-    # forwards the failing message to the DLQ itself (SendMessage: no DeadLetterQueueSourceArn)
+def test_given_a_delayed_message_the_consumer_forwarded_when_decided_then_it_goes_back_to_its_queue() -> None:
+    # Given: send_delayed → batch-delay recorded the delay queue as the first hop's source; the consumer
+    # then forwarded the failing message to the DLQ itself (SendMessage: no DeadLetterQueueSourceArn),
+    # recording the queue it failed on as its source
     envelope = Envelope(
         origin_id="o",
-        source=DELAY_ARN,
+        source=SOURCE,
         deliver_at=NOW - timedelta(hours=1),
         target=WORK_URL,
         last_error=ErrorInfo(type="TransientError", message="down", at=NOW - timedelta(seconds=5)),
     )
     url_of = UrlOf()
+    # When
     d = decided(dlq_message(envelope=envelope), url_of=url_of)
+    # Then: re-driven to the queue it failed on
     assert d.action == "redrive"
     assert url_of.asked == [SOURCE]
     assert d.destination == WORK_URL
@@ -437,6 +449,46 @@ def test_given_a_forwarded_message_from_the_delay_pipeline_when_decided_then_it_
     assert d.envelope.target is None
     assert d.envelope.last_error is not None
     assert d.envelope.last_error.type == "TransientError"
+
+
+@pytest.mark.parametrize(
+    "recorded",
+    [DELAY_ARN, f"arn:aws:sqs:us-east-1:{ACCOUNT}:refunds"],
+    ids=["an old envelope naming the delay queue", "another workload's queue"],
+)
+def test_given_a_recorded_source_outside_the_allowlist_when_decided_then_it_is_refused_not_sent_elsewhere(
+    recorded: str,
+) -> None:
+    # Given: a forwarded message (no DeadLetterQueueSourceArn) whose recorded source is not allowlisted,
+    # while the configured work queue is
+    envelope = Envelope(origin_id="o", attempts=1, source=recorded)
+    url_of = UrlOf()
+    # When
+    d = decided(dlq_message(envelope=envelope), url_of=url_of)
+    # Then: isolated as refused, naming the source and the allowlist; no queue was even looked up
+    assert d.action == "poison"
+    assert d.destination == POISON_URL
+    assert url_of.asked == []
+    assert d.envelope.last_error is not None
+    assert d.envelope.last_error.type == "RedriveRefused"
+    assert d.envelope.last_error.message == (
+        f"source queue {recorded!r} is not in the redrive allowlist ({SOURCE}, {OTHER})"
+    )
+    assert d.envelope.source == recorded  # kept as the record of where it came from
+
+
+def test_given_neither_a_source_attribute_nor_a_recorded_source_when_decided_then_it_is_refused() -> None:
+    # Given: a message with no DeadLetterQueueSourceArn and an envelope recording no source, while a
+    # work queue is configured (sluice used to send such a message there)
+    url_of = UrlOf()
+    # When
+    d = decided(dlq_message(envelope=Envelope(origin_id="o", attempts=1)), url_of=url_of)
+    # Then
+    assert d.action == "poison"
+    assert url_of.asked == []
+    assert d.envelope.last_error is not None
+    assert d.envelope.last_error.type == "RedriveRefused"
+    assert "no source queue" in d.envelope.last_error.message
 
 
 def test_given_an_envelope_without_a_trace_when_decided_then_the_trace_header_fills_it() -> None:

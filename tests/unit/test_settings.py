@@ -38,6 +38,7 @@ def test_given_only_required_variables_when_read_then_the_defaults_apply() -> No
     assert settings.heartbeat_fraction == 0.5
     assert settings.concurrency == 1
     assert settings.idempotency_key_jmespath == ""
+    assert settings.idempotency_key_missing == "poison"
     assert settings.idempotency_ttl_seconds == 14 * 24 * 3600
 
 
@@ -103,6 +104,7 @@ def test_given_no_idempotency_table_when_read_then_the_error_names_the_variable(
         ("SLUICE_BACKOFF_BASE_SECONDS", "0"),
         ("SLUICE_MAX_RECEIVE_COUNT", "0"),
         ("SLUICE_IDEMPOTENCY_TTL_SECONDS", "59"),
+        ("SLUICE_IDEMPOTENCY_KEY_MISSING", "fallback"),
     ],
 )
 def test_given_a_bad_value_when_read_then_the_error_names_the_variable(variable: str, value: str) -> None:
@@ -146,3 +148,9 @@ def test_given_an_invalid_key_expression_when_read_then_the_error_names_the_vari
 def test_given_a_valid_key_expression_when_read_then_it_is_kept() -> None:
     settings = _settings(SLUICE_IDEMPOTENCY_KEY_JMESPATH="detail.order_id")
     assert settings.idempotency_key_jmespath == "detail.order_id"
+
+
+@pytest.mark.parametrize("outcome", ["poison", "message-identity"])
+def test_given_an_outcome_for_a_missing_key_when_read_then_it_is_kept(outcome: str) -> None:
+    # Given SLUICE_IDEMPOTENCY_KEY_MISSING set to one of its outcomes, When read, Then it is that outcome
+    assert _settings(SLUICE_IDEMPOTENCY_KEY_MISSING=outcome).idempotency_key_missing == outcome

@@ -12,7 +12,9 @@ state machine's Plan step). :class:`Arrival` reads either into the same parts:
   it came from as ``source``;
 - its trace context (:func:`sluice.tracing.first_hop`: the envelope's, else the ``AWSTraceHeader`` it
   arrived with and the producer's ``traceparent`` attribute, else one derived from its identity);
-- SQS's receive count (:func:`receive_count`, the one parser) and its send time.
+- SQS's receive count (:func:`receive_count`, the one parser) and its send time;
+- :attr:`Arrival.sourced_envelope`: the envelope a hop that gives up on the message (dead-letters or
+  isolates it itself) sends it on with, its ``source`` the queue it failed on.
 
 When a record cannot be read at all (its attributes are not what SQS sends), :func:`fallback_ids` is
 what the hop can still tell about it: its message id, the trace id of the ``AWSTraceHeader`` it arrived
@@ -175,6 +177,16 @@ class Arrival:
             carried_envelope=carried,
             arrived=attributes,
         )
+
+    @property
+    def sourced_envelope(self) -> Envelope:
+        """:attr:`envelope` with ``source`` = the queue the message was received from (:attr:`queue_arn`),
+        when the input says: what a hop that dead-letters or isolates the message itself records, so a
+        redrive or a replay takes it back to the queue it failed on. The first hop's source is not that
+        queue for a message that came through the long-delay pipeline (it is the delay queue)."""
+        if self.queue_arn is None:
+            return self.envelope
+        return self.envelope.model_copy(update={"source": self.queue_arn})
 
     @property
     def receive_count(self) -> int:

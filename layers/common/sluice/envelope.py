@@ -93,7 +93,9 @@ class Envelope(BaseModel):
     target: str | None = None
     """Queue URL a delayed message is delivered to (must be on the delay allowlist)."""
     source: str | None = None
-    """ARN of the queue the message was first consumed from."""
+    """The queue a redrive or a replay takes the message back to, if allowlisted (else it is refused):
+    on the first hop, the ARN of the queue it was first consumed from; a consumer that dead-letters or
+    isolates it itself sets the queue it failed on; the redriver, the queue it re-drives it to."""
     redriven_at: datetime | None = None
     """When the message sluice last re-drove from a dead-letter queue was due on its source again
     (re-driven at + its backoff, UTC): a message back in the DLQ soon after is bouncing."""

@@ -23,6 +23,9 @@ class LogEvent(StrEnum):
     ENVELOPE_CORRUPT = "envelope.corrupt"
     # the consumer (sluice.consumer.batch)
     DUPLICATE_SKIPPED = "consumer.duplicate_skipped"
+    # the configured key path found nothing in a body (``IdempotencyKeyMissing``); ``outcome`` says
+    # what was done about it (SLUICE_IDEMPOTENCY_KEY_MISSING)
+    IDEMPOTENCY_KEY_MISSING = "consumer.idempotency_key_missing"
     RECORD_RETRIED = "consumer.record_retried"
     RECORD_DEAD_LETTERED = "consumer.record_dead_lettered"
     RECORD_ISOLATED = "consumer.record_isolated"

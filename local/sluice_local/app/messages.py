@@ -7,6 +7,11 @@ from typing import Any
 
 from sluice import claimcheck
 
+EXAMPLE_PARAMETERS = {"IdempotencyKeyJmesPath": "order_id"}
+"""The example's own configuration of the template, which defaults to no business key: an order is
+deduplicated by its ``order_id`` (the soak's duplicate orders, the demo's duplicate scenario rely on it).
+Every local stack deploys with it (:func:`sluice_local.app.stack.local_cloud`); a caller's parameters win."""
+
 
 def order(order_id: str, **extra: Any) -> dict[str, Any]:
     """A valid order for the example processor (functions/consumer/processor.py ``Order``)."""

@@ -1,8 +1,9 @@
 """A sluice stack deployed locally, as ``sam deploy`` would deploy it from this repository.
 
 The emulation deploys whatever template and parameters it is given; this is where the app's own
-choices come in: samconfig.toml's ``parameter_overrides`` beneath the caller's (read by the operator
-CLI's reader, the one place samconfig.toml is read), and the job store attached when a PostgreSQL is.
+choices come in: the example's configuration (``EXAMPLE_PARAMETERS``, beside its messages) beneath
+samconfig.toml's ``parameter_overrides`` beneath the caller's (read by the operator CLI's reader, the one
+place samconfig.toml is read), and the job store attached when a PostgreSQL is.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from sluice_cli.samconfig import parameter_overrides
 from sluice_local.app.jobstore import JobStoreAttachment
+from sluice_local.app.messages import EXAMPLE_PARAMETERS
 from sluice_local.emulation.cloud import ROOT, Attachment, LocalCloud
 
 __all__ = ["local_cloud", "samconfig_parameters"]
@@ -32,13 +34,18 @@ def local_cloud(
     config_env: str = "default",
     database_url: str | None = None,
 ) -> LocalCloud:
-    """The stack (not started): samconfig.toml's parameters of ``config_env`` overridden by
-    ``parameters``; with ``database_url``, the job store in that PostgreSQL (:class:`JobStoreAttachment`)."""
+    """The stack (not started): the example's parameters, overridden by samconfig.toml's of
+    ``config_env``, overridden by ``parameters``; with ``database_url``, the job store in that
+    PostgreSQL (:class:`JobStoreAttachment`)."""
     attachments: list[Attachment] = [JobStoreAttachment(database_url)] if database_url is not None else []
     return LocalCloud(
         project,
         template=template,
-        parameters={**samconfig_parameters(project, config_env), **(parameters or {})},
+        parameters={
+            **EXAMPLE_PARAMETERS,
+            **samconfig_parameters(project, config_env),
+            **(parameters or {}),
+        },
         stack_name=stack_name,
         port=port,
         attachments=attachments,

@@ -191,6 +191,7 @@ class LocalCloud:
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no access log per request
         self._unpatch.append(moto_adapter.install_invoke(self._invoke))
         self._unpatch.append(moto_adapter.install_sqs_rules())  # moto accepts what SQS refuses
+        self._unpatch.append(moto_adapter.install_dead_letter_sources())  # moto's moves don't say from where
         self._unpatch.append(moto_adapter.install_execution_names())
         self._unpatch.append(moto_adapter.install_cloudformation_secrets())
         self._server = moto_adapter.start_server(self.port)

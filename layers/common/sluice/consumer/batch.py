@@ -4,7 +4,8 @@ Per record: envelope → claim check → JSON (→ optional pydantic model) → 
 idempotency. Outcomes:
 
 - success, or a duplicate (skipped, counted): Lambda deletes the record;
-- :class:`~sluice.errors.PermanentError`, an undecodable or invalid body, a reused idempotency key:
+- :class:`~sluice.errors.PermanentError`, an undecodable or invalid body, a reused idempotency key, a
+  body where the configured key path yields nothing (``SLUICE_IDEMPOTENCY_KEY_MISSING=poison``):
   sent at once to the poison queue with the envelope filled, and reported as success so it is not
   retried pointlessly;
 - anything else (TransientError, RetryAfter, unexpected exceptions): the record's visibility is set
@@ -297,7 +298,7 @@ class Consumer:
                     f"body does not match {self._model.__name__}: "
                     + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
                 ) from None
-        key = self._key(payload, arrival.envelope, arrival.message_id)
+        key = self._key(payload, arrival.envelope, arrival.message_id, stats)
         sluice_record = SluiceRecord(
             message_id=arrival.message_id,
             body=body,
@@ -310,16 +311,36 @@ class Consumer:
         )
         return self._idempotency.run(key, payload, lambda: self._processor(sluice_record))
 
-    def _key(self, payload: Any, envelope: Envelope, message_id: str) -> str:
-        if self._key_expr is not None and isinstance(payload, dict | list):
-            value = self._key_expr.search(payload)
+    def _key(self, payload: Any, envelope: Envelope, message_id: str, stats: _Stats) -> str:
+        if self._key_expr is not None:
+            value = self._key_expr.search(payload) if isinstance(payload, dict | list) else None
             if value not in (None, "", [], {}):
                 # JSON-typed, so the order id 42 and the string "42" are different keys
                 return "body:" + json.dumps(value, sort_keys=True, separators=(",", ":"))
+            self._key_missing(message_id, stats)  # raises PermanentError when configured to poison
         return "msg:" + (envelope.origin_id or message_id)
 
+    def _key_missing(self, message_id: str, stats: _Stats) -> None:
+        """The configured key path found nothing: never silently keyed by identity instead."""
+        s = self._settings
+        stats.add(metrics.IDEMPOTENCY_KEY_MISSING)
+        self._log.warning(
+            "idempotency key path yields nothing in the body",
+            extra={
+                EVENT: LogEvent.IDEMPOTENCY_KEY_MISSING,
+                "message_id": message_id,
+                "key_path": s.idempotency_key_jmespath,
+                "outcome": s.idempotency_key_missing,
+            },
+        )
+        if s.idempotency_key_missing == "poison":
+            raise PermanentError(
+                f"idempotency key path {s.idempotency_key_jmespath!r} yields nothing in the body "
+                "(SLUICE_IDEMPOTENCY_KEY_MISSING=poison)"
+            )
+
     def _isolate(self, arrival: Arrival, exc: PermanentError, stats: _Stats) -> None:
-        failed = arrival.envelope.failed(exc, receives=arrival.receive_count)
+        failed = arrival.sourced_envelope.failed(exc, receives=arrival.receive_count)
         try:
             poison_id = isolate(
                 self._sqs,
@@ -351,9 +372,12 @@ class Consumer:
         with the error recorded in its envelope (SQS's own move cannot say why a message failed).
 
         ``attempts`` is left to the redriver, which counts every dead-lettered cycle the same way
-        whichever path brought the message. Returns False (the normal retry path, and SQS's own move)
-        when not configured, not the last receive, another invocation holds the record, or the send
-        fails.
+        whichever path brought the message. ``source`` becomes the queue it failed on (its
+        ``eventSourceARN``): SendMessage sets no ``DeadLetterQueueSourceArn``, and the first hop's
+        source is the delay queue for a message that came through the long-delay pipeline.
+
+        Returns False (the normal retry path, and SQS's own move) when not configured, not the last
+        receive, another invocation holds the record, or the send fails.
         """
         s = self._settings
         receives = arrival.receive_count
@@ -364,7 +388,7 @@ class Consumer:
         ):
             return False
         error = ErrorInfo.from_exception(exc, receives=receives)
-        recorded = arrival.envelope.recording(error)
+        recorded = arrival.sourced_envelope.recording(error)
         try:
             fitted = fit(arrival.body, arrival.attributes, recorded, seal=self._seal, offload=self._offload)
             self._sqs.send_message(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Self
+from typing import Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
@@ -11,7 +11,10 @@ from sluice.limits import MAX_VISIBILITY_SECONDS
 from sluice.sealing import SealSettings
 from sluice.settings import ClaimCheckSettings, Seconds
 
-__all__ = ["ConsumerSettings"]
+__all__ = ["ConsumerSettings", "KeyMissing"]
+
+KeyMissing = Literal["poison", "message-identity"]
+"""What the consumer does with a body in which ``SLUICE_IDEMPOTENCY_KEY_JMESPATH`` finds nothing."""
 
 
 class ConsumerSettings(SealSettings, ClaimCheckSettings):
@@ -32,6 +35,9 @@ class ConsumerSettings(SealSettings, ClaimCheckSettings):
     heartbeat_fraction: float = Field(default=0.5, gt=0, lt=1)
     concurrency: int = Field(default=1, ge=1, le=64)
     idempotency_key_jmespath: str = ""
+    idempotency_key_missing: KeyMissing = "poison"
+    """A body where the key path yields nothing is logged and counted, then isolated to the poison queue
+    with the reason ('poison'), or processed under its message identity ('message-identity')."""
     idempotency_ttl_seconds: int = Field(default=14 * 24 * 3600, ge=60)
 
     @field_validator("idempotency_key_jmespath")

@@ -18,6 +18,7 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 from sluice.errors import ConfigurationError, JobStoreUnavailable
+from sluice.jobs import defaults
 
 if TYPE_CHECKING:
     from sluice.jobs.settings import JobStoreSettings
@@ -52,9 +53,9 @@ class Connector:
         self,
         dsn: Callable[[bool], str],
         *,
-        statement_timeout_ms: int = 5000,
-        lock_timeout_ms: int = 2000,
-        connect_timeout_seconds: int = 5,
+        statement_timeout_ms: int = defaults.STATEMENT_TIMEOUT_MS,
+        lock_timeout_ms: int = defaults.LOCK_TIMEOUT_MS,
+        connect_timeout_seconds: int = defaults.CONNECT_TIMEOUT_SECONDS,
         behind_proxy: bool = False,
         application_name: str = "sluice",
     ) -> None:

@@ -6,6 +6,7 @@ from typing import Literal, Self
 
 from pydantic import Field, model_validator
 
+from sluice.jobs import defaults
 from sluice.limits import MAX_VISIBILITY_SECONDS
 from sluice.sealing import SealSettings
 from sluice.settings import EnvSettings
@@ -24,19 +25,19 @@ class JobStoreSettings(EnvSettings):
     """A Secrets Manager secret holding a DSN, or the RDS JSON form (host, port, username, password,
     dbname)."""
     database_secret_max_age_seconds: int = Field(default=300, ge=0, le=86_400)
-    jobs_schema: str = Field(default="public", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
+    jobs_schema: str = Field(default=defaults.SCHEMA, pattern=r"^[a-z_][a-z0-9_]{0,62}$")
     behind_proxy: bool = False
     """Behind RDS Proxy: no libpq command-line options (the proxy refuses them); set the timeouts in the
     proxy's initialization query instead (docs/jobs.md)."""
-    statement_timeout_ms: int = Field(default=5000, ge=0, le=3_600_000)
-    lock_timeout_ms: int = Field(default=2000, ge=0, le=3_600_000)
-    connect_timeout_seconds: int = Field(default=5, ge=1, le=60)
-    job_isolation: Isolation = "read committed"
-    job_serialization_retries: int = Field(default=5, ge=0, le=100)
+    statement_timeout_ms: int = Field(default=defaults.STATEMENT_TIMEOUT_MS, ge=0, le=3_600_000)
+    lock_timeout_ms: int = Field(default=defaults.LOCK_TIMEOUT_MS, ge=0, le=3_600_000)
+    connect_timeout_seconds: int = Field(default=defaults.CONNECT_TIMEOUT_SECONDS, ge=1, le=60)
+    job_isolation: Isolation = defaults.ISOLATION
+    job_serialization_retries: int = Field(default=defaults.SERIALIZATION_RETRIES, ge=0, le=100)
     """Retries of a transition that failed with SQLSTATE 40001 or 40P01 before it surfaces as an error."""
-    job_backoff_base_seconds: float = Field(default=30.0, gt=0, le=30 * 86_400)
-    job_backoff_cap_seconds: float = Field(default=3600.0, gt=0, le=30 * 86_400)
-    job_max_attempts: int = Field(default=5, ge=1, le=1000)
+    job_backoff_base_seconds: float = Field(default=defaults.BACKOFF_BASE_SECONDS, gt=0, le=30 * 86_400)
+    job_backoff_cap_seconds: float = Field(default=defaults.BACKOFF_CAP_SECONDS, gt=0, le=30 * 86_400)
+    job_max_attempts: int = Field(default=defaults.MAX_ATTEMPTS, ge=1, le=1000)
     """Default max_attempts of jobs created without one."""
 
     @model_validator(mode="after")
@@ -58,7 +59,7 @@ class JobSettings(JobStoreSettings):
     """Where the reaper and the sweeper re-enqueue job ids (the job consumer's queue)."""
     poison_queue_url: str = Field(default="", pattern=r"^(https?://.+)?$")
     """Where the job consumer sends messages that name no valid job (forged or malformed)."""
-    job_lease_seconds: int = Field(default=900, ge=1, le=MAX_VISIBILITY_SECONDS)
+    job_lease_seconds: int = Field(default=defaults.LEASE_SECONDS, ge=1, le=MAX_VISIBILITY_SECONDS)
     """How long a claim may run before the reaper takes it back. Must exceed the job consumer's timeout."""
     job_orphan_seconds: int = Field(default=900, ge=1, le=MAX_VISIBILITY_SECONDS)
     """A pending row untouched this long has lost its message: the sweeper enqueues it again."""

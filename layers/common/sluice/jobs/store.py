@@ -40,6 +40,7 @@ from psycopg.types.json import Jsonb
 
 from sluice.backoff import Uniform, full_jitter
 from sluice.errors import AlreadyHandled, JobContention, JobNotFound, JobStoreUnavailable, LostClaim
+from sluice.jobs import defaults
 from sluice.jobs.connection import first_line
 from sluice.jobs.rows import Claim, Created, Failed, Job, Reaped, error_text, storable
 from sluice.jobs.statements import STATEMENTS
@@ -59,19 +60,22 @@ _ISOLATION = {
 
 
 class JobStore:
-    """Transitions of the ``jobs`` table in ``schema`` through one :class:`Connector`."""
+    """Transitions of the ``jobs`` table in ``schema`` through one :class:`Connector`.
+
+    Every default is the deployed functions' (:mod:`sluice.jobs.defaults`): a producer building
+    ``JobStore(connector)`` writes where the job consumer reads."""
 
     def __init__(
         self,
         connector: Connector,
         *,
-        schema: str = "public",
+        schema: str = defaults.SCHEMA,
         worker: str = "sluice",
-        isolation: str = "read committed",
-        serialization_retries: int = 5,
-        backoff_base_seconds: float = 30.0,
-        backoff_cap_seconds: float = 3600.0,
-        default_max_attempts: int = 5,
+        isolation: str = defaults.ISOLATION,
+        serialization_retries: int = defaults.SERIALIZATION_RETRIES,
+        backoff_base_seconds: float = defaults.BACKOFF_BASE_SECONDS,
+        backoff_cap_seconds: float = defaults.BACKOFF_CAP_SECONDS,
+        default_max_attempts: int = defaults.MAX_ATTEMPTS,
         uniform: Uniform = random.uniform,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:

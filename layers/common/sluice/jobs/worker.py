@@ -410,13 +410,14 @@ class JobConsumer:
         counts[_METRIC[outcome]] += 1
 
     def _reject(self, arrival: Arrival, exc: PermanentError) -> None:
-        """To the poison queue with the reason, on its trace (its ``AWSTraceHeader`` sent on with it)."""
+        """To the poison queue with the reason, on its trace (its ``AWSTraceHeader`` sent on with it),
+        its ``source`` the queue it failed on."""
         poison_id = isolate(  # raises when it cannot: the record is retried, then dead-lettered by SQS
             self._sqs,
             poison_queue_url=self._poison,
             body=arrival.body,
             attributes=arrival.attributes,
-            envelope=arrival.envelope.failed(exc, receives=arrival.receive_count),
+            envelope=arrival.sourced_envelope.failed(exc, receives=arrival.receive_count),
             seal=self._seal,
         )
         self._log.error(

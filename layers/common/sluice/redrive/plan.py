@@ -9,8 +9,10 @@ redrive capability), so the two modes decide identically:
   re-driving it to its source queue: straight there with ``DelaySeconds`` when the delay is within the
   direct-send threshold (≤ 900 s, SQS's limit), through the long-delay pipeline beyond it.
 
-The source queue comes from the ``DeadLetterQueueSourceArn`` system attribute when SQS provides it,
-else from the configured default; only allowlisted sources are ever written to.
+The source queue is the queue the message came from, and no other: the ``DeadLetterQueueSourceArn``
+system attribute when SQS moved it, else the ``source`` its envelope recorded (a sluice hop that
+dead-lettered or isolated the message itself records the queue it failed on). Only an allowlisted
+source is ever written to: a message whose source is missing or not allowlisted is refused.
 """
 
 from __future__ import annotations
@@ -98,19 +100,26 @@ def plan(
 def source_queue(
     system_attributes: Mapping[str, Any] | None,
     *,
-    default: str | None,
+    recorded: str | None,
     allowlist: Iterable[str],
 ) -> str:
-    """The queue to re-drive to: SQS's ``DeadLetterQueueSourceArn`` when present, else ``default``.
+    """The queue a message goes back to: SQS's ``DeadLetterQueueSourceArn`` when present, else the
+    source its envelope ``recorded``; never any other queue.
 
-    Raises :class:`~sluice.errors.PermanentError` when there is none or it is not allowlisted
-    (a message must never choose where it is re-driven to).
+    Raises :class:`~sluice.errors.PermanentError`, naming the source and the allowlist, when there is
+    none or it is not allowlisted: the message is refused (a redrive isolates it as ``RedriveRefused``,
+    a replay leaves it in the poison queue). A message never chooses where it goes, and sluice never
+    guesses.
     """
-    source = (system_attributes or {}).get(DEAD_LETTER_SOURCE) or default
+    allowed = tuple(allowlist)
+    source = (system_attributes or {}).get(DEAD_LETTER_SOURCE) or recorded
     if not source:
-        raise PermanentError("no source queue: no DeadLetterQueueSourceArn and no default source configured")
-    if not allowlisted(str(source), allowlist):
-        raise PermanentError(f"source queue {source!r} is not in the redrive allowlist")
+        raise PermanentError(
+            "no source queue: SQS named none (DeadLetterQueueSourceArn) and its envelope records none"
+        )
+    if not allowlisted(str(source), allowed):
+        listed = ", ".join(allowed) if allowed else "nothing"
+        raise PermanentError(f"source queue {source!r} is not in the redrive allowlist ({listed})")
     return str(source)
 
 
@@ -389,9 +398,7 @@ def decide(
     judged = _judge(message, settings, now, failed_after, seal=seal, offload=offload)
     envelope, error, poison_url = judged.envelope, judged.error, settings.poison_queue_url
     try:
-        source = source_queue(
-            message.system, default=default_source(envelope, settings), allowlist=settings.allowlist
-        )
+        source = source_queue(message.system, recorded=envelope.source, allowlist=settings.allowlist)
     except PermanentError as exc:
         refused = ErrorInfo.of(REFUSED, str(exc), at=now, receives=message.receives)
         return judged.poison(envelope.attempts + 1, str(exc), refused, poison_queue_url=poison_url)
@@ -454,20 +461,6 @@ def sendable(
 def _as_written(attributes: SendAttributes) -> Envelope:
     """The envelope exactly as it travels (``merge`` may have filled or cleared ``displaced``)."""
     return Envelope.model_validate_json(attributes[ATTRIBUTE]["StringValue"])
-
-
-def default_source(envelope: Envelope, settings: RedriveSettings) -> str | None:
-    """Where a message without ``DeadLetterQueueSourceArn`` goes back to: the source its envelope
-    recorded when that is allowlisted, else the configured default. Replays from the poison queue
-    use it too.
-
-    A message the consumer forwarded to the DLQ itself (SendMessage: no ``DeadLetterQueueSourceArn``)
-    carries the *first* hop's source, which is the delay queue for a message that went through the
-    long-delay pipeline: that is not where it failed, and must not make it a poison pill.
-    """
-    if envelope.source and allowlisted(envelope.source, settings.allowlist):
-        return envelope.source
-    return settings.source_queue_arn or envelope.source or None
 
 
 def _cycle_error(envelope: Envelope, message: DlqMessage, now: datetime) -> ErrorInfo:

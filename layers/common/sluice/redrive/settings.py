@@ -38,9 +38,12 @@ class RedriveSettings(BreakerSettings, SealSettings, ClaimCheckSettings):
     dead_letter_queue_url: str = Field(pattern=r"^https?://")
     poison_queue_url: str = Field(pattern=r"^https?://")
     source_queue_arn: str = ""
-    """Where a message without ``DeadLetterQueueSourceArn`` (or a recorded source) goes back to."""
+    """The queue whose dead-letter queue this is (the stack's work queue): always on the allowlist.
+    Never a destination by default: a message goes back only to the queue it came from
+    (:mod:`sluice.redrive.plan`)."""
     redrive_sources: tuple[str, ...] = ()
-    """Allowlist of queues (ARNs or URLs) messages may be re-driven to; the default source is always in."""
+    """Allowlist of queues (ARNs or URLs) messages may be re-driven or replayed to, besides
+    ``source_queue_arn``."""
     delay_queue_url: str = ""
     """The long-delay pipeline's queue: backoffs beyond the direct-send threshold go through it."""
     redrive_max_attempts: int = Field(default=5, ge=1, le=100)

@@ -4,15 +4,16 @@
 - **Patches** (:data:`PATCHED`, each undone by the function that installs it): Lambda invocations
   land in the runtime's in-process functions; EventBridge rules deliver to Lambda and Step Functions
   targets; ``aws-sdk:sfn`` tasks get Step Functions' PascalCase naming; SQS refuses what AWS refuses
-  (sizes in bytes with attributes, characters, attribute rules); an unnamed execution gets a name;
+  (sizes in bytes with attributes, characters, attribute rules); a message a redrive policy moves
+  carries ``DeadLetterQueueSourceArn``, as in SQS; an unnamed execution gets a name;
   CloudFormation creates ``AWS::SecretsManager::Secret`` (with ``GenerateSecretString``).
 - **Backend access**: switch off moto's own SQS→Lambda invoke-on-send, hand state machines created
   through CloudFormation to the executing backend, read queue metrics for alarms, list EventBridge
   rules for schedules, reset every backend.
 
 Modules: :mod:`.attributes` (what it relies on, and the check), :mod:`.delivery` (invocations and
-event delivery), :mod:`.sqs_rules`, :mod:`.cfn_secrets`, :mod:`.backends` (server, settings, backend
-reads and writes).
+event delivery), :mod:`.sqs_rules`, :mod:`.dead_letter`, :mod:`.cfn_secrets`, :mod:`.backends`
+(server, settings, backend reads and writes).
 
 ``tests/unit/test_moto_adapter.py`` checks each assumption against the installed moto (its version,
 every attribute used or replaced, with its signature), so a moto upgrade fails there, naming what
@@ -30,6 +31,9 @@ from sluice_local.emulation.moto_adapter.attributes import (
     RULE_SEND_TO_TARGETS,
     SETTINGS,
     SFN_START_EXECUTION,
+    SQS_ADD_MESSAGE,
+    SQS_RECEIVE_MESSAGE,
+    SQS_RECEIVE_RESPONSE,
     SQS_SEND_MESSAGE,
     SQS_SEND_MESSAGE_BATCH,
     USED,
@@ -50,6 +54,7 @@ from sluice_local.emulation.moto_adapter.backends import (
     start_server,
 )  # fmt: skip
 from sluice_local.emulation.moto_adapter.cfn_secrets import install_cloudformation_secrets
+from sluice_local.emulation.moto_adapter.dead_letter import DEAD_LETTER_SOURCE, install_dead_letter_sources
 from sluice_local.emulation.moto_adapter.delivery import (
     InvokeFn,
     install_aws_sdk_casing,
@@ -60,11 +65,12 @@ from sluice_local.emulation.moto_adapter.delivery import (
 from sluice_local.emulation.moto_adapter.sqs_rules import install_sqs_rules, wire_attributes
 
 __all__ = [
-    "AWS_SDK_PARAMETERS", "AWS_SDK_RESPONSE", "CFN_RESOURCE_CLASS", "LAMBDA_BACKEND_INVOKE",
-    "LAMBDA_FUNCTION_INVOKE", "PATCHED", "RULE_SEND_TO_TARGETS", "SETTINGS", "SFN_START_EXECUTION",
+    "AWS_SDK_PARAMETERS", "AWS_SDK_RESPONSE", "CFN_RESOURCE_CLASS", "DEAD_LETTER_SOURCE",
+    "LAMBDA_BACKEND_INVOKE", "LAMBDA_FUNCTION_INVOKE", "PATCHED", "RULE_SEND_TO_TARGETS", "SETTINGS",
+    "SFN_START_EXECUTION", "SQS_ADD_MESSAGE", "SQS_RECEIVE_MESSAGE", "SQS_RECEIVE_RESPONSE",
     "SQS_SEND_MESSAGE", "SQS_SEND_MESSAGE_BATCH", "USED", "WRITTEN_FOR", "Attribute", "InvokeFn", "Undo",
     "attribute_problem", "configure", "detach_sqs_invoke", "event_rules", "hand_over_state_machines",
-    "install_aws_sdk_casing", "install_cloudformation_secrets", "install_event_delivery",
-    "install_execution_names", "install_invoke", "install_sqs_rules", "installed_version", "problems",
-    "queue_metric", "reset", "start_server", "wire_attributes",
+    "install_aws_sdk_casing", "install_cloudformation_secrets", "install_dead_letter_sources",
+    "install_event_delivery", "install_execution_names", "install_invoke", "install_sqs_rules",
+    "installed_version", "problems", "queue_metric", "reset", "start_server", "wire_attributes",
 ]  # fmt: skip

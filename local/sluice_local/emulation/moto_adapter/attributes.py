@@ -86,6 +86,14 @@ SQS_SEND_MESSAGE = Attribute(
 SQS_SEND_MESSAGE_BATCH = Attribute(
     "moto.sqs.models", "SQSBackend", "send_message_batch", ("self", "queue_name", "entries")
 )
+SQS_ADD_MESSAGE = Attribute("moto.sqs.models", "Queue", "add_message", ("self", "message"))
+SQS_RECEIVE_MESSAGE = Attribute(
+    "moto.sqs.models",
+    "SQSBackend",
+    "receive_message",
+    ("self", "queue_name", "count", "wait_seconds_timeout", "visibility_timeout", "message_attribute_names"),
+)
+SQS_RECEIVE_RESPONSE = Attribute("moto.sqs.responses", "SQSResponse", "receive_message", ("self",))
 SFN_START_EXECUTION = Attribute(
     "moto.stepfunctions.parser.models",
     "StepFunctionsParserBackend",
@@ -104,6 +112,9 @@ PATCHED = (
     AWS_SDK_RESPONSE,
     SQS_SEND_MESSAGE,
     SQS_SEND_MESSAGE_BATCH,
+    SQS_ADD_MESSAGE,
+    SQS_RECEIVE_MESSAGE,
+    SQS_RECEIVE_RESPONSE,
     SFN_START_EXECUTION,
 )
 """What the runtime replaces while a stack runs (and restores on stop)."""
@@ -126,6 +137,7 @@ USED = (
     ),
     Attribute("moto.moto_api._internal.models", "MotoAPIBackend", "reset", ("self",)),
     Attribute("moto.sqs.models", "SQSBackend", "get_queue", ("self", "queue_name")),
+    Attribute("moto.sqs.responses", "SQSResponse", "_get_param", ("self", "param_name", "if_none")),
 )
 """Internals the runtime calls without replacing them."""
 
