@@ -97,7 +97,7 @@ CHECK_PARTS   ?= check-tests lint typecheck
 static: lint typecheck validate asl build security
 
 check-tests: $(STAMP)
-	$(BIN)/pytest -q -n $(CHECK_WORKERS) $(PYTEST_XDIST) -m "not stack" tests/unit tests/functional
+	$(BIN)/pytest -q -n $(CHECK_WORKERS) $(PYTEST_XDIST) -m "not stack and not bench" tests/unit tests/functional
 
 check: $(STAMP)
 	@start=$$(date +%s); $(MAKE) --no-print-directory -k -j2 --output-sync=target $(CHECK_PARTS); \

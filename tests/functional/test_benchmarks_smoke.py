@@ -24,6 +24,8 @@ import pytest
 
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.bench  # not in make check: the scripts take about a minute together
+
 BENCHMARKS = ROOT / "benchmarks"
 NUMBER = r"\d[\d,]*(?:\.\d+)?"
 """A printed figure: digits, thousands separators, decimals."""

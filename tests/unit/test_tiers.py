@@ -37,7 +37,7 @@ def make_variable(name: str) -> str:
 
 def test_every_tier_the_readme_names_is_a_registered_marker():
     tiers = readme_tiers()
-    assert set(tiers) == {"pg", "slow", "subprocess", "browser", "stack", "soak"}
+    assert set(tiers) == {"pg", "slow", "subprocess", "browser", "bench", "stack", "soak"}
     assert set(tiers) <= registered_markers()
 
 
