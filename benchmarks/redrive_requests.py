@@ -36,12 +36,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "layers" / "common"), str(ROOT / "local"), str(ROOT / "benchmarks")]
 
-from bench_env import OFFLINE_ENV, REGION, default_prices, read_price_table  # noqa: E402
-
-os.environ.update(OFFLINE_ENV)
-
 import boto3  # noqa: E402
 from aws_lambda_powertools import Logger  # noqa: E402
+from bench_env import OFFLINE_ENV, REGION, default_prices, read_price_table  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from sluice.envelope import Envelope, Seal, merge  # noqa: E402
@@ -158,6 +155,9 @@ def article_invocation(sqs: Any, dlq_url: str, source_url: str, poison_url: str)
 
 
 def main() -> int:
+    # Set here, not at import: the tests import this module for depth() (a process-wide LOG_LEVEL=WARNING
+    # there silenced every later Powertools logger's INFO lines in that pytest worker).
+    os.environ.update(OFFLINE_ENV)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=1000)
     parser.add_argument("--prices", type=Path, default=DEFAULT_PRICES)

@@ -244,9 +244,13 @@ def test_redrive_depth_counts_a_message_whose_delay_runs_out_between_the_counts(
     # Given 1,000 messages, 400 of them delayed, one of which becomes visible right after the first count
     sqs = ExpiringDelays(visible=600, delayed=400)
     # When redrive_requests.py counts the queue's messages
+    before = dict(os.environ)
     counted = benchmark_module("redrive_requests").depth(sqs, "https://queue")
     # Then that message is counted once (visible, delayed, visible again until the visible count holds)
     assert counted == 1000
+    # and importing the script left this process's environment alone (its LOG_LEVEL=WARNING, set at
+    # import, once silenced every later test's INFO log lines in this worker)
+    assert dict(os.environ) == before
 
 
 # --- every documented command and every `make bench` script has its smoke run ------------------------
