@@ -358,12 +358,12 @@ def _dead_letter(stack: observer.Stack, r: Row, envelope: Envelope) -> None:
     )["MessageId"]
 
 
-@row(
+@row(  # routing is exact: never re-driven to another queue than the one it came from
     "dead-lettered, its source queue no longer exists",
-    "redriven",
-    reason="re-driven",
-    log=LogEvent.MESSAGE_REDRIVEN,
-    metric="SuccessfulRedrives",
+    "poison",
+    reason="is not in the redrive allowlist",
+    log=LogEvent.MESSAGE_ISOLATED,
+    metric="PoisonPillsIsolated",
 )
 def _gone(stack: observer.Stack, r: Row) -> None:
     gone = stack.outputs["WorkQueueArn"].rsplit(":", 1)[0] + f":deleted-{RUN}"
