@@ -389,6 +389,8 @@ class Velocity(Scenario):
     primed_after = 1.0
     """Seconds between starting the redrive run and filling the DLQ (the run waits in its receive)."""
     timeout = 90.0
+    patience = 30.0
+    """Each new re-drive or charge grants this long again: a loaded machine re-drives slower."""
 
     def __init__(self, params: RedriveParams) -> None:
         super().__init__()
@@ -417,6 +419,7 @@ class Velocity(Scenario):
                 first[send.origin_id] = send.at
         self.figures = f = velocity(list(first.values()), self.rate, self.burst, self.slack)
         charges = stack.charges(self.prefix)
+        self.progress = (f.count, sum(charges.values()))
         n, at, bound = f.tightest
         shown = (
             f"{f.count} re-driven in {f.seconds:.1f} s; closest to the bound: {n} by t={at:.2f} s "

@@ -17,6 +17,9 @@ from typing import Any
 
 from sluice_local.app.observer import Stack
 
+MAX_STRETCH = 3.0
+"""A scenario still making progress may run to this many times its ``timeout``, never longer."""
+
 
 @dataclass
 class Outcome:
@@ -35,6 +38,12 @@ class Scenario:
     name = "scenario"
     expected = ""
     timeout = 60.0
+    """Seconds the scenario may take before it is judged as it stands (see ``patience``)."""
+    patience = 0.0
+    """Seconds of grace past ``timeout`` while the scenario still moves: whenever ``observe`` changes
+    ``progress``, the deadline becomes at least that moment plus ``patience`` (never beyond
+    ``MAX_STRETCH`` times ``timeout``). A loaded machine moves slower, not differently: a scenario
+    that keeps making progress is not cut off by a figure chosen on an idle one. 0: a fixed deadline."""
 
     def __init__(self) -> None:
         self.run_id = uuid.uuid4().hex[:8]
@@ -43,6 +52,8 @@ class Scenario:
         self.started_at = datetime.now(UTC)
         self.failed = False
         """Set by ``observe`` when the outcome can no longer be as expected: stop waiting."""
+        self.progress: object = None
+        """What ``observe`` has seen move so far (e.g. counts); a change extends the deadline."""
 
     def start(self, stack: Stack) -> None:
         raise NotImplementedError
@@ -82,17 +93,24 @@ def run(
     """Start every scenario, then observe until each settles as expected or times out."""
     todo = list(scenarios)
     results: list[Outcome | None] = [None] * len(todo)
+    deadlines: list[float] = []
     for scenario in todo:
         scenario.started = time.monotonic()
         scenario.started_at = datetime.now(UTC)
+        deadlines.append(scenario.timeout)
         scenario.start(stack)
+    moved: list[object] = [scenario.progress for scenario in todo]
     while any(r is None for r in results):
         for i, scenario in enumerate(todo):
             if results[i] is not None:
                 continue
             ok, seen = scenario.observe(stack)
             elapsed = time.monotonic() - scenario.started
-            if ok or scenario.failed or elapsed > scenario.timeout:
+            if scenario.patience > 0 and scenario.progress != moved[i]:
+                moved[i] = scenario.progress
+                stretched = max(deadlines[i], elapsed + scenario.patience)
+                deadlines[i] = min(stretched, MAX_STRETCH * scenario.timeout)
+            if ok or scenario.failed or elapsed > deadlines[i]:
                 results[i] = Outcome(
                     scenario.name,
                     scenario.expected,
