@@ -4,6 +4,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -112,3 +113,18 @@ def build_consumer(aws, metrics, session) -> Callable[..., Consumer]:
 @pytest.fixture
 def context() -> LambdaContext:
     return LambdaContext(function_name="sluice-test-consumer", timeout_seconds=30)
+
+
+@pytest.fixture
+def retry_backoffs(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Every interval moto's Step Functions retrier waits before a retry, recorded instead of slept.
+
+    moto really sleeps a Retry's interval (``time.sleep`` in its ``RetrierDecl``); what a test checks
+    is how often a state is retried and what it waited for, not the wall clock passing. Waiting is
+    skipped, the intervals are kept, in order, for the test to read.
+    """
+    from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+
+    waited: list[float] = []
+    monkeypatch.setattr(retrier_decl, "time", SimpleNamespace(sleep=waited.append))
+    return waited

@@ -1,10 +1,10 @@
 """statemachines/delay.asl.json executed by moto's Step Functions interpreter (Given / When / Then).
 
-The definition runs as written, with its ``${...}`` DefinitionSubstitutions filled in the way the
-template fills them, except that every ``IntervalSeconds`` is cut to 1 s in the test copy: moto's
-retrier really sleeps (``time.sleep(interval)``), so the deployed 5 s / 10 s / 20 s backoff of the
-always-failing case alone would take 35 s. ``MaxAttempts``, ``BackoffRate`` and the rest stay as
-deployed, so the number of attempts is the real one.
+The definition runs as written, retriers included, with its ``${...}`` DefinitionSubstitutions filled in
+the way the template fills them. moto's retrier really sleeps each interval (``time.sleep``), which
+would make the always-failing case alone wait out the deployed 5 s / 10 s / 20 s; the
+``retry_backoffs`` fixture records those intervals instead of sleeping them, so the number of attempts
+and the backoff before each are both the deployed ones, checked without waiting.
 
 The Lambda Task calls the mocked Lambda API through boto3; with ``use_docker: False`` that lands in
 ``LambdaSimpleBackend.invoke``, which is patched to run a scripted fake rehydrator in-process.
@@ -44,7 +44,6 @@ NAMESPACE = "Sluice"
 # `machine` fixture), or test_given_the_definition_... fails.
 PLACEHOLDERS = {"RehydratorFunctionArn", "MetricsNamespace"}
 
-TEST_INTERVAL_SECONDS = 1  # the smallest IntervalSeconds ASL allows (moto rejects 0)
 EXECUTION_TIMEOUT = 25.0
 # moto turns a Wait's timestamp into int(wake_at - now) seconds: the fraction of a second is dropped,
 # so it wakes up to 1 s before wake_at (Step Functions never wakes early).
@@ -55,18 +54,15 @@ MOTO_WAIT_TRUNCATION = 1.0
 LOADED_MACHINE_SLACK = 10.0
 
 MOTO_CONFIG: Any = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+# moto sleeps every Retry interval: recorded instead (see the fixture), so no test waits them out
+pytestmark = pytest.mark.usefixtures("retry_backoffs")
 
 
-def load_definition(substitutions: dict[str, str], interval_seconds: int | None = None) -> dict[str, Any]:
+def load_definition(substitutions: dict[str, str]) -> dict[str, Any]:
     text = DEFINITION.read_text()
     for name, value in substitutions.items():
         text = text.replace("${" + name + "}", value)
-    definition = json.loads(text)
-    if interval_seconds is not None:
-        for state in definition["States"].values():
-            for retrier in state.get("Retry", []):
-                retrier["IntervalSeconds"] = interval_seconds
-    return definition
+    return dict(json.loads(text))
 
 
 def wake_at_text(epoch: float) -> str:
@@ -224,10 +220,7 @@ def machine(utc_clock, rehydrator: FakeRehydrator, monkeypatch: pytest.MonkeyPat
             Handler="app.handler",
             Code={"ZipFile": lambda_zip()},
         )["FunctionArn"]
-        definition = load_definition(
-            {"RehydratorFunctionArn": function_arn, "MetricsNamespace": NAMESPACE},
-            interval_seconds=TEST_INTERVAL_SECONDS,
-        )
+        definition = load_definition({"RehydratorFunctionArn": function_arn, "MetricsNamespace": NAMESPACE})
         arn = sfn.create_state_machine(
             name="sluice-test-delay", definition=json.dumps(definition), roleArn=role_arn, type="STANDARD"
         )["stateMachineArn"]
@@ -352,7 +345,7 @@ def test_given_throttles_and_function_errors_when_the_execution_runs_then_each_r
 
 
 def test_given_the_rehydrator_always_fails_when_retries_run_out_then_the_bucket_is_reported_stranded(
-    machine, rehydrator
+    machine, rehydrator, retry_backoffs
 ):
     # Given a rehydrator that fails on every call
     rehydrator.script = [FunctionFailedError]
@@ -360,8 +353,13 @@ def test_given_the_rehydrator_always_fails_when_retries_run_out_then_the_bucket_
     # When the execution runs
     result = machine.finish(machine.start(bucket, wake_at_text(bucket)))
     # Then it is tried once plus MaxAttempts retries, then caught, counted and failed as stranded
-    attempts = 1 + retrier(machine.definition, "Rehydrate", "States.ALL")["MaxAttempts"]
+    policy = retrier(machine.definition, "Rehydrate", "States.ALL")
+    attempts = 1 + policy["MaxAttempts"]
     assert len(rehydrator.calls) == attempts
+    # ... waiting the deployed backoff before each retry (5, 10, 20 s: recorded, not slept)
+    assert retry_backoffs == [
+        policy["IntervalSeconds"] * policy["BackoffRate"] ** n for n in range(policy["MaxAttempts"])
+    ]
     assert result["status"] == "FAILED"
     assert result["error"] == "DelayBucketStranded"
     assert "sweep" in result["cause"]

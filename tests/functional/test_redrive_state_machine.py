@@ -1,9 +1,10 @@
 """statemachines/redrive.asl.json executed by moto's Step Functions interpreter (Given / When / Then).
 
 The definition runs as written, with its ``${...}`` DefinitionSubstitutions filled in the way the
-template fills them, except that the test copy cuts every retrier to ``IntervalSeconds: 1`` and
-``BackoffRate: 1`` (moto really sleeps between retries) and FetchBatch's long poll to 1 s (moto
-really waits it out on an empty queue, once per execution). Backoffs draw the floor, 0 s, unless a
+template fills them, retriers included (moto's retrier sleeps each interval: the ``retry_backoffs``
+fixture records it instead), except that the test copy cuts FetchBatch's long poll to 0 s (moto
+really waits it out on an empty queue, once per execution; its short poll returns every visible
+message, so an empty answer still means an empty DLQ). Backoffs draw the floor, 0 s, unless a
 test sets a larger one (a 600 s backoff goes out at once as DelaySeconds; a 902 s one is held in the
 DLQ, waited 2 s and sent with DelaySeconds 900).
 
@@ -90,6 +91,8 @@ MAX_ATTEMPTS = 3
 MAP_CONCURRENCY = 2
 EXECUTION_TIMEOUT = 40.0
 MOTO_CONFIG: Any = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+# moto sleeps every Retry interval: recorded instead (see the fixture), so no test waits them out
+pytestmark = pytest.mark.usefixtures("retry_backoffs")
 
 
 def load_definition(substitutions: dict[str, str], *, fast: bool = False) -> dict[str, Any]:
@@ -98,11 +101,7 @@ def load_definition(substitutions: dict[str, str], *, fast: bool = False) -> dic
         text = text.replace("${" + name + "}", value)
     definition = json.loads(text)
     if fast:
-        for state in all_states(definition).values():
-            for retrier in state.get("Retry", []):
-                retrier["IntervalSeconds"] = 1
-                retrier["BackoffRate"] = 1
-        definition["States"]["FetchBatch"]["Parameters"]["WaitTimeSeconds"] = 1
+        definition["States"]["FetchBatch"]["Parameters"]["WaitTimeSeconds"] = 0
     return definition
 
 
@@ -855,7 +854,7 @@ def test_given_a_message_at_max_attempts_when_planned_then_it_is_isolated_with_i
 
 
 def test_given_the_isolator_keeps_failing_when_retries_run_out_then_the_poison_pill_stays_in_the_dlq(
-    machine,
+    machine, retry_backoffs
 ):
     # Given a message at max attempts, and a poison isolator that fails on every call
     envelope = Envelope(origin_id="orig-p", attempts=MAX_ATTEMPTS, source=machine.work_arn)
@@ -874,6 +873,10 @@ def test_given_the_isolator_keeps_failing_when_retries_run_out_then_the_poison_p
     }
     retrier = all_states(machine.definition)["Isolate"]["Retry"][-1]
     assert len(machine.functions.calls["isolate"]) == 1 + retrier["MaxAttempts"]
+    # ... each retry after the deployed backoff (1 s, 2 s: recorded, not slept)
+    assert retry_backoffs == [
+        retrier["IntervalSeconds"] * retrier["BackoffRate"] ** n for n in range(retrier["MaxAttempts"])
+    ]
     # ... and it was not deleted: still in the DLQ (in flight until the receive's visibility ends)
     assert machine.counts(machine.dlq_url) == (0, 1)
     assert machine.counts(machine.poison_url) == (0, 0)
@@ -883,7 +886,7 @@ def test_given_the_isolator_keeps_failing_when_retries_run_out_then_the_poison_p
 
 
 def test_given_a_send_that_keeps_failing_when_retries_run_out_then_it_stays_in_the_dlq_and_is_counted(
-    machine,
+    machine, retry_backoffs
 ):
     # Given a message whose (allowlisted) source queue no longer exists, and one that is fine
     machine.dead_letter(
@@ -902,6 +905,9 @@ def test_given_a_send_that_keeps_failing_when_retries_run_out_then_it_stays_in_t
     retrier = all_states(machine.definition)["Redrive"]["Retry"][0]
     sends = [p for p in machine.sends(result["executionArn"]) if "gone" in p["QueueUrl"]]
     assert len(sends) == 1 + retrier["MaxAttempts"]
+    # ... each after a full-jitter backoff within the deployed cap (recorded, not slept)
+    assert len(retry_backoffs) == retrier["MaxAttempts"]
+    assert all(0 <= wait <= retrier["MaxDelaySeconds"] for wait in retry_backoffs)
     assert machine.functions.calls["isolate"] == []
     # ... and it was not deleted: it is still in the DLQ (in flight until the receive's visibility ends)
     assert machine.counts(machine.dlq_url) == (0, 1)
