@@ -54,21 +54,50 @@ def test_the_worker_counts_the_readme_states_are_the_makefiles(name):
     assert f"`{name}={make_variable(name)}`" in README
 
 
-@pytest.mark.subprocess
-def test_every_e2e_test_is_in_the_stack_tier_and_every_soak_test_in_the_soak_tier():
-    def collected(*args: str) -> int:
-        out = subprocess.run(
-            [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
-            cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
-        )  # fmt: skip
-        match = re.search(r"(\d+)(?:/\d+)? tests? collected|no tests collected", out.stdout)
-        assert match, out.stdout + out.stderr
-        return int(match.group(1) or 0)
+SHOW_ITEMS = """
+def pytest_collection_finish(session):
+    for item in session.items:
+        marker = item.get_closest_marker("timeout")
+        names = ",".join(sorted({m.name for m in item.iter_markers()}))
+        print("ITEM", item.nodeid, names or "-", marker.args[0] if marker else None, sep="\\t")
+"""
 
-    assert collected("tests/e2e", "-m", "not stack") == 0
-    assert collected("tests/e2e/test_soak.py", "-m", "not soak") == 0
-    assert collected("tests/unit", "tests/functional", "-m", "stack") == 0
-    assert collected("tests/e2e/test_soak.py", "-m", "soak") >= 5
+
+@pytest.fixture(scope="module")
+def collected(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[set[str], str]]:
+    """Every test of the suite as pytest collects it (conftest's markers included), in one fresh run:
+    node id → (its marker names, its timeout marker's value or 'None')."""
+    plugins = tmp_path_factory.mktemp("plugins")
+    (plugins / "show_items.py").write_text(SHOW_ITEMS)
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         "-p", "show_items", "tests"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+        env={**os.environ, "PYTHONPATH": f"{plugins}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"},
+    )  # fmt: skip
+    items: dict[str, tuple[set[str], str]] = {}
+    for line in out.stdout.splitlines():
+        if line.startswith("ITEM\t"):
+            _, nodeid, names, timeout = line.split("\t")
+            items[nodeid] = (set(names.split(",")) - {"-"}, timeout)
+    assert len(items) > 1000, out.stdout[-3000:] + out.stderr[-3000:]
+    return items
+
+
+def files(items: dict[str, tuple[set[str], str]], prefix: str) -> dict[str, tuple[set[str], str]]:
+    return {nodeid: v for nodeid, v in items.items() if nodeid.startswith(prefix)}
+
+
+@pytest.mark.subprocess
+def test_every_e2e_test_is_in_the_stack_tier_and_every_soak_test_in_the_soak_tier(collected):
+    e2e = files(collected, "tests/e2e/")
+    soak = files(collected, "tests/e2e/test_soak.py::")
+    assert [nodeid for nodeid, (names, _) in e2e.items() if "stack" not in names] == []
+    assert [nodeid for nodeid, (names, _) in soak.items() if "soak" not in names] == []
+    assert len(soak) >= 5
+    rest = {**files(collected, "tests/unit/"), **files(collected, "tests/functional/")}
+    assert rest
+    assert [nodeid for nodeid, (names, _) in rest.items() if "stack" in names] == []
 
 
 @pytest.mark.subprocess
@@ -116,35 +145,15 @@ def test_make_test_has_a_worker_for_every_long_group():
     assert int(make_variable("TEST_WORKERS")) >= len(GROUP_ORDER)
 
 
-SHOW_TIMEOUTS = """
-def pytest_collection_finish(session):
-    for item in session.items:
-        marker = item.get_closest_marker("timeout")
-        print("TIMEOUT", item.nodeid.split("::")[0], marker.args[0] if marker else None)
-"""
-
-
 @pytest.mark.subprocess
-def test_a_stack_test_without_a_timeout_of_its_own_gets_the_stack_timeout(tmp_path):
+def test_a_stack_test_without_a_timeout_of_its_own_gets_the_stack_timeout(collected):
     """A stack group's first test pays for the session stack's start and its module's scenarios: the
     default 120 s would assume an idle CPU (a loaded run timed out in setup)."""
     from tests.conftest import STACK_TIMEOUT  # noqa: PLC0415
 
-    (tmp_path / "show_timeouts.py").write_text(SHOW_TIMEOUTS)
-    files = ("tests/e2e/test_bad_input_battery.py", "tests/e2e/test_soak.py", "tests/unit/test_log_keys.py")
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-         "-p", "show_timeouts", *files],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
-        env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"},
-    )  # fmt: skip
-    seen: dict[str, set[str]] = {}
-    for line in out.stdout.splitlines():
-        if line.startswith("TIMEOUT "):
-            _, path, value = line.split(" ")
-            seen.setdefault(path, set()).add(value)
-    assert seen == {
-        files[0]: {str(STACK_TIMEOUT)},
-        files[1]: {"900"},  # the soak's own
-        files[2]: {"None"},  # pyproject's default
-    }, out.stdout[-3000:] + out.stderr[-3000:]
+    def timeouts(path: str) -> set[str]:
+        return {timeout for _, timeout in files(collected, path + "::").values()}
+
+    assert timeouts("tests/e2e/test_bad_input_battery.py") == {str(STACK_TIMEOUT)}
+    assert timeouts("tests/e2e/test_soak.py") == {"900"}  # the soak's own
+    assert timeouts("tests/unit/test_log_keys.py") == {"None"}  # pyproject's default
