@@ -128,3 +128,17 @@ def retry_backoffs(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     waited: list[float] = []
     monkeypatch.setattr(retrier_decl, "time", SimpleNamespace(sleep=waited.append))
     return waited
+
+
+@pytest.fixture
+def sdk_retry_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Every back-off botocore's retry handler asks for before retrying a call, recorded, not slept.
+
+    botocore sleeps the back-off its retry mode computes (``time.sleep`` in ``botocore.endpoint``): a
+    test of what a retried call does (sent twice, a timeout surfacing) need not wait it out.
+    """
+    from botocore import endpoint
+
+    slept: list[float] = []
+    monkeypatch.setattr(endpoint, "time", SimpleNamespace(sleep=slept.append))
+    return slept

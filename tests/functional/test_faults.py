@@ -19,6 +19,8 @@ from sluice_local.emulation import faults
 from tests.conftest import TEST_SEAL
 
 REGION = "us-east-1"
+# botocore sleeps its retry back-off: recorded instead (see the fixture), so no test waits it out
+pytestmark = pytest.mark.usefixtures("sdk_retry_sleeps")
 
 
 def decisions(plan: faults.FaultPlan, calls: int = 400) -> list[str | None]:
