@@ -10,6 +10,8 @@ from typing import Any
 import boto3
 import pytest
 from aws_lambda_powertools import Logger
+from botocore import endpoint
+from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
 
 from sluice.consumer.batch import Consumer, SluiceRecord
 from sluice.errors import PermanentError, RetryAfter, TransientError
@@ -123,8 +125,6 @@ def retry_backoffs(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     is how often a state is retried and what it waited for, not the wall clock passing. Waiting is
     skipped, the intervals are kept, in order, for the test to read.
     """
-    from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
-
     waited: list[float] = []
     monkeypatch.setattr(retrier_decl, "time", SimpleNamespace(sleep=waited.append))
     return waited
@@ -137,8 +137,6 @@ def sdk_retry_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     botocore sleeps the back-off its retry mode computes (``time.sleep`` in ``botocore.endpoint``): a
     test of what a retried call does (sent twice, a timeout surfacing) need not wait it out.
     """
-    from botocore import endpoint
-
     slept: list[float] = []
     monkeypatch.setattr(endpoint, "time", SimpleNamespace(sleep=slept.append))
     return slept
