@@ -188,7 +188,7 @@ def test_an_unexpected_failure_goes_back_to_sqs_alone_with_a_log_line_and_a_metr
     sqs, _jobs, poison, *_ = job_stack
 
     class Worker:
-        def run(self, job_id, *, deadline=None):
+        def run(self, job_id, *, deadline=None, trace=None):
             if job_id == FLAKY:
                 raise RuntimeError("a bug nobody expected")
             return Outcome.COMPLETED
@@ -214,7 +214,7 @@ def test_one_job_the_database_did_not_answer_in_time_goes_back_alone(job_stack, 
     tried: list[uuid.UUID] = []
 
     class Worker:
-        def run(self, job_id, *, deadline=None):
+        def run(self, job_id, *, deadline=None, trace=None):
             tried.append(job_id)
             if job_id == CHARGE:  # a lock timeout on one hot row: the database itself is fine
                 raise JobStoreUnavailable("commit: canceling statement due to lock timeout")
@@ -241,7 +241,7 @@ def test_records_left_when_the_invocation_is_about_to_end_go_back_untouched(job_
     tried: list[uuid.UUID] = []
 
     class Worker:
-        def run(self, job_id, *, deadline=None):
+        def run(self, job_id, *, deadline=None, trace=None):
             tried.append(job_id)
             return Outcome.COMPLETED
 

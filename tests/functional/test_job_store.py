@@ -665,7 +665,7 @@ def test_behind_a_proxy_no_startup_options_are_sent(pg_url):
 def test_start_claims_a_two_phase_kind_counts_a_single_run_and_only_reads_the_rest(pg_url, jobs_schema):
     store = store_for(pg_url, jobs_schema)
     charge, thumb, other = store.create("charge").id, store.create("thumbnail").id, store.create("other").id
-    kinds = {"two_phase": ["charge"], "single": ["thumbnail"]}
+    kinds: dict[str, Any] = {"two_phase": ["charge"], "single": ["thumbnail"]}
     # A pending two-phase kind is claimed in the same statement that reads it
     job, started, claim = store.start(charge, **kinds)
     assert started

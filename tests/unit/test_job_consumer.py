@@ -32,9 +32,11 @@ class Worker:
 
     def __init__(self) -> None:
         self.ran: list[uuid.UUID] = []
+        self.traces: list[str | None] = []
 
-    def run(self, job_id: uuid.UUID, *, deadline: float | None = None) -> Outcome:
+    def run(self, job_id: uuid.UUID, *, deadline: float | None = None, trace: str | None = None) -> Outcome:
         self.ran.append(job_id)
+        self.traces.append(trace)
         return Outcome.COMPLETED
 
 
@@ -233,3 +235,15 @@ def test_given_honest_envelopes_when_consumed_then_no_envelope_is_counted_corrup
     assert metrics.ENVELOPES_CORRUPT in sink.values
     assert sink.values[metrics.ENVELOPES_CORRUPT] == 0
     assert not [line for line in lines if line["level"] == "WARNING"]
+
+
+def test_given_a_traced_job_message_when_consumed_then_the_worker_runs_the_job_on_that_trace():
+    # Given a job message that arrived on a trace
+    job_id = uuid.uuid4()
+    body = json.dumps({"job_id": str(job_id)})
+    # When it is consumed
+    response, _, worker, _, _ = consume(record(body, system={"AWSTraceHeader": HEADER}))
+    # Then the worker runs the job with that X-Ray header (kept on the job for its later attempts)
+    assert response == {"batchItemFailures": []}
+    assert worker.ran == [job_id]
+    assert worker.traces == [HEADER]

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from sluice.jobs.maintenance import JobMaintenance, MaintenanceReport
     from sluice.jobs.schema import migrate, migrations
     from sluice.jobs.settings import JobConsumerSettings, JobSettings, JobStoreSettings
-    from sluice.jobs.store import Claim, Created, Failed, Job, JobStore, Reaped
+    from sluice.jobs.store import Claim, Created, Failed, Job, JobStore, Reaped, Requeue
     from sluice.jobs.worker import JobConsumer, JobKinds, JobWorker, Outcome, job_message, parse_job_message
 
 REQUIRES: tuple[str, ...] = ()
@@ -40,6 +40,7 @@ __all__ = [
     "MaintenanceReport",
     "Outcome",
     "Reaped",
+    "Requeue",
     "dsn_from_secret",
     "job_message",
     "migrate",
@@ -65,6 +66,7 @@ __getattr__, __dir__ = lazy_exports(
         "Job": "store",
         "JobStore": "store",
         "Reaped": "store",
+        "Requeue": "store",
         "JobConsumer": "worker",
         "JobKinds": "worker",
         "JobWorker": "worker",

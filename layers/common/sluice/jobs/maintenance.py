@@ -18,11 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from sluice import metrics
 from sluice.batchsend import Outgoing, send_batch
+from sluice.jobs.rows import Requeue
 from sluice.jobs.worker import job_message
 
 if TYPE_CHECKING:
-    import uuid
-
     from aws_lambda_powertools import Logger
     from mypy_boto3_sqs import SQSClient
 
@@ -123,7 +122,7 @@ class JobMaintenance:
                     "jobs dead: their last attempt's claim expired",
                     extra={"job_ids": [str(i) for i in reaped.dead[:50]]},
                 )
-            self._enqueue(reaped.pending, report)
+            self._enqueue([Requeue(i, reaped.traces.get(i)) for i in reaped.pending], report)
             if len(reaped.pending) + len(reaped.dead) < self._limit or _out_of_time(remaining_ms):
                 break
         self._metrics.add_metric(name=metrics.JOBS_REAPED, unit="Count", value=report.reaped)
@@ -135,13 +134,13 @@ class JobMaintenance:
         self._ready()
         report = MaintenanceReport()
         while True:
-            due = self._store.due_for_retry(limit=self._limit)
+            due = self._store.take_due(limit=self._limit)
             report.retried += len(due)
             self._enqueue(due, report)
             if len(due) < self._limit or _out_of_time(remaining_ms):
                 break
         while not _out_of_time(remaining_ms):
-            lost = self._store.orphans(self._orphan, limit=self._limit)
+            lost = self._store.take_orphans(self._orphan, limit=self._limit)
             report.reenqueued += len(lost)
             if lost:
                 self._log.warning("pending jobs without a message enqueued again", extra={"count": len(lost)})
@@ -153,11 +152,15 @@ class JobMaintenance:
         self._log.info("retry sweeper done", extra=report.to_dict())
         return report
 
-    def _enqueue(self, ids: list[uuid.UUID], report: MaintenanceReport) -> None:
-        if not ids:
+    def _enqueue(self, jobs: list[Requeue], report: MaintenanceReport) -> None:
+        """A message for each job, on the job's trace (its ``AWSTraceHeader``): every attempt of a job
+        lands on the trace of the delivery that first ran it."""
+        if not jobs:
             return
         refused = send_batch(
-            self._sqs, self._queue_url, [Outgoing(key=str(i), body=job_message(i)) for i in ids]
+            self._sqs,
+            self._queue_url,
+            [Outgoing(key=str(job.id), body=job_message(job.id), trace=job.trace) for job in jobs],
         )
         if refused:
             keys = [r.message.key for r in refused]

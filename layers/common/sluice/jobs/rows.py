@@ -17,6 +17,7 @@ __all__ = [
     "Failed",
     "Job",
     "Reaped",
+    "Requeue",
     "Status",
     "error_text",
     "storable",
@@ -106,8 +107,18 @@ class Failed:
 
 
 @dataclass(frozen=True)
+class Requeue:
+    """A pending job to be enqueued again, with the X-Ray trace header its message carries."""
+
+    id: uuid.UUID
+    trace: str | None = None
+
+
+@dataclass(frozen=True)
 class Reaped:
     pending: list[uuid.UUID] = field(default_factory=list)
     """Taken back from an expired claim: to be enqueued again."""
+    traces: dict[uuid.UUID, str] = field(default_factory=dict)
+    """The trace header of each job in ``pending`` that has one."""
     dead: list[uuid.UUID] = field(default_factory=list)
     """Expired on their last attempt: no more runs."""

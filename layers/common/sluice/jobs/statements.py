@@ -14,8 +14,8 @@ COLUMNS = (
 )
 
 STATEMENTS: dict[str, str] = {
-    "insert": "INSERT INTO {jobs} (id, kind, payload, max_attempts, unique_key)"
-    " VALUES (%(id)s, %(kind)s, %(payload)s, %(max_attempts)s, %(unique_key)s)"
+    "insert": "INSERT INTO {jobs} (id, kind, payload, max_attempts, unique_key, trace)"
+    " VALUES (%(id)s, %(kind)s, %(payload)s, %(max_attempts)s, %(unique_key)s, %(trace)s)"
     " ON CONFLICT DO NOTHING RETURNING id",
     "by_unique_key": "SELECT id FROM {jobs} WHERE unique_key = %(unique_key)s",
     "get": f"SELECT {COLUMNS} FROM {{jobs}} WHERE id = %(id)s",  # noqa: S608 - constants only
@@ -32,7 +32,7 @@ STATEMENTS: dict[str, str] = {
     " updated_at = now(), claimed_at = NULL"
     " WHERE id = %(id)s AND status = 'pending' RETURNING status, attempt, next_attempt_at",
     "claim": "UPDATE {jobs} SET status = 'processing', attempt = attempt + 1, claim_token = %(token)s,"  # noqa: S608
-    " claimed_at = now(), claimed_by = %(worker)s, updated_at = now()"
+    " claimed_at = now(), claimed_by = %(worker)s, updated_at = now(), trace = coalesce(trace, %(trace)s)"
     f" WHERE id = %(id)s AND status = 'pending' RETURNING {COLUMNS}",
     # One round trip for a delivery: start the run of a pending row of a known kind — a two-phase kind is
     # claimed (processing, new token, attempt + 1); a single-UPDATE kind stays pending with the run marked
@@ -41,7 +41,7 @@ STATEMENTS: dict[str, str] = {
     # other row is only read.
     # The second SELECT sees the statement's snapshot, so a row another worker claimed meanwhile may read
     # as pending there: callers treat a row that was not started as taken.
-    "start": "WITH started AS (UPDATE {jobs} SET updated_at = now(),"  # noqa: S608
+    "start": "WITH started AS (UPDATE {jobs} SET updated_at = now(), trace = coalesce(trace, %(trace)s),"  # noqa: S608
     " claim_token = CASE WHEN kind = ANY(%(two_phase)s::text[]) OR claimed_at IS NULL"
     "   THEN %(token)s ELSE claim_token END,"
     " claimed_at = CASE WHEN kind = ANY(%(two_phase)s::text[]) THEN now()"
@@ -85,13 +85,13 @@ STATEMENTS: dict[str, str] = {
     " FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS c(id, token)"
     " WHERE j.id = c.id AND j.claim_token = c.token AND j.status IN ('processing', 'pending')"
     "   AND j.claimed_at < now() - make_interval(secs => %(lease)s)"
-    " RETURNING j.id, j.status",
+    " RETURNING j.id, j.status, j.trace",
     "due_for_retry": "UPDATE {jobs} SET status = 'pending', next_attempt_at = NULL, updated_at = now(),"
     " claimed_at = NULL"
     " WHERE status = 'error' AND id IN (SELECT id FROM {jobs}"
     "   WHERE status = 'error' AND next_attempt_at <= now()"
     "   ORDER BY next_attempt_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
-    " RETURNING id",
+    " RETURNING id, trace",
     "stats": "SELECT status, count(*) AS jobs, min(claimed_at) AS oldest_claim,"
     " min(next_attempt_at) AS next_retry, min(updated_at) AS oldest_update FROM {jobs} GROUP BY status",
     "orphans": "UPDATE {jobs} SET updated_at = now()"
@@ -99,5 +99,5 @@ STATEMENTS: dict[str, str] = {
     "   WHERE status = 'pending' AND claimed_at IS NULL"
     "   AND updated_at < now() - make_interval(secs => %(age)s)"
     "   ORDER BY updated_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
-    " RETURNING id",
+    " RETURNING id, trace",
 }

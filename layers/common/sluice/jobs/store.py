@@ -42,14 +42,15 @@ from sluice.backoff import Uniform, full_jitter
 from sluice.errors import AlreadyHandled, JobContention, JobNotFound, JobStoreUnavailable, LostClaim
 from sluice.jobs import defaults
 from sluice.jobs.connection import first_line
-from sluice.jobs.rows import Claim, Created, Failed, Job, Reaped, error_text, storable
+from sluice.jobs.rows import Claim, Created, Failed, Job, Reaped, Requeue, error_text, storable
 from sluice.jobs.statements import STATEMENTS
+from sluice.tracing import valid_xray_header
 
 if TYPE_CHECKING:
     from sluice.jobs.connection import Connector
     from sluice.jobs.settings import JobStoreSettings
 
-__all__ = ["Claim", "Created", "Failed", "Job", "JobStore", "Reaped", "storable"]
+__all__ = ["Claim", "Created", "Failed", "Job", "JobStore", "Reaped", "Requeue", "storable"]
 
 T = TypeVar("T")
 
@@ -127,8 +128,10 @@ class JobStore:
         unique_key: str | None = None,
         max_attempts: int | None = None,
         job_id: uuid.UUID | None = None,
+        trace: str | None = None,
     ) -> Created:
-        """Insert a pending job; idempotent on ``unique_key`` (and on ``job_id``)."""
+        """Insert a pending job; idempotent on ``unique_key`` (and on ``job_id``). ``trace``: the
+        producer's X-Ray trace header, kept for the job's messages (one that is not valid is dropped)."""
         if not 1 <= len(kind) <= 128 or error_text(kind) != kind:
             raise ValueError("a job kind is 1 to 128 characters of valid text")
         attempts = self._max_attempts if max_attempts is None else max_attempts
@@ -144,6 +147,7 @@ class JobStore:
             "payload": Jsonb(payload),
             "max_attempts": attempts,
             "unique_key": unique_key,
+            "trace": valid_xray_header(trace),
         }
         row = self._one("insert", params)
         if row is not None:
@@ -187,10 +191,12 @@ class JobStore:
 
     # --- two-phase mode ------------------------------------------------------------------------
 
-    def claim(self, job_id: uuid.UUID) -> Claim:
-        """pending → processing with a new claim token (attempt + 1); :class:`AlreadyHandled` otherwise."""
+    def claim(self, job_id: uuid.UUID, *, trace: str | None = None) -> Claim:
+        """pending → processing with a new claim token (attempt + 1); :class:`AlreadyHandled` otherwise.
+        ``trace``: the delivery's X-Ray header, kept when the job has none yet."""
         token = uuid.uuid4()
-        row = self._one("claim", {"id": job_id, "token": token, "worker": self._worker})
+        params = {"id": job_id, "token": token, "worker": self._worker, "trace": valid_xray_header(trace)}
+        row = self._one("claim", params)
         if row is not None:
             return Claim(Job(**row), token)
         job = self.get(job_id)
@@ -199,7 +205,12 @@ class JobStore:
         raise self._not_pending(job_id)
 
     def start(
-        self, job_id: uuid.UUID, *, two_phase: Sequence[str], single: Sequence[str]
+        self,
+        job_id: uuid.UUID,
+        *,
+        two_phase: Sequence[str],
+        single: Sequence[str],
+        trace: str | None = None,
     ) -> tuple[Job, bool, Claim | None]:
         """Start a delivery's run in one round trip: a pending job of a ``two_phase`` kind is claimed, one
         of a ``single`` kind gets its attempt counted; any other job is only read.
@@ -207,6 +218,8 @@ class JobStore:
         ``(job, started, claim)``: ``started`` when this call counted the run (``claim`` is set for a
         two-phase kind). A job that was not started is taken or not pending (:class:`AlreadyHandled` for
         the caller), or of a kind nobody handles. :class:`JobNotFound` when there is no such job.
+        ``trace``: the delivery's X-Ray header, kept on a pending job that has none yet (its later
+        messages carry it: see :meth:`take_due`).
         """
         token = uuid.uuid4()
         params = {
@@ -215,6 +228,7 @@ class JobStore:
             "worker": self._worker,
             "two_phase": list(two_phase),
             "known": [*two_phase, *single],
+            "trace": valid_xray_header(trace),
         }
         row = self._one("start", params)
         if row is None:
@@ -270,17 +284,28 @@ class JobStore:
         reaped = Reaped()
         for row in self._all("reap", params):
             (reaped.dead if row["status"] == "dead" else reaped.pending).append(row["id"])
+            if row["status"] != "dead" and row["trace"] is not None:
+                reaped.traces[row["id"]] = row["trace"]
         return reaped
 
-    def due_for_retry(self, *, limit: int = 500) -> list[uuid.UUID]:
+    def take_due(self, *, limit: int = 500) -> list[Requeue]:
         """error rows whose retry time has come → pending (``FOR UPDATE SKIP LOCKED``: concurrent
-        sweepers never take the same row); returns their ids, to be enqueued."""
-        return [row["id"] for row in self._all("due_for_retry", {"limit": limit})]
+        sweepers never take the same row); returns each with its trace header, to be enqueued."""
+        return [Requeue(row["id"], row["trace"]) for row in self._all("due_for_retry", {"limit": limit})]
+
+    def take_orphans(self, older_than_seconds: float, *, limit: int = 500) -> list[Requeue]:
+        """Pending rows untouched for ``older_than_seconds`` (their message was lost, or never sent):
+        touched and returned with their trace header, to be enqueued again."""
+        params = {"age": float(older_than_seconds), "limit": limit}
+        return [Requeue(row["id"], row["trace"]) for row in self._all("orphans", params)]
+
+    def due_for_retry(self, *, limit: int = 500) -> list[uuid.UUID]:
+        """:meth:`take_due`, the ids only."""
+        return [due.id for due in self.take_due(limit=limit)]
 
     def orphans(self, older_than_seconds: float, *, limit: int = 500) -> list[uuid.UUID]:
-        """Pending rows untouched for ``older_than_seconds`` (their message was lost, or never sent):
-        touched and returned, to be enqueued again."""
-        return [row["id"] for row in self._all("orphans", {"age": float(older_than_seconds), "limit": limit})]
+        """:meth:`take_orphans`, the ids only."""
+        return [lost.id for lost in self.take_orphans(older_than_seconds, limit=limit)]
 
     def stats(self) -> dict[str, dict[str, Any]]:
         """Per status: how many jobs, the oldest claim (processing), the next retry (error), the oldest

@@ -171,14 +171,17 @@ class JobWorker:
         self._log = logger
         self._sleep = sleep
 
-    def run(self, job_id: uuid.UUID, *, deadline: float | None = None) -> Outcome:
+    def run(self, job_id: uuid.UUID, *, deadline: float | None = None, trace: str | None = None) -> Outcome:
         """Run one delivery of ``job_id``. ``deadline`` (``time.monotonic()``): until when the final
         commit or fail may be retried while the database is unavailable (default: 10 s from its first
-        try) — the handler has run, so giving up early would have the reaper run it again."""
+        try) — the handler has run, so giving up early would have the reaper run it again. ``trace``:
+        the delivery's X-Ray header, kept on the job for the messages of its later attempts."""
         # One round trip: a two-phase kind's pending row is claimed at once, a single-UPDATE kind's run
         # is marked in flight, anything else is read.
         kinds = self._kinds
-        job, started, claim = self._store.start(job_id, two_phase=kinds.two_phase, single=kinds.single)
+        job, started, claim = self._store.start(
+            job_id, two_phase=kinds.two_phase, single=kinds.single, trace=trace
+        )
         kind = kinds.get(job.kind)
         try:
             if claim is not None and kind is not None:
@@ -402,7 +405,9 @@ class JobConsumer:
         if deadline is not None and time.monotonic() >= deadline:  # handed back untouched, not half-run
             raise _OutOfTime("not started: too little of the invocation is left")
         try:
-            outcome = self._worker.run(parse_job_message(arrival.body), deadline=deadline)
+            outcome = self._worker.run(
+                parse_job_message(arrival.body), deadline=deadline, trace=arrival.envelope.trace
+            )
         except PermanentError as exc:  # malformed message or no such job: isolate, never retry
             self._reject(arrival, exc)
             counts[metrics.JOB_MESSAGES_REJECTED] += 1
