@@ -158,6 +158,23 @@ def test_given_a_received_message_when_its_sourced_envelope_is_taken_then_nothin
     assert arrival.sourced_envelope == arrival.envelope == HISTORY
 
 
+def test_given_an_origin_without_a_source_when_read_then_the_queue_it_arrived_on_is_its_source() -> None:
+    # Given: an envelope naming its origin but no queue (a request `sluice delay-dlq replay` sent back)
+    replayed = Envelope(origin_id="orig-1", attempts=2)
+    attributes = merge({}, replayed, body=BODY, seal=SEAL)
+
+    # When: read from a Lambda record, and from a DLQ's ReceiveMessage answer
+    from_record = Arrival.from_record(record(attributes=attributes), seal=SEAL)
+    redriven = message(attributes=attributes, system={"DeadLetterQueueSourceArn": DLQ_SOURCE})
+    from_message = Arrival.from_message(redriven, seal=SEAL)
+
+    # Then: the queue each arrived from is its source; the rest of its history is kept
+    assert from_record.envelope.source == QUEUE
+    assert from_message.envelope.source == DLQ_SOURCE
+    assert from_record.envelope.origin_id == from_message.envelope.origin_id == "orig-1"
+    assert from_record.envelope.attempts == 2
+
+
 def test_given_a_powertools_record_when_read_then_it_reads_as_its_raw_event() -> None:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord  # noqa: PLC0415
 

@@ -9,7 +9,7 @@ state machine's Plan step). :class:`Arrival` reads either into the same parts:
   not hold is dropped and :attr:`Arrival.problem` says why (the caller logs it and counts it in
   ``EnvelopesCorrupt``);
 - the first hop's identity where the envelope lacks it: this message's id as ``origin_id``, the queue
-  it came from as ``source``;
+  it came from as ``source`` (also beside an ``origin_id`` that came without one);
 - its trace context (:func:`sluice.tracing.first_hop`: the envelope's, else the ``AWSTraceHeader`` it
   arrived with and the producer's ``traceparent`` attribute, else one derived from its identity);
 - SQS's receive count (:func:`receive_count`, the one parser) and its send time;
@@ -155,6 +155,10 @@ class Arrival:
             envelope = envelope.model_copy(
                 update={"origin_id": message_id, "source": envelope.source or source}
             )
+        elif envelope.source is None and source is not None:
+            # an envelope that names its origin but no queue (e.g. a request `sluice delay-dlq replay`
+            # sent back): the queue it arrived on, as for a first hop
+            envelope = envelope.model_copy(update={"source": source})
         if not valid_traceparent(envelope.traceparent) or valid_xray_header(envelope.trace) != envelope.trace:
             # the first hop, an envelope written before traceparent existed, or a producer's malformed one
             trace, traceparent = first_hop(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -103,7 +103,7 @@ class BatchDelay:
         for record in event.get("Records", []):
             mid = record["messageId"]
             try:
-                arrival = _sourced(Arrival.from_record(record, seal=self._seal))
+                arrival = Arrival.from_record(record, seal=self._seal)
             except Exception:  # noqa: BLE001 - unreadable attributes: this record retried, not the batch
                 self._log.exception(
                     "could not read delayed message; retried", extra=fallback_ids(record).ids()
@@ -322,15 +322,6 @@ class BatchDelay:
             extra={EVENT: LogEvent.DELAYED_ISOLATED, **arrival.ids(), "reason": str(exc)},
         )
         return True
-
-
-def _sourced(arrival: Arrival) -> Arrival:
-    """``arrival`` with the delay queue as its envelope's ``source`` where that is missing, whether or
-    not the envelope has its ``origin_id`` (Arrival fills ``source`` only beside a missing one): a
-    request ``sluice delay-dlq replay`` sent back carries an ``origin_id`` and no source."""
-    if arrival.envelope.source is not None or arrival.queue_arn is None:
-        return arrival
-    return replace(arrival, envelope=arrival.envelope.model_copy(update={"source": arrival.queue_arn}))
 
 
 def _first_trace(planned: list[_Planned]) -> str | None:
