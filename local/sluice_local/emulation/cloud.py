@@ -27,8 +27,15 @@ from botocore.config import Config
 from sluice_local.emulation import moto_adapter
 from sluice_local.emulation.emulated import Alarms, Resolver, Schedules, Ticker
 from sluice_local.emulation.functions import FunctionHost, FunctionSpec, Handler
+from sluice_local.emulation.language_extensions import LanguageExtensionError
 from sluice_local.emulation.pollers import MappingSpec, SqsPoller
-from sluice_local.emulation.template import ARTIFACT_BUCKET, ParameterError, Translated, translate
+from sluice_local.emulation.template import (
+    ARTIFACT_BUCKET,
+    MappingError,
+    ParameterError,
+    Translated,
+    translate,
+)
 
 log = logging.getLogger("sluice_local")
 ROOT = Path(__file__).resolve().parents[3]
@@ -220,6 +227,8 @@ class LocalCloud:
             translated, artifacts = translate(self.template_path, self.parameters, self.region)
         except ParameterError as exc:  # CloudFormation refuses the stack before creating anything
             raise DeployError(f"ValidationError: {exc}") from exc
+        except (LanguageExtensionError, MappingError) as exc:  # the transform fails: nothing is created
+            raise DeployError(f"Transform failed: {exc}") from exc
         self.translated = translated
         s3 = self.client("s3")
         s3.create_bucket(Bucket=ARTIFACT_BUCKET)

@@ -7,8 +7,10 @@ Uses samtranslator (the library `sam` itself uses) and applies only the fixes mo
   from the real source;
 - state machine ``DefinitionUri`` files are inlined as ``DefinitionString`` (``Fn::Sub`` with the
   ``DefinitionSubstitutions``), since moto does not read local files;
-- ``Fn::FindInMap`` keyed by parameters is resolved here (moto looks Number parameters up as
-  integers in string-keyed mappings, which CloudFormation never does);
+- ``Fn::ForEach`` loops (``AWS::LanguageExtensions``) are expanded first
+  (:mod:`sluice_local.emulation.language_extensions`);
+- ``Fn::FindInMap`` keyed by parameters is resolved here, its ``DefaultValue`` included (moto looks
+  Number parameters up as integers in string-keyed mappings, which CloudFormation never does);
 - ``AWS::CloudWatch::Alarm``, ``AWS::Scheduler::Schedule`` and ``AWS::SNS::Subscription`` resources,
   which moto's CloudFormation does not create, are set aside and created or emulated by the runtime
   (see :mod:`sluice_local.emulation.emulated`); ``Ref`` to them resolves to their name, as in AWS.
@@ -30,6 +32,8 @@ import boto3
 from samtranslator.parser.parser import Parser
 from samtranslator.translator.translator import Translator
 from samtranslator.yaml_helper import yaml_parse
+
+from sluice_local.emulation import language_extensions
 
 ARTIFACT_BUCKET = "sluice-local-artifacts"
 EMULATED_TYPES = ("AWS::CloudWatch::Alarm", "AWS::Scheduler::Schedule", "AWS::SNS::Subscription")
@@ -55,6 +59,10 @@ class Translated:
 
 class ParameterError(ValueError):
     """A parameter value breaks its template constraint: CloudFormation's ValidationError."""
+
+
+class MappingError(ValueError):
+    """``Fn::FindInMap`` names an entry its Mappings lack, with no ``DefaultValue``: the deploy fails."""
 
 
 def parameter_problems(declared: dict[str, Any], given: dict[str, str]) -> list[str]:
@@ -135,6 +143,7 @@ def translate(
     problems = parameter_problems(sam.get("Parameters", {}), parameters)
     if problems:
         raise ParameterError("; ".join(problems))
+    sam = language_extensions.expand(sam, parameters)  # Fn::ForEach, before SAM's transform
     artifacts: dict[str, bytes] = {}
     code_dirs: dict[str, Path] = {}
     globals_fn = sam.get("Globals", {}).get("Function", {})
@@ -249,7 +258,9 @@ def _resolve_find_in_map(node: Any, mappings: dict[str, Any], params: dict[str, 
         return node
     if set(node) == {"Fn::FindInMap"}:
         keys = []
-        for part in node["Fn::FindInMap"]:
+        args = node["Fn::FindInMap"]
+        options = args[3] if len(args) > 3 and isinstance(args[3], dict) else {}
+        for part in args[:3]:
             if isinstance(part, dict) and set(part) == {"Ref"} and part["Ref"] in params:
                 keys.append(params[part["Ref"]])
             elif isinstance(part, str | int):
@@ -259,7 +270,9 @@ def _resolve_find_in_map(node: Any, mappings: dict[str, Any], params: dict[str, 
         try:
             return mappings[keys[0]][keys[1]][keys[2]]
         except KeyError as exc:
-            raise ValueError(f"Fn::FindInMap {keys}: no such entry {exc} in Mappings") from None
+            if "DefaultValue" in options:  # AWS::LanguageExtensions: the value when any key is missing
+                return _resolve_find_in_map(options["DefaultValue"], mappings, params)
+            raise MappingError(f"Fn::FindInMap {keys}: no such entry {exc} in Mappings") from None
     return {k: _resolve_find_in_map(v, mappings, params) for k, v in node.items()}
 
 

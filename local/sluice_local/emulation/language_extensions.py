@@ -1,0 +1,132 @@
+"""``AWS::LanguageExtensions`` for the embedded cloud: ``Fn::ForEach`` expanded before SAM's transform.
+
+CloudFormation applies the transforms a template lists in order; a SAM template that loops with
+``Fn::ForEach`` lists ``AWS::LanguageExtensions`` before ``AWS::Serverless-2016-10-31``. moto knows
+neither, and samtranslator only the second, so the emulation expands the loops first with the code
+SAM CLI runs for ``sam build --language-extensions`` (``samcli.lib.cfn_language_extensions``), then
+hands samtranslator a plain SAM template.
+
+Only the loops are expanded here (each copy with its loop variable substituted, ``Ref`` and
+``${Name}`` alike); every other intrinsic is left for the steps that already resolve it the way
+CloudFormation does (``Fn::FindInMap``, its ``DefaultValue`` included, and ``Fn::If`` in
+:mod:`sluice_local.emulation.template`; the rest in moto). ``Fn::Length`` and ``Fn::ToJsonString``,
+which nothing here resolves, are refused with a message that names them rather than deployed wrong.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+__all__ = ["LANGUAGE_EXTENSIONS", "LanguageExtensionError", "expand", "uses_language_extensions"]
+
+LANGUAGE_EXTENSIONS = "AWS::LanguageExtensions"
+UNSUPPORTED = ("Fn::Length", "Fn::ToJsonString")
+
+
+class LanguageExtensionError(ValueError):
+    """The template's language extensions cannot be expanded (CloudFormation's transform failure)."""
+
+
+def _transforms(template: dict[str, Any]) -> list[Any]:
+    declared = template.get("Transform", [])
+    return list(declared) if isinstance(declared, list) else [declared]
+
+
+def uses_language_extensions(template: dict[str, Any]) -> bool:
+    return LANGUAGE_EXTENSIONS in _transforms(template)
+
+
+def parameter_values(declared: dict[str, Any], given: dict[str, str]) -> dict[str, Any]:
+    """What ``Ref`` to each parameter yields, as CloudFormation gives it: text (a ``Number`` too), a
+    list for a ``CommaDelimitedList``; the given value, else the ``Default``."""
+    values: dict[str, Any] = {}
+    for name, spec in declared.items():
+        if name in given:
+            raw: Any = given[name]
+        elif "Default" in spec:
+            raw = spec["Default"]
+        else:
+            continue
+        text = str(raw).lower() if isinstance(raw, bool) else raw
+        if spec.get("Type") == "CommaDelimitedList":
+            items = text if isinstance(text, list) else str(text).split(",") if str(text) else []
+            values[name] = [str(item).strip() for item in items]
+        else:
+            values[name] = ",".join(map(str, text)) if isinstance(text, list) else str(text)
+    return values
+
+
+def expand(template: dict[str, Any], given: dict[str, str]) -> dict[str, Any]:
+    """``template`` with every ``Fn::ForEach`` expanded and ``AWS::LanguageExtensions`` dropped from its
+    ``Transform``; a template that does not declare the transform is returned as it is."""
+    if not uses_language_extensions(template):
+        return template
+    from samcli.lib.cfn_language_extensions.exceptions import InvalidTemplateException  # noqa: PLC0415
+    from samcli.lib.cfn_language_extensions.models import (  # noqa: PLC0415
+        ResolutionMode,
+        TemplateProcessingContext,
+    )
+    from samcli.lib.cfn_language_extensions.pipeline import ProcessingPipeline  # noqa: PLC0415
+    from samcli.lib.cfn_language_extensions.processors import (  # noqa: PLC0415
+        ForEachProcessor,
+        TemplateParsingProcessor,
+    )
+    from samcli.lib.cfn_language_extensions.resolvers import (  # noqa: PLC0415
+        FnFindInMapResolver,
+        FnJoinResolver,
+        FnRefResolver,
+        FnSelectResolver,
+        FnSplitResolver,
+        IntrinsicResolver,
+    )
+
+    context = TemplateProcessingContext(
+        fragment=copy.deepcopy(template),
+        parameter_values=parameter_values(template.get("Parameters", {}), given),
+        resolution_mode=ResolutionMode.PARTIAL,
+    )
+    # what a loop's collection may be written with (e.g. !Ref to a CommaDelimitedList, !Split): the
+    # loops' bodies are copied with their loop variable substituted, nothing else resolved
+    collections = IntrinsicResolver(context)
+    for resolver in (FnRefResolver, FnFindInMapResolver, FnSplitResolver, FnJoinResolver, FnSelectResolver):
+        collections.register_resolver(resolver)
+    pipeline = ProcessingPipeline(
+        [TemplateParsingProcessor(), ForEachProcessor(intrinsic_resolver=collections)]
+    )
+    try:
+        expanded: dict[str, Any] = pipeline.process_template(context)
+    except InvalidTemplateException as exc:
+        raise LanguageExtensionError(f"{LANGUAGE_EXTENSIONS}: {exc}") from None
+    found = sorted(_unsupported(expanded))
+    if found:
+        raise LanguageExtensionError(
+            f"{LANGUAGE_EXTENSIONS}: {', '.join(found)} is not resolved by the local runtime "
+            "(only Fn::ForEach and Fn::FindInMap's DefaultValue are)"
+        )
+    expanded["Transform"] = [t for t in _transforms(expanded) if t != LANGUAGE_EXTENSIONS]
+    return dict(_literal_subs(expanded))
+
+
+def _literal_subs(node: Any) -> Any:
+    """``Fn::Sub`` of a string with no ``${`` left (a loop variable substituted into it) is that
+    string, as CloudFormation evaluates it: ``CodeUri: !Sub src/${Name}`` is a folder again, and
+    ``!GetAtt [!Sub ${Name}Queue, Arn]`` names its resource."""
+    if isinstance(node, list):
+        return [_literal_subs(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    if set(node) == {"Fn::Sub"} and isinstance(node["Fn::Sub"], str) and "${" not in node["Fn::Sub"]:
+        return node["Fn::Sub"]
+    return {k: _literal_subs(v) for k, v in node.items()}
+
+
+def _unsupported(node: Any) -> set[str]:
+    if isinstance(node, list):
+        return set().union(*(_unsupported(v) for v in node)) if node else set()
+    if not isinstance(node, dict):
+        return set()
+    found = {key for key in node if key in UNSUPPORTED}
+    for value in node.values():
+        found |= _unsupported(value)
+    return found
