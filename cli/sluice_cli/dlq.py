@@ -247,7 +247,10 @@ def sluice_redrive(ctx: Context, args: argparse.Namespace) -> int:
     ctx.out.emit(data, human)
     if report.stopped == "breaker_open":
         reason = report.breaker["reason"] if report.breaker else None
-        ctx.out.error(f"the redrive breaker is open ({reason}); nothing was re-driven")
+        ctx.out.error(
+            f"the redrive breaker is open ({reason}); nothing was re-driven. Once the downstream is "
+            "healthy: sluice breaker close, then redrive again"
+        )
         return PARTIAL_FAILURE
     return PARTIAL_FAILURE if report.failed else OK
 

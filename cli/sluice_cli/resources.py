@@ -88,7 +88,8 @@ def stack_outputs(cloudformation: CloudFormationClient, stack_name: str) -> dict
         if exc.response.get("Error", {}).get("Code") == "ValidationError":
             raise CliError(
                 f"stack {stack_name!r} not found ({exc.response['Error'].get('Message', '')}); "
-                "pass --stack-name, --region or --endpoint-url",
+                "pass --stack-name, --region or --endpoint-url (the local runtime's stack is "
+                "'sluice-local', at the AWS_ENDPOINT_URL `make up` prints)",
                 USAGE_ERROR,
             ) from None
         raise

@@ -55,8 +55,10 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def _send_an_order(cloud: LocalCloud) -> str:
     return (
-        f"aws sqs send-message --queue-url {cloud.outputs.get('WorkQueueUrl')} --message-body "
+        f"aws sqs send-message --endpoint-url {cloud.endpoint} "
+        f"--queue-url {cloud.outputs.get('WorkQueueUrl')} --message-body "
         '\'{"order_id":"o-1","customer_id":"c-1","amount_cents":100,"currency":"EUR"}\''
+        f"\nsluice --stack-name {cloud.stack_name} poison list   # the operator CLI, on this stack"
     )
 
 

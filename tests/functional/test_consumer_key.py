@@ -83,7 +83,8 @@ def test_given_a_body_without_its_key_when_consumed_by_default_then_it_is_poison
     reason = last_error_of(poisoned)
     assert reason.type == "PermanentError"
     assert reason.message == (
-        "idempotency key path 'order_id' yields nothing in the body (SLUICE_IDEMPOTENCY_KEY_MISSING=poison)"
+        "idempotency key path 'order_id' yields nothing in the body (SLUICE_IDEMPOTENCY_KEY_MISSING=poison; "
+        "the stack parameters IdempotencyKeyJmesPath and IdempotencyKeyMissing set them)"
     )
     # And the log line names the message, the path and the outcome; the metric counts it
     [line] = missing_lines(log)

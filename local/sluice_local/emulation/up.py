@@ -46,6 +46,10 @@ def serve(
         print(f"sluice local stack {cloud.stack_name!r} is up at {cloud.endpoint}", file=console)
         for key, value in cloud.outputs.items():
             print(f"  {key:28} {value}", file=console)
+        if cloud.parameters:  # what this deploy set beyond the template's defaults (change with --param)
+            print("parameters (--param KEY=VALUE overrides):", file=console)
+            for key, value in sorted(cloud.parameters.items()):
+                print(f"  {key:28} {value}", file=console)
         print(
             f"\nexport AWS_ENDPOINT_URL={cloud.endpoint} "
             "AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing "

@@ -336,7 +336,8 @@ class Consumer:
         if s.idempotency_key_missing == "poison":
             raise PermanentError(
                 f"idempotency key path {s.idempotency_key_jmespath!r} yields nothing in the body "
-                "(SLUICE_IDEMPOTENCY_KEY_MISSING=poison)"
+                "(SLUICE_IDEMPOTENCY_KEY_MISSING=poison; the stack parameters IdempotencyKeyJmesPath "
+                "and IdempotencyKeyMissing set them)"
             )
 
     def _isolate(self, arrival: Arrival, exc: PermanentError, stats: _Stats) -> None:
