@@ -43,6 +43,7 @@ from sluice.limits import MAX_VISIBILITY_SECONDS
 from sluice.logevents import EVENT, LogEvent
 from sluice.partial import each_record
 from sluice.poison import isolate
+from sluice.queuecheck import SourceQueueNeeds, check_source_queue
 from sluice.sealing import load_seal
 from sluice.sqs import queue_url_from_arn
 from sluice.tracing import system_attributes
@@ -157,10 +158,18 @@ class Consumer:
         # endpoint and service data again (tens of milliseconds of cold start).
         client: Any = session.client if session is not None else boto3.client
         seal = load_seal(settings.envelope_key_secret, client=client("secretsmanager"))
+        sqs = client("sqs")
+        if settings.source_queue_url:  # refuse to start on a queue that would deliver twice or lose
+            needs = SourceQueueNeeds(
+                settings.visibility_timeout_seconds,
+                settings.max_receive_count,
+                settings.dead_letter_queue_url or None,
+            )
+            check_source_queue(sqs, settings.source_queue_url, needs)
         return cls(
             processor,
             settings=settings,
-            sqs=client("sqs"),
+            sqs=sqs,
             dynamodb=client("dynamodb"),
             s3=lambda: client("s3"),
             logger=logger,
