@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import threading
@@ -12,13 +13,21 @@ from typing import TextIO
 
 from sluice_local.emulation.cloud import LocalCloud
 
-__all__ = ["redirect_function_output", "serve"]
+__all__ = ["redirect_function_output", "serve", "write_atomically"]
 
 
 def redirect_function_output(log_file: Path) -> None:
     """Functions print JSON logs and EMF metrics to stdout, as in Lambda; keep them in a file."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
     sys.stdout = log_file.open("a", buffering=1, encoding="utf-8")
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """``path`` appears with all of ``text`` or not at all: a reader polling for it (a test, a script)
+    never reads it half-written (a loaded run once read it empty: JSONDecodeError)."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
 
 
 def serve(
@@ -42,7 +51,7 @@ def serve(
             "outputs": cloud.outputs,
         }
         if ready_file is not None:
-            ready_file.write_text(json.dumps(info))
+            write_atomically(ready_file, json.dumps(info))
         print(f"sluice local stack {cloud.stack_name!r} is up at {cloud.endpoint}", file=console)
         for key, value in cloud.outputs.items():
             print(f"  {key:28} {value}", file=console)
