@@ -98,11 +98,11 @@ def test_given_a_producer_trace_when_the_jobs_message_was_lost_then_the_orphan_i
     store = store_for(pg_url, jobs_schema)
     job_id = store.create("flaky", trace=PRODUCER).id
     # When the orphan sweep finds it
-    [lost] = store.take_orphans(0)
+    [lost] = store.orphans(0)
     # Then it comes with the producer's trace, which the message then carries
     assert (lost.id, lost.trace) == (job_id, PRODUCER)
     store.create("flaky", job_id=job_id)  # idempotent: the trace stays
-    assert [r.trace for r in store.take_orphans(0)] == [PRODUCER]
+    assert [r.trace for r in store.orphans(0)] == [PRODUCER]
 
 
 def test_given_an_expired_claim_when_reaped_then_its_retry_message_carries_the_claims_trace(

@@ -134,13 +134,13 @@ class JobMaintenance:
         self._ready()
         report = MaintenanceReport()
         while True:
-            due = self._store.take_due(limit=self._limit)
+            due = self._store.due_for_retry(limit=self._limit)
             report.retried += len(due)
             self._enqueue(due, report)
             if len(due) < self._limit or _out_of_time(remaining_ms):
                 break
         while not _out_of_time(remaining_ms):
-            lost = self._store.take_orphans(self._orphan, limit=self._limit)
+            lost = self._store.orphans(self._orphan, limit=self._limit)
             report.reenqueued += len(lost)
             if lost:
                 self._log.warning("pending jobs without a message enqueued again", extra={"count": len(lost)})

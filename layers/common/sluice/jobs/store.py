@@ -219,7 +219,7 @@ class JobStore:
         two-phase kind). A job that was not started is taken or not pending (:class:`AlreadyHandled` for
         the caller), or of a kind nobody handles. :class:`JobNotFound` when there is no such job.
         ``trace``: the delivery's X-Ray header, kept on a pending job that has none yet (its later
-        messages carry it: see :meth:`take_due`).
+        messages carry it: see :meth:`due_for_retry`).
         """
         token = uuid.uuid4()
         params = {
@@ -288,24 +288,16 @@ class JobStore:
                 reaped.traces[row["id"]] = row["trace"]
         return reaped
 
-    def take_due(self, *, limit: int = 500) -> list[Requeue]:
+    def due_for_retry(self, *, limit: int = 500) -> list[Requeue]:
         """error rows whose retry time has come → pending (``FOR UPDATE SKIP LOCKED``: concurrent
         sweepers never take the same row); returns each with its trace header, to be enqueued."""
         return [Requeue(row["id"], row["trace"]) for row in self._all("due_for_retry", {"limit": limit})]
 
-    def take_orphans(self, older_than_seconds: float, *, limit: int = 500) -> list[Requeue]:
+    def orphans(self, older_than_seconds: float, *, limit: int = 500) -> list[Requeue]:
         """Pending rows untouched for ``older_than_seconds`` (their message was lost, or never sent):
         touched and returned with their trace header, to be enqueued again."""
         params = {"age": float(older_than_seconds), "limit": limit}
         return [Requeue(row["id"], row["trace"]) for row in self._all("orphans", params)]
-
-    def due_for_retry(self, *, limit: int = 500) -> list[uuid.UUID]:
-        """:meth:`take_due`, the ids only."""
-        return [due.id for due in self.take_due(limit=limit)]
-
-    def orphans(self, older_than_seconds: float, *, limit: int = 500) -> list[uuid.UUID]:
-        """:meth:`take_orphans`, the ids only."""
-        return [lost.id for lost in self.take_orphans(older_than_seconds, limit=limit)]
 
     def stats(self) -> dict[str, dict[str, Any]]:
         """Per status: how many jobs, the oldest claim (processing), the next retry (error), the oldest
