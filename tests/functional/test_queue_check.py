@@ -128,13 +128,18 @@ def consumer_env(queues: Queues, source: str, **extra: str) -> dict[str, Any]:
     }
 
 
-def start(env: dict[str, Any]) -> Consumer:
-    """A consumer's cold start with ``env`` as its environment."""
+def start(env: dict[str, Any], reads: list[str] | None = None) -> Consumer:
+    """A consumer's cold start with ``env`` as its environment; ``reads`` collects the queue URLs it
+    asks SQS the attributes of."""
+    session = boto3.Session(region_name=REGION)
+    if reads is not None:
+        session.events.register(
+            "provide-client-params.sqs.GetQueueAttributes",
+            lambda params, **_: reads.append(params["QueueUrl"]),
+        )
+    logger = Logger(service="sluice-test")
     return Consumer.from_env(
-        lambda record: None,
-        logger=Logger(service="sluice-test"),
-        metrics_sink=RecordingMetrics(),
-        environ=env,
+        lambda record: None, logger=logger, metrics_sink=RecordingMetrics(), environ=env, session=session
     )
 
 
@@ -143,27 +148,19 @@ def test_given_an_existing_queue_too_short_when_the_consumer_cold_starts_then_it
 ) -> None:
     # Given a consumer configured for an existing queue whose visibility is too short
     url = queues.source(visibility=45)
-    env = consumer_env(queues, url)
     # When it cold starts, Then it refuses, naming the queue
     with pytest.raises(ConfigurationError, match=f"source queue {url}: VisibilityTimeout is 45 s"):
-        Consumer.from_env(
-            lambda record: None,
-            logger=Logger(service="sluice-test"),
-            metrics_sink=RecordingMetrics(),
-            environ=env,
-        )
-    # ... while the same consumer on a queue that meets its needs starts
+        start(consumer_env(queues, url))
+    # ... while the same consumer on a queue that meets its needs starts, having read it and its DLQ
     good = queues.source("existing-ok")
-    assert isinstance(start(consumer_env(queues, good)), Consumer)
+    reads: list[str] = []
+    assert isinstance(start(consumer_env(queues, good), reads), Consumer)
+    assert reads == [good, queues.dlq]
 
 
 def test_given_no_source_queue_url_when_the_consumer_cold_starts_then_nothing_is_checked(
     queues: Queues,
 ) -> None:
-    env = consumer_env(queues, "")
-    Consumer.from_env(
-        lambda record: None,
-        logger=Logger(service="sluice-test"),
-        metrics_sink=RecordingMetrics(),
-        environ=env,
-    )
+    reads: list[str] = []
+    assert isinstance(start(consumer_env(queues, ""), reads), Consumer)
+    assert reads == []
