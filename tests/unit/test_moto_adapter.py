@@ -70,6 +70,7 @@ def test_every_replacement_keeps_the_parameters_of_the_method_it_replaces(attrib
         moto_adapter.SQS_RECEIVE_RESPONSE: moto_adapter.install_dead_letter_sources,
         moto_adapter.SFN_START_EXECUTION: moto_adapter.install_execution_names,
         moto_adapter.CFN_RESOURCE_CLASS: moto_adapter.install_cloudformation_secrets,
+        moto_adapter.MODULE_LIST: moto_adapter.install_module_list_once,
     }[attribute]()
     try:
         assert moto_adapter.attribute_problem(attribute) is None
@@ -91,6 +92,7 @@ def test_installing_then_undoing_every_patch_leaves_moto_exactly_as_it_was():
         moto_adapter.install_dead_letter_sources(),
         moto_adapter.install_execution_names(),
         moto_adapter.install_cloudformation_secrets(),
+        moto_adapter.install_module_list_once(),
     ]
     assert all(state()[name] is not value for name, value in before.items())
     for undo in reversed(undos):
@@ -216,3 +218,15 @@ def test_moto_still_skips_secrets_in_cloudformation():
         outputs = _secret_stack()
     # If this fails, moto creates the secret itself: check Ref and GenerateSecretString, drop the patch.
     assert not str(outputs.get("KeyArn", "")).startswith("arn:aws:secretsmanager:")
+
+
+def test_given_the_module_list_listed_once_then_moto_sees_the_same_backends() -> None:
+    from moto import backends  # noqa: PLC0415
+
+    listed = list(backends.list_of_moto_modules())
+    undo = moto_adapter.install_module_list_once()
+    try:
+        assert list(backends.list_of_moto_modules()) == listed
+        assert {"sqs", "stepfunctions", "awslambda"} <= set(listed)
+    finally:
+        undo()

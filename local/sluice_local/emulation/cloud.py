@@ -201,6 +201,7 @@ class LocalCloud:
         self._unpatch.append(moto_adapter.install_dead_letter_sources())  # moto's moves don't say from where
         self._unpatch.append(moto_adapter.install_execution_names())
         self._unpatch.append(moto_adapter.install_cloudformation_secrets())
+        self._unpatch.append(moto_adapter.install_module_list_once())  # moto lists them per request
         self._server = moto_adapter.start_server(self.port)
         # moto's backends are process-wide: a stack started earlier in this process must not leak in.
         moto_adapter.reset()

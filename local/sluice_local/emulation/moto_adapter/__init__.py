@@ -1,7 +1,8 @@
 """Everything the local runtime does to moto beyond its public API, in one place: written for moto 5.2.5.
 
 - **Settings**: Step Functions executes state machines; Lambda runs without Docker.
-- **Patches** (:data:`PATCHED`, each undone by the function that installs it): Lambda invocations
+- **Patches** (:data:`PATCHED`, each undone by the function that installs it): moto's server lists
+  its backends once, not on every request; Lambda invocations
   land in the runtime's in-process functions; EventBridge rules deliver to Lambda and Step Functions
   targets; ``aws-sdk:sfn`` tasks get Step Functions' PascalCase naming; SQS refuses what AWS refuses
   (sizes in bytes with attributes, characters, attribute rules); a message a redrive policy moves
@@ -27,6 +28,7 @@ from sluice_local.emulation.moto_adapter.attributes import (
     CFN_RESOURCE_CLASS,
     LAMBDA_BACKEND_INVOKE,
     LAMBDA_FUNCTION_INVOKE,
+    MODULE_LIST,
     PATCHED,
     RULE_SEND_TO_TARGETS,
     SETTINGS,
@@ -49,6 +51,7 @@ from sluice_local.emulation.moto_adapter.backends import (
     detach_sqs_invoke,
     event_rules,
     hand_over_state_machines,
+    install_module_list_once,
     queue_metric,
     reset,
     start_server,
@@ -66,11 +69,13 @@ from sluice_local.emulation.moto_adapter.sqs_rules import install_sqs_rules, wir
 
 __all__ = [
     "AWS_SDK_PARAMETERS", "AWS_SDK_RESPONSE", "CFN_RESOURCE_CLASS", "DEAD_LETTER_SOURCE",
-    "LAMBDA_BACKEND_INVOKE", "LAMBDA_FUNCTION_INVOKE", "PATCHED", "RULE_SEND_TO_TARGETS", "SETTINGS",
+    "LAMBDA_BACKEND_INVOKE", "LAMBDA_FUNCTION_INVOKE", "MODULE_LIST", "PATCHED", "RULE_SEND_TO_TARGETS",
+    "SETTINGS",
     "SFN_START_EXECUTION", "SQS_ADD_MESSAGE", "SQS_RECEIVE_MESSAGE", "SQS_RECEIVE_RESPONSE",
     "SQS_SEND_MESSAGE", "SQS_SEND_MESSAGE_BATCH", "USED", "WRITTEN_FOR", "Attribute", "InvokeFn", "Undo",
     "attribute_problem", "configure", "detach_sqs_invoke", "event_rules", "hand_over_state_machines",
     "install_aws_sdk_casing", "install_cloudformation_secrets", "install_dead_letter_sources",
-    "install_event_delivery", "install_execution_names", "install_invoke", "install_sqs_rules",
+    "install_event_delivery", "install_execution_names", "install_invoke", "install_module_list_once",
+    "install_sqs_rules",
     "installed_version", "problems", "queue_metric", "reset", "start_server", "wire_attributes",
 ]  # fmt: skip

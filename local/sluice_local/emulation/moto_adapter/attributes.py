@@ -103,7 +103,9 @@ SFN_START_EXECUTION = Attribute(
 CFN_RESOURCE_CLASS = Attribute(
     "moto.cloudformation.parsing", None, "resource_class_from_type", ("resource_type",)
 )
+MODULE_LIST = Attribute("moto.backends", None, "list_of_moto_modules", ())
 PATCHED = (
+    MODULE_LIST,
     CFN_RESOURCE_CLASS,
     LAMBDA_FUNCTION_INVOKE,
     LAMBDA_BACKEND_INVOKE,
