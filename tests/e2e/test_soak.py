@@ -26,6 +26,10 @@ from sluice_local.emulation import faults as fault_kinds
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS = int(os.environ.get("SLUICE_TEST_SOAK_SEEDS", "50"))
 TIMEOUT = 900  # a deadline, only reached when something hangs
+WORKERS = "8"
+"""The short soak's stacks (4 per RedriveMode). Measured alone on 2 cores, 50 seeds: 8 workers 177 s wall,
+196 CPU s; 10 workers 182 s, 276 CPU s (oversubscribed: more involuntary switches and system time); 6
+workers 241 s, 178 CPU s. In ``make test`` every CPU second is shared with the other tiers."""
 
 
 def clean_env() -> dict[str, str]:
@@ -61,7 +65,7 @@ def test_the_short_soak_loses_nothing_and_duplicates_no_side_effect(tmp_path, ca
         "--first",
         "0",
         "--workers",
-        "10",
+        WORKERS,
         "--only",
         kinds,
         "--workload",
