@@ -80,7 +80,7 @@ $(CHECKOV_STAMP): requirements-checkov.txt
 
 security-venv: $(CHECKOV_STAMP)
 
-security: $(CHECKOV_STAMP)
+security: $(STAMP) $(CHECKOV_STAMP)
 	$(CHECKOV_VENV)/bin/python scripts/security_scan.py
 
 # Tiers (markers in pyproject.toml, applied in tests/conftest.py): `make check` is the fast loop, `make test`

@@ -5,11 +5,17 @@ alone (RedriveMode=lambda, no job store, no e-mail, ...) leave the stepfunctions
 resources unscanned. This writes the template once per variant, with those defaults changed, and runs
 checkov on each: 0 failed checks in every variant, or the exit status says which failed.
 
+checkov does not expand ``Fn::ForEach`` (``AWS::LanguageExtensions``): it skips a loop's resources
+without a word. Each variant is therefore expanded first, by the project's virtualenv
+(``python -m sluice_local.emulation.language_extensions``, SAM CLI's own expansion), and checkov
+scans the expanded template; a loop left in it fails the scan.
+
 Run with the checkov virtualenv's Python (standard library only): ``make security``.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -17,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+PROJECT_PYTHON = ROOT / ".venv" / "bin" / "python"
 ACCOUNT = "123456789012"
 EVERYTHING_ELSE = {
     # every optional part on, and the redrive state machine instead of the redriver
@@ -52,14 +59,33 @@ def with_defaults(template: str, defaults: dict[str, str]) -> str:
     return "".join(lines)
 
 
+def expanded(source: Path) -> str:
+    """The template at ``source`` with its ``Fn::ForEach`` loops expanded (JSON), none left."""
+    done = subprocess.run(  # noqa: S603 - our own argv
+        [str(PROJECT_PYTHON), "-m", "sluice_local.emulation.language_extensions", str(source)],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    template = json.loads(done.stdout or "{}")
+    if not template.get("Resources"):
+        raise SystemExit(f"expanding {source.name} printed no template: {done.stderr or done.stdout!r}")
+    if "Fn::ForEach" in done.stdout:
+        raise SystemExit("an Fn::ForEach is left after the expansion: checkov would skip its resources")
+    return done.stdout
+
+
 def main() -> int:
     checkov = Path(sys.executable).with_name("checkov")
     template = (ROOT / "template.yaml").read_text(encoding="utf-8")
     failed = []
     with tempfile.TemporaryDirectory(prefix="sluice-checkov-") as tmp:
         for n, (name, defaults) in enumerate(VARIANTS.items()):
-            path = Path(tmp) / f"template-{n}.yaml"
-            path.write_text(with_defaults(template, defaults), encoding="utf-8")
+            source = Path(tmp) / f"template-{n}.yaml"
+            source.write_text(with_defaults(template, defaults), encoding="utf-8")
+            path = Path(tmp) / f"template-{n}.json"
+            path.write_text(expanded(source), encoding="utf-8")
             print(f"== checkov: template.yaml, {name}", flush=True)
             argv = [
                 str(checkov),

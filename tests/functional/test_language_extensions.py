@@ -5,6 +5,7 @@ the code of its own folder, ``Fn::FindInMap`` falling back to its ``DefaultValue
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 from samtranslator.yaml_helper import yaml_parse
 
 from sluice_local.emulation.cloud import DeployError, LocalCloud
-from sluice_local.emulation.language_extensions import LanguageExtensionError, expand
+from sluice_local.emulation.language_extensions import LanguageExtensionError, expand, main
 
 TEMPLATE = """\
 AWSTemplateFormatVersion: "2010-09-09"
@@ -174,3 +175,19 @@ def test_given_an_extension_the_local_runtime_does_not_resolve_when_expanded_the
     )
     with pytest.raises(LanguageExtensionError, match=r"Fn::Length is not resolved by the local runtime"):
         expand(yaml_parse(text), {})
+
+
+def test_given_the_command_line_when_run_then_it_prints_the_expanded_template_as_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a looping template (what scripts/security_scan.py hands checkov, expanded by this command)
+    template = project(tmp_path)
+    # When expanded from the command line, for one workload
+    code = main([str(template), "WorkloadNames=sensors"])
+    # Then the JSON on stdout holds that workload's resources and no loop
+    printed = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert sorted(printed["Resources"]) == ["Done", "sensorsFunction", "sensorsQueue"]
+    assert "Fn::ForEach" not in json.dumps(printed)
+    # and a parameter not written Name=Value is refused with the usage
+    assert main([str(template), "WorkloadNames"]) == 2

@@ -18,6 +18,7 @@ from sluice.delay.settings import DelaySettings
 from sluice.jobs.settings import JobConsumerSettings, JobSettings, JobStoreSettings
 from sluice.redrive.settings import BreakerSettings, RedriveSettings
 from sluice.settings import ENV_PREFIX, EnvSettings, split_csv
+from sluice_local.emulation.language_extensions import expand
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
@@ -42,7 +43,8 @@ REQUIRED = object()
 
 
 def load_template() -> Template:
-    return yaml_parse(TEMPLATE.read_text(encoding="utf-8"))
+    """template.yaml with its ``Fn::ForEach`` loops expanded (as CloudFormation reads it)."""
+    return expand(yaml_parse(TEMPLATE.read_text(encoding="utf-8")), {})
 
 
 def parameter_default(template: Template, name: str) -> Any:

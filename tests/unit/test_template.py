@@ -30,6 +30,7 @@ from sluice.consumer.settings import ConsumerSettings
 from sluice.limits import MAX_VISIBILITY_SECONDS
 from sluice.redrive.settings import RedriveSettings
 from sluice.settings import ENV_PREFIX
+from sluice_local.emulation.language_extensions import expand
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
@@ -84,7 +85,10 @@ ALLOWED_MANAGED_POLICIES: dict[str, str] = {
 
 
 def load_template() -> Template:
-    return yaml_parse(TEMPLATE.read_text(encoding="utf-8"))
+    """template.yaml as CloudFormation reads it after ``AWS::LanguageExtensions``: its ``Fn::ForEach``
+    loops expanded for the parameters' defaults (the loops repeat resources; none depends on a
+    parameter, so every resource of every mode is here, each under its Condition)."""
+    return expand(yaml_parse(TEMPLATE.read_text(encoding="utf-8")), {})
 
 
 class _StubManagedPolicyLoader:
@@ -563,7 +567,8 @@ def check_redrive_modes(raw: Template, cfn: Template) -> list[str]:
             problems.append(f"{name} is required by RedriveSettings but not set on the redriver")
     problems += _redrive_trigger_problems(raw)
     pace = raw.get("Mappings", {}).get("RedrivePace", {})
-    for rate in _parameter(raw, "RedriveMaxPerSecond").get("AllowedValues", []):
+    for allowed in _parameter(raw, "RedriveMaxPerSecond").get("AllowedValues", []):
+        rate = int(allowed)  # text in the template (see its Mappings), a number to CloudFormation
         want = math.ceil(10 / rate) if rate <= 10 else 0
         got = pace.get(str(rate), {}).get("seconds")
         if got != want:

@@ -130,3 +130,32 @@ def _unsupported(node: Any) -> set[str]:
     for value in node.values():
         found |= _unsupported(value)
     return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m sluice_local.emulation.language_extensions TEMPLATE [Name=Value ...]``: the template
+    with its loops expanded, as JSON on stdout (what scripts/security_scan.py hands checkov, which
+    skips the resources of an ``Fn::ForEach`` without a word)."""
+    import json  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    from samtranslator.yaml_helper import yaml_parse  # noqa: PLC0415
+
+    args = sys.argv[1:] if argv is None else argv
+    if not args or any("=" not in a for a in args[1:]):
+        print(main.__doc__, file=sys.stderr)
+        return 2
+    given = dict(a.split("=", 1) for a in args[1:])
+    try:
+        expanded = expand(yaml_parse(Path(args[0]).read_text(encoding="utf-8")), given)
+    except LanguageExtensionError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    json.dump(expanded, sys.stdout, indent=1)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
