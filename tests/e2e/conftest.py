@@ -13,15 +13,8 @@ e.g. ``SLUICE_LAMBDA_ENDPOINT=http://127.0.0.1:3001``.
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,81 +22,10 @@ import pytest
 
 from sluice_local.app.observer import Stack
 from sluice_local.emulation.cloud import endpoint_client
+from sluice_local.testing import RunningStack, port_is_closed, start_stack
 
 ROOT = Path(__file__).resolve().parents[2]
 LAMBDA_ENDPOINT_VARIABLE = "SLUICE_LAMBDA_ENDPOINT"
-
-
-@dataclass
-class RunningStack:
-    stack: Stack
-    process: subprocess.Popen[bytes]
-    port: int
-    output: Path
-
-    def stop(self, timeout: float = 60) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-                raise AssertionError(f"local stack did not stop within {timeout}s of SIGTERM") from None
-        return int(self.process.returncode)
-
-
-def start_stack(
-    workdir: Path,
-    *,
-    stack_name: str,
-    template: Path | None = None,
-    params: dict[str, str] | None = None,
-    database_url: str | None = None,
-    timeout: float = 180,  # a deadline, not a wait; within STACK_TIMEOUT (tests/conftest.py) its setup spends
-) -> RunningStack:
-    ready = workdir / f"{stack_name}.ready.json"
-    log = workdir / f"{stack_name}.functions.log"
-    output = workdir / f"{stack_name}.out"
-    cmd = [
-        sys.executable, "-m", "sluice_local", "up", "--fast",
-        "--stack-name", stack_name, "--ready-file", str(ready), "--log-file", str(log),
-    ]  # fmt: skip
-    if template is not None:
-        cmd += ["--template", str(template)]
-    for key, value in (params or {}).items():
-        cmd += ["--param", f"{key}={value}"]
-    if database_url is not None:
-        cmd += ["--database-url", database_url]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SLUICE_", "MOTO_"))}
-    with output.open("wb") as sink:
-        process = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT)
-    try:
-        _wait_ready(process, ready, output, timeout)
-    except BaseException:  # the deadline, pytest-timeout or ^C: never leave the stack running
-        process.kill()
-        process.wait()
-        raise
-    info = json.loads(ready.read_text())
-    stack = Stack(info["endpoint"], info["outputs"], log, info["region"])
-    return RunningStack(stack, process, int(info["endpoint"].rsplit(":", 1)[1]), output)
-
-
-def _wait_ready(process: subprocess.Popen[bytes], ready: Path, output: Path, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not ready.exists():
-        if process.poll() is not None:
-            tail = output.read_text()[-4000:]
-            raise AssertionError(f"local stack exited with {process.returncode}:\n{tail}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"local stack not ready within {timeout}s:\n{output.read_text()[-4000:]}")
-        time.sleep(0.1)  # polling the ready file, not standing in for it
-
-
-def port_is_closed(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.settimeout(0.5)
-        return sock.connect_ex(("127.0.0.1", port)) != 0
 
 
 def _session_stack(

@@ -10,8 +10,7 @@ from moto.core.config import default_user_config
 
 from sluice_local.app.stack import local_cloud
 from sluice_local.emulation import moto_adapter
-
-from .conftest import port_is_closed
+from sluice_local.testing import port_is_closed
 
 
 def patched_attributes() -> dict[str, object]:

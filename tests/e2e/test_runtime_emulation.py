@@ -6,7 +6,7 @@ import json
 import time
 from pathlib import Path
 
-from .conftest import port_is_closed, start_stack
+from sluice_local.testing import port_is_closed, start_stack
 
 FIXTURE = Path(__file__).parent / "fixtures" / "wiring" / "template.yaml"
 

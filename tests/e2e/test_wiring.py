@@ -7,8 +7,9 @@ from pathlib import Path
 
 from sluice_local.app import observer
 from sluice_local.demo.scenarios import consumer, runner
+from sluice_local.testing import port_is_closed, start_stack
 
-from .conftest import ROOT, port_is_closed, start_stack
+from .conftest import ROOT
 
 
 def miswired_template(tmp: Path) -> Path:

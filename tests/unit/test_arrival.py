@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -12,6 +11,7 @@ import pytest
 from sluice.arrival import Arrival, Unread, fallback_ids, receive_count
 from sluice.envelope import ATTRIBUTE, Envelope, ErrorInfo, Seal, merge
 from sluice.tracing import derived_traceparent
+from sluice_local.testing import sqs_record
 
 SEAL = Seal((b"k" * 32,))
 FORGER = Seal((b"f" * 32,))
@@ -43,22 +43,12 @@ def record(
     system: dict[str, Any] | None = None,
     body: str = BODY,
 ) -> dict[str, Any]:
-    """A Lambda SQS event record (camelCase attributes, binary values base64)."""
-    event_attributes = {
-        name: {"dataType": value["DataType"], "stringValue": value["StringValue"]}
-        if "StringValue" in value
-        else {"dataType": value["DataType"], "binaryValue": base64.b64encode(value["BinaryValue"]).decode()}
-        for name, value in (attributes or {}).items()
-    }
-    return {
-        "messageId": "rec-1",
-        "receiptHandle": "rh-rec-1",
-        "body": body,
-        "attributes": {"ApproximateReceiveCount": "3", "SentTimestamp": "1795860000000", **(system or {})},
-        "messageAttributes": event_attributes,
-        "eventSource": "aws:sqs",
-        "eventSourceARN": QUEUE,
-    }
+    """A Lambda SQS event record (camelCase attributes, binary values base64), a third receive."""
+    sent = datetime.fromtimestamp(1795860000, UTC)
+    return sqs_record(
+        body, message_id="rec-1", attributes=attributes, receive_count=3, sent_at=sent, queue_arn=QUEUE,
+        system=system,
+    )  # fmt: skip
 
 
 def message(

@@ -15,6 +15,7 @@ from aws_lambda_powertools import Logger
 from sluice.delay.parker import BatchDelay
 from sluice.delay.settings import DelaySettings
 from sluice.envelope import Envelope, merge
+from sluice_local.testing import sqs_record
 from tests.conftest import ENVELOPE_KEY_ARN, TEST_SEAL
 from tests.doubles import FakeSqs, RecordingMetrics, envelope_of
 
@@ -50,19 +51,11 @@ def delayer(sqs: FakeSqs, sink: RecordingMetrics, log: io.StringIO | None = None
 
 def record(message_id: str, envelope: Envelope, *, receives: str = "1", body: str = "{}") -> dict[str, Any]:
     """A Lambda SQS record from the delay queue, its envelope sealed with the stack's key."""
-    [(name, value)] = merge({}, envelope, body=body, seal=TEST_SEAL).items()
-    return {
-        "messageId": message_id,
-        "receiptHandle": f"rh-{message_id}",
-        "body": body,
-        "attributes": {
-            "ApproximateReceiveCount": receives,
-            "SentTimestamp": str(int(NOW.timestamp() * 1000)),
-        },
-        "messageAttributes": {name: {"dataType": value["DataType"], "stringValue": value["StringValue"]}},
-        "eventSource": "aws:sqs",
-        "eventSourceARN": DELAY_QUEUE,
-    }
+    attributes = merge({}, envelope, body=body, seal=TEST_SEAL)
+    return sqs_record(
+        body, message_id=message_id, attributes=attributes, receive_count=receives, sent_at=NOW,
+        queue_arn=DELAY_QUEUE,
+    )  # fmt: skip
 
 
 def request(target: str = TARGET, **fields: Any) -> Envelope:

@@ -17,6 +17,7 @@ from sluice import metrics
 from sluice.envelope import Envelope, ErrorInfo, Seal, merge
 from sluice.jobs import JobConsumer, Outcome, job_message
 from sluice.logevents import EVENT, LogEvent
+from sluice_local.testing import sqs_record
 from tests.doubles import FakeSqs, RecordingMetrics, envelope_of
 
 SEAL = Seal((b"k" * 32,))
@@ -47,19 +48,12 @@ def record(
     attributes: dict[str, dict[str, Any]] | None = None,
     system: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A Lambda SQS event record (camelCase attributes)."""
-    return {
-        "messageId": message_id,
-        "receiptHandle": f"rh-{message_id}",
-        "body": body,
-        "attributes": {"ApproximateReceiveCount": "2", "SentTimestamp": "1795860000000", **(system or {})},
-        "messageAttributes": {
-            name: {"dataType": v["DataType"], "stringValue": v["StringValue"]}
-            for name, v in (attributes or {}).items()
-        },
-        "eventSource": "aws:sqs",
-        "eventSourceARN": QUEUE,
-    }
+    """A Lambda SQS event record (camelCase attributes), a second receive."""
+    sent = datetime.fromtimestamp(1795860000, UTC)
+    return sqs_record(
+        body, message_id=message_id, attributes=attributes, receive_count=2, sent_at=sent, queue_arn=QUEUE,
+        system=system,
+    )  # fmt: skip
 
 
 def consume(*records: dict[str, Any]) -> tuple[dict[str, Any], FakeSqs, Worker, RecordingMetrics, list[dict]]:

@@ -168,6 +168,8 @@ ROOMS = {
     "sluice_local.demo": ("sluice_local.soak", "sluice_local.__main__"),
     "sluice_local.soak": ("sluice_local.demo", "sluice_local.__main__"),
     "sluice_local.app": ("sluice_local.demo", "sluice_local.soak", "sluice_local.__main__"),
+    # the kit a team's tests import: the stack and the observer, never the demo or the soak
+    "sluice_local.testing": ("sluice_local.demo", "sluice_local.soak", "sluice_local.__main__"),
 }  # fmt: skip
 """Room → what no module of it may import (a package or module, and everything under it)."""
 

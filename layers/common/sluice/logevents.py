@@ -26,6 +26,9 @@ class LogEvent(StrEnum):
     # the configured key path found nothing in a body (``IdempotencyKeyMissing``); ``outcome`` says
     # what was done about it (SLUICE_IDEMPOTENCY_KEY_MISSING)
     IDEMPOTENCY_KEY_MISSING = "consumer.idempotency_key_missing"
+    # DEBUG: a record the processor ran to success (with its message_id and correlation_id); off in
+    # production (LogLevel INFO), on in sluice_local.testing's stacks, which wait for it
+    RECORD_PROCESSED = "consumer.record_processed"
     RECORD_RETRIED = "consumer.record_retried"
     RECORD_DEAD_LETTERED = "consumer.record_dead_lettered"
     RECORD_ISOLATED = "consumer.record_isolated"

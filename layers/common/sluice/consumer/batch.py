@@ -271,7 +271,9 @@ class Consumer:
                 self._retry_later(record, exc, stats, heartbeat, arrival.receive_count)
             heartbeat.succeed(mid)
             stats.add(metrics.RECORDS_PROCESSED if ran else metrics.DUPLICATES_SKIPPED)
-            if not ran:
+            if ran:
+                self._log.debug("record processed", extra={EVENT: LogEvent.RECORD_PROCESSED})
+            else:
                 self._log.info("duplicate skipped", extra={EVENT: LogEvent.DUPLICATE_SKIPPED})
         finally:
             self._log.thread_safe_remove_keys(["message_id", "correlation_id"])

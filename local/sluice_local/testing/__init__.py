@@ -1,0 +1,15 @@
+"""Prove your own workload's code: events and a context for calling a handler directly, and a stack
+deployed locally for sending it messages and waiting for where each one ends (docs/testing.md).
+
+- :func:`sqs_record`, :func:`sqs_event`, :func:`lambda_context` (:mod:`.events`);
+- :func:`start_stack`, :class:`RunningStack` (``send``, ``outcome``), :class:`Outcome` (:mod:`.stack`);
+- the pytest fixtures ``sluice_stack`` and ``sluice_context`` (:mod:`.plugin`).
+"""
+
+from sluice_local.testing.events import QUEUE_ARN, lambda_context, sqs_event, sqs_record
+from sluice_local.testing.stack import Outcome, RunningStack, port_is_closed, start_stack
+
+__all__ = [
+    "QUEUE_ARN", "Outcome", "RunningStack", "lambda_context", "port_is_closed", "sqs_event", "sqs_record",
+    "start_stack",
+]  # fmt: skip

@@ -1,0 +1,76 @@
+"""A team's own tests, written with sluice_local.testing only: a fresh pytest session, in a folder of its
+own, that asks for ``sluice_stack``, sends messages and waits for where each ended (docs/testing.md)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from sluice_local.emulation.cloud import ROOT
+
+CONFTEST = 'pytest_plugins = ["sluice_local.testing.plugin"]\n'
+INI = f"""\
+[pytest]
+sluice_template = {ROOT / "template.yaml"}
+sluice_parameters =
+    IdempotencyKeyJmesPath=order_id
+"""
+TESTS = """\
+def order(order_id, **extra):
+    return {"order_id": order_id, "customer_id": "c-1", "amount_cents": 1200, "currency": "EUR", **extra}
+
+
+def test_an_order_is_processed_and_its_second_send_is_a_duplicate(sluice_stack):
+    first = sluice_stack.send(order("kit-1"))
+    assert sluice_stack.outcome(first).kind == "processed"
+    again = sluice_stack.send(order("kit-1"))
+    ended = sluice_stack.outcome(again)
+    assert (ended.kind, ended.message_id) == ("duplicate", again)
+
+
+def test_an_order_above_the_limit_is_poison_with_its_reason(sluice_stack):
+    ended = sluice_stack.outcome(sluice_stack.send(order("kit-2", amount_cents=10**9)))
+    assert ended.kind == "poison"
+    assert "exceeds the single-order limit" in ended.reason
+    assert ended.error_type == "PermanentError"
+
+
+def test_a_body_that_is_not_json_is_poison(sluice_stack):
+    ended = sluice_stack.outcome(sluice_stack.send("{not json"))
+    assert ended.kind == "poison"
+    assert "not valid JSON" in ended.reason
+
+
+def test_a_handler_called_directly_gets_lambdas_shapes(sluice_context):
+    from sluice_local.testing import sqs_event
+
+    event = sqs_event(order("kit-3"))
+    assert event["Records"][0]["eventSource"] == "aws:sqs"
+    assert sluice_context.get_remaining_time_in_millis() > 0
+"""
+
+
+def test_given_a_teams_own_test_session_when_it_uses_the_kit_then_its_outcomes_are_seen(
+    tmp_path: Path,
+) -> None:
+    # Given a project of a team's: the plugin in its conftest, the stack's template and a parameter in its
+    # pytest.ini, its tests using sluice_stack and sluice_context
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    (tmp_path / "pytest.ini").write_text(INI)
+    (tmp_path / "test_orders.py").write_text(TESTS)
+    # When pytest runs there, as the team runs it
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SLUICE_", "MOTO_", "PYTEST_"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", str(tmp_path)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=360,
+        check=False,
+    )
+    # Then every outcome it waited for was seen: processed, duplicate, poison with its reason
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+    assert "4 passed" in done.stdout, done.stdout[-3000:]
