@@ -387,12 +387,14 @@ def test_ten_user_attributes_survive_isolation(aws, processor, build_consumer, c
 def test_heartbeat_keeps_every_unfinished_record_of_a_slow_batch_invisible(
     aws, processor, build_consumer, metrics, context
 ):
-    # Given a queue whose visibility timeout (3 s) is shorter than the batch (3 records, 1.5 s each),
-    # and a heartbeat every 0.6 s: a beat may come up to 2.4 s late (a loaded machine) and still be in time
-    aws.sqs.set_queue_attributes(QueueUrl=aws.work_url, Attributes={"VisibilityTimeout": "3"})
-    consumer = build_consumer(processor, visibility_timeout_seconds=3, heartbeat_fraction=0.2)
+    # Given a queue whose visibility timeout (6 s) is shorter than the batch (3 records, 2.5 s each), and
+    # a heartbeat every 1.2 s: the first beat may come up to 4.8 s late and still be in time. (With 3 s
+    # and 0.6 s, a CI run on a loaded 2-core machine started the batch more than 2.4 s after its receive:
+    # every record showed again before the first beat.)
+    aws.sqs.set_queue_attributes(QueueUrl=aws.work_url, Attributes={"VisibilityTimeout": "6"})
+    consumer = build_consumer(processor, visibility_timeout_seconds=6, heartbeat_fraction=0.2)
     for i in range(3):
-        aws.send(order(f"o-slow-{i}", behave="slow", seconds=1.5))
+        aws.send(order(f"o-slow-{i}", behave="slow", seconds=2.5))
     event = receive_event(aws.sqs, aws.work_url, aws.work_arn, 3)
     seen: list[dict] = []
     import threading  # noqa: PLC0415
@@ -409,7 +411,7 @@ def test_heartbeat_keeps_every_unfinished_record_of_a_slow_batch_invisible(
     thread = threading.Thread(target=spy)
     thread.start()
     try:
-        response = consumer.handle(event, context)  # 4.5 s > 3 s visibility
+        response = consumer.handle(event, context)  # 7.5 s > 6 s visibility
     finally:
         stop.set()
         thread.join()

@@ -49,10 +49,17 @@ def ids(jobs: list[Requeue]) -> list[uuid.UUID]:
     return [job.id for job in jobs]
 
 
+TEST_CONNECT_TIMEOUT_SECONDS = 30
+"""The tests' connect timeout: 16 threads connecting at once to a PostgreSQL on a loaded 2-core machine
+took longer than the deployed default's 5 s (a CI run: JobStoreUnavailable, 'connection timeout
+expired'). What these tests race is claims, not connections."""
+
+
 def store_for(url: str, schema: str, *, worker: str = "w", **kw) -> JobStore:
-    return JobStore(
-        Connector(lambda _refresh: url, application_name=worker), schema=schema, worker=worker, **kw
+    connector = Connector(
+        lambda _refresh: url, application_name=worker, connect_timeout_seconds=TEST_CONNECT_TIMEOUT_SECONDS
     )
+    return JobStore(connector, schema=schema, worker=worker, **kw)
 
 
 def run_threads(n: int, target: Callable[[int], None]) -> None:
