@@ -39,10 +39,12 @@ ROOT = Path(__file__).resolve().parents[2]
 DEFINITION = ROOT / "statemachines" / "delay.asl.json"
 REGION = "us-east-1"
 NAMESPACE = "Sluice"
+SERVICE = "sluice-test"
+"""The service dimension (the template substitutes the stack's name)."""
 
 # Every ${...} the definition may use. A new placeholder must be added here (and substituted in the
 # `machine` fixture), or test_given_the_definition_... fails.
-PLACEHOLDERS = {"RehydratorFunctionArn", "MetricsNamespace"}
+PLACEHOLDERS = {"RehydratorFunctionArn", "MetricsNamespace", "MetricsService"}
 
 EXECUTION_TIMEOUT = 25.0
 # moto turns a Wait's timestamp into int(wake_at - now) seconds: the fraction of a second is dropped,
@@ -146,7 +148,11 @@ class DelayMachine:
                 {
                     "Id": "stranded",
                     "MetricStat": {
-                        "Metric": {"Namespace": NAMESPACE, "MetricName": "DelayBucketsStranded"},
+                        "Metric": {
+                            "Namespace": NAMESPACE,
+                            "MetricName": "DelayBucketsStranded",
+                            "Dimensions": [{"Name": "service", "Value": SERVICE}],
+                        },
                         "Period": 60,
                         "Stat": "Sum",
                     },
@@ -220,7 +226,9 @@ def machine(utc_clock, rehydrator: FakeRehydrator, monkeypatch: pytest.MonkeyPat
             Handler="app.handler",
             Code={"ZipFile": lambda_zip()},
         )["FunctionArn"]
-        definition = load_definition({"RehydratorFunctionArn": function_arn, "MetricsNamespace": NAMESPACE})
+        definition = load_definition(
+            {"RehydratorFunctionArn": function_arn, "MetricsNamespace": NAMESPACE, "MetricsService": SERVICE}
+        )
         arn = sfn.create_state_machine(
             name="sluice-test-delay", definition=json.dumps(definition), roleArn=role_arn, type="STANDARD"
         )["stateMachineArn"]

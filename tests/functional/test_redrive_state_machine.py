@@ -85,6 +85,7 @@ PLACEHOLDERS = {
     "DeadLetterQueueUrl",
     "MapConcurrency",
     "PaceSeconds",
+    "MetricsService",
 }
 
 MAX_ATTEMPTS = 3
@@ -343,7 +344,7 @@ class RedriveMachine:
         ]
 
     def metric(self, name: str) -> float:
-        """The sum of a metric the state machine put (namespace Sluice, service=sluice)."""
+        """The sum of a metric the state machine put (namespace Sluice, service = its MetricsService)."""
         now = utcnow()
         points = self.cloudwatch.get_metric_statistics(
             Namespace="Sluice",
@@ -489,6 +490,7 @@ def machine(aws_sdk_casing, sqs_task_errors, monkeypatch: pytest.MonkeyPatch) ->
                 "DeadLetterQueueUrl": dlq_url,
                 "MapConcurrency": str(MAP_CONCURRENCY),
                 "PaceSeconds": "1",
+                "MetricsService": "sluice",
             },
             fast=True,
         )
@@ -581,10 +583,16 @@ def test_given_the_send_refusal_choice_when_read_then_it_isolates_exactly_the_sq
 
 def test_given_the_batch_report_when_read_then_it_writes_what_the_redrive_failures_alarm_reads():
     # Given the ReportBatch task and the template's RedriveFailuresAlarm
-    report = json.loads(DEFINITION.read_text())["States"]["ReportBatch"]
-    alarm = yaml_parse(TEMPLATE.read_text(encoding="utf-8"))["Resources"]["RedriveFailuresAlarm"][
-        "Properties"
-    ]
+    template = yaml_parse(TEMPLATE.read_text(encoding="utf-8"))
+    alarm = template["Resources"]["RedriveFailuresAlarm"]["Properties"]
+    substitutions = template["Resources"]["RedriveStateMachine"]["Properties"]["DefinitionSubstitutions"]
+    definition = json.loads(DEFINITION.read_text())
+    report = definition["States"]["ReportBatch"]
+    # (the dimension's value as the template substitutes it: the stack's name, as the alarm's)
+    for metric in report["Parameters"]["MetricData"]:
+        for dimension in metric["Dimensions"]:
+            assert dimension["Value"] == "${MetricsService}"
+            dimension["Value"] = substitutions["MetricsService"]
     # Then it puts RedriveFailures (and SuccessfulRedrives) in the alarm's namespace, with its dimensions
     assert report["Resource"] == "arn:aws:states:::aws-sdk:cloudwatch:putMetricData"
     parameters = report["Parameters"]

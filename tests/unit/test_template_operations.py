@@ -104,15 +104,17 @@ NAMED = {  # alarm → (namespace, metric or math id, about, threshold, topic)
     "WorkQueueConservationAlarm": (
         "math", "excess", "", {"Ref": "ConservationToleranceMessages"}, "CriticalTopic",
     ),
-    "NearDeadLetterAlarm": ("Sluice", metrics.NEAR_DEAD_LETTER, "sluice", 0, "WarningTopic"),
-    "BreakerOpenAlarm": ("Sluice", metrics.BREAKER_OPEN, "sluice", 0, "WarningTopic"),
-    "RedriveFailuresAlarm": ("Sluice", metrics.REDRIVE_FAILURES, "sluice", 0, "CriticalTopic"),
+    "NearDeadLetterAlarm": ("Sluice", metrics.NEAR_DEAD_LETTER, "AWS::StackName", 0, "WarningTopic"),
+    "BreakerOpenAlarm": ("Sluice", metrics.BREAKER_OPEN, "AWS::StackName", 0, "WarningTopic"),
+    "RedriveFailuresAlarm": ("Sluice", metrics.REDRIVE_FAILURES, "AWS::StackName", 0, "CriticalTopic"),
     "DelayedObjectsQuarantinedAlarm": (
-        "Sluice", metrics.DELAYED_OBJECTS_QUARANTINED, "sluice", 0, "CriticalTopic",
+        "Sluice", metrics.DELAYED_OBJECTS_QUARANTINED, "AWS::StackName", 0, "CriticalTopic",
     ),
-    "DelayBucketsStrandedAlarm": ("Sluice", "DelayBucketsStranded", "", 0, "WarningTopic"),
-    "JobStoreUnavailableAlarm": ("Sluice", metrics.JOB_STORE_UNAVAILABLE, "sluice", 0, "CriticalTopic"),
-    "JobsDeadAlarm": ("Sluice", metrics.JOBS_DEAD, "sluice", 0, "WarningTopic"),
+    "DelayBucketsStrandedAlarm": ("Sluice", "DelayBucketsStranded", "AWS::StackName", 0, "WarningTopic"),
+    "JobStoreUnavailableAlarm": (
+        "Sluice", metrics.JOB_STORE_UNAVAILABLE, "AWS::StackName", 0, "CriticalTopic",
+    ),
+    "JobsDeadAlarm": ("Sluice", metrics.JOBS_DEAD, "AWS::StackName", 0, "WarningTopic"),
 }  # fmt: skip
 STATE_MACHINE_METRICS = ("ExecutionsFailed", "ExecutionsTimedOut", "ExecutionThrottled")
 
@@ -257,6 +259,105 @@ def test_given_each_mode_then_the_dashboard_shows_every_queue_metric_and_alarm(
     assert machines == {f"<{m}>" for m in of_type(template, "AWS::Serverless::StateMachine")}
     consumer = {line[1] for line in shown if line[:1] == ("AWS/Lambda",) and "<ConsumerFunction>" in line}
     assert consumer >= {"ConcurrentExecutions", "Errors", "Throttles", "Duration"}
+
+
+# --- one stack's own metrics ------------------------------------------------------------------------
+
+STACK_SERVICE = [{"Name": "service", "Value": {"Ref": "AWS::StackName"}}]
+"""The dimension every read of sluice's metrics selects: the stack's name, as its functions write it."""
+
+
+def service_problems(template: Template, definitions: dict[str, dict[str, Any]]) -> list[str]:
+    """Where a reader or writer of sluice's metrics is not scoped to the stack (``service`` = its name)."""
+    raw = template
+    problems: list[str] = []
+    shared = raw["Globals"]["Function"]["Environment"]["Variables"]
+    if shared.get("POWERTOOLS_SERVICE_NAME") != {"Ref": "AWS::StackName"}:
+        problems.append(f"Globals POWERTOOLS_SERVICE_NAME is {shared.get('POWERTOOLS_SERVICE_NAME')!r}")
+    for lid, resource in raw["Resources"].items():
+        props = resource.get("Properties", {})
+        if resource["Type"] == "AWS::CloudWatch::Alarm":
+            stats = (
+                [props]
+                if "MetricName" in props
+                else [m["MetricStat"]["Metric"] for m in props["Metrics"] if "MetricStat" in m]
+            )
+            problems += [
+                f"{lid} reads {stat['MetricName']} with {stat.get('Dimensions')}"
+                for stat in stats
+                if stat.get("Namespace") == "Sluice" and stat.get("Dimensions") != STACK_SERVICE
+            ]
+        if resource["Type"] == "AWS::Serverless::StateMachine":
+            name = Path(str(props.get("DefinitionUri", ""))).name
+            text = json.dumps(definitions.get(name, {}))
+            if "putMetricData" in text and props["DefinitionSubstitutions"].get("MetricsService") != {
+                "Ref": "AWS::StackName"
+            }:
+                problems.append(f"{lid} puts metrics without MetricsService = the stack's name")
+    for name, definition in definitions.items():
+        for metric in _metric_data(definition):
+            if metric.get("Dimensions") != [{"Name": "service", "Value": "${MetricsService}"}]:
+                problems.append(f"{name} puts {metric['MetricName']} with {metric.get('Dimensions')}")
+    body = raw["Resources"]["Dashboard"]["Properties"]["DashboardBody"]
+    for text in _strings(body):
+        for metric, service in re.findall(r'\["Sluice", "(\w+)"(?:, "service", "([^"]*)")?', text):
+            if service != "${AWS::StackName}":
+                problems.append(f"the dashboard shows {metric} with service {service!r}")
+    return problems
+
+
+def _metric_data(node: Any) -> list[dict[str, Any]]:
+    """Every entry of every ``MetricData`` list in a state machine definition."""
+    if isinstance(node, list):
+        return [m for item in node for m in _metric_data(item)]
+    if not isinstance(node, dict):
+        return []
+    found = list(node.get("MetricData", [])) if isinstance(node.get("MetricData"), list) else []
+    return found + [m for key, value in node.items() if key != "MetricData" for m in _metric_data(value)]
+
+
+def _strings(node: Any) -> list[str]:
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, list):
+        return [t for item in node for t in _strings(item)]
+    if isinstance(node, dict):
+        return [t for value in node.values() for t in _strings(value)]
+    return []
+
+
+def _definitions() -> dict[str, dict[str, Any]]:
+    return {p.name: json.loads(p.read_text()) for p in (ROOT / "statemachines").glob("*.asl.json")}
+
+
+def test_given_the_template_then_every_metric_of_sluices_is_written_and_read_as_the_stacks_own() -> None:
+    # Two stacks in one account and region: each function writes service=<its stack>, and every alarm,
+    # state machine metric and dashboard line reads or writes that, never another stack's
+    assert service_problems(load_template(), _definitions()) == []
+
+
+@pytest.mark.parametrize("where", ["alarm", "globals", "state machine", "dashboard"])
+def test_given_a_metric_not_scoped_to_the_stack_then_the_check_names_it(where: str) -> None:
+    raw, definitions = load_template(), _definitions()
+    if where == "alarm":
+        raw["Resources"]["BreakerOpenAlarm"]["Properties"]["Dimensions"] = [
+            {"Name": "service", "Value": "sluice"}
+        ]
+    elif where == "globals":
+        raw["Globals"]["Function"]["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"] = "sluice"
+    elif where == "state machine":
+        report = definitions["redrive.asl.json"]["States"]["ReportBatch"]["Parameters"]["MetricData"][0]
+        report["Dimensions"] = [{"Name": "service", "Value": "sluice"}]
+    else:
+        dashboard_props = raw["Resources"]["Dashboard"]["Properties"]
+        text = json.dumps(dashboard_props["DashboardBody"])
+        shown = '\\"BreakerOpen\\", \\"service\\", \\"${AWS::StackName}\\"'
+        assert text.count(shown) == 1
+        dashboard_props["DashboardBody"] = json.loads(
+            text.replace(shown, shown.replace("${AWS::StackName}", "sluice"))
+        )
+    found = service_problems(raw, definitions)
+    assert len(found) == 1, found
 
 
 # --- nothing lost on delete --------------------------------------------------------------------------
