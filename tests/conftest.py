@@ -72,7 +72,7 @@ def tier_group(nodeid: str) -> str | None:
 STACK_TIMEOUT = 400
 """pytest-timeout's bound for a test on a deployed stack (the default, 120 s, is for everything else). The
 first test of a group pays for what it sets up: the session stack's start (its own deadline: 180 s) and
-module fixtures that run scenarios (each with its own deadline, 90 s for the battery), which on a loaded
+module fixtures that run scenarios (each with its own deadline, 240 s for the battery), which on a loaded
 2-core machine takes longer than 120 s. Only a hang reaches it."""
 
 
