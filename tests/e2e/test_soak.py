@@ -27,9 +27,11 @@ ROOT = Path(__file__).resolve().parents[2]
 SEEDS = int(os.environ.get("SLUICE_TEST_SOAK_SEEDS", "50"))
 TIMEOUT = 900  # a deadline, only reached when something hangs
 WORKERS = "8"
-"""The short soak's stacks (4 per RedriveMode). Measured alone on 2 cores, 50 seeds: 8 workers 177 s wall,
-196 CPU s; 10 workers 182 s, 276 CPU s (oversubscribed: more involuntary switches and system time); 6
-workers 241 s, 178 CPU s. In ``make test`` every CPU second is shared with the other tiers."""
+"""The short soak's stacks (4 per RedriveMode). Measured alone on 2 cores, 50 seeds, each worker given a
+fixed share of the seeds: 8 workers 177 s wall, 196 CPU s; 10 workers 182 s, 276 CPU s (oversubscribed:
+more involuntary switches and system time); 6 workers 241 s, 178 CPU s. With the seed pool (each worker
+takes the next seed when done), 8 workers: 155 s, 158 CPU s. In ``make test`` every CPU second is shared
+with the other tiers."""
 
 
 def clean_env() -> dict[str, str]:

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from sluice_local.app import postgres
@@ -212,10 +214,36 @@ def mode_of(seed: int) -> str:
     return "lambda" if seed % 2 == 0 else "stepfunctions"
 
 
-def run_worker(seeds: list[int], *, mode: str, log_dir: Path, options: Options) -> int:
-    """Run ``seeds`` on one stack; one JSON line per seed on stdout. Exit 1 when any seed failed."""
+def claimed(pool: Path) -> Iterator[int]:
+    """The seeds of ``pool`` (one empty file each) this process wins, one at a time, lowest first: a
+    seed is claimed by deleting its file, which exactly one process can. Workers that pull their next
+    seed when done finish together; fixed shares left one worker running its slow seeds alone while the
+    others had finished (the short soak's tail in ``make test``)."""
+    while names := sorted(os.listdir(pool), key=int):
+        for name in names:
+            try:
+                (pool / name).unlink()
+            except FileNotFoundError:  # another worker took it first
+                continue
+            yield int(name)
+            break
+
+
+def seed_pool(log_dir: Path, mode: str, seeds: Iterable[int]) -> Path:
+    """A fresh pool of ``seeds`` for the workers of ``mode`` (see :func:`claimed`)."""
+    pool = log_dir / "seed-pool" / mode
+    shutil.rmtree(pool, ignore_errors=True)
+    pool.mkdir(parents=True)
+    for seed in seeds:
+        (pool / str(seed)).touch()
+    return pool
+
+
+def run_worker(seeds: Iterable[int], *, mode: str, log_dir: Path, options: Options, label: str = "0") -> int:
+    """Run ``seeds`` (a list, or :func:`claimed` from a pool) on one stack; one JSON line per seed on
+    stdout. Exit 1 when any seed failed."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / f"soak-{mode}-{seeds[0] if seeds else 0}.functions.log"
+    log_path = log_dir / f"soak-{mode}-{label}.functions.log"
     console = sys.stdout
     sys.stdout = log_path.open("a", buffering=1, encoding="utf-8")  # the functions' JSON logs and EMF
     faults_log = logging.FileHandler(log_path.with_suffix(".faults.log"), encoding="utf-8")
@@ -247,25 +275,24 @@ def run(seeds: list[int], *, workers: int, log_dir: Path, options: Options) -> S
     by_mode: dict[str, list[int]] = {"lambda": [], "stepfunctions": []}
     for seed in seeds:
         by_mode[mode_of(seed)].append(seed)
-    jobs: list[tuple[str, list[int]]] = []
+    jobs: list[tuple[str, Path, int]] = []
     per_mode = max(1, workers // 2)
     for mode, mode_seeds in by_mode.items():
-        for i in range(per_mode):
-            chunk = mode_seeds[i::per_mode]
-            if chunk:
-                jobs.append((mode, chunk))
+        if mode_seeds:
+            pool = seed_pool(log_dir, mode, mode_seeds)
+            jobs += [(mode, pool, i) for i in range(min(per_mode, len(mode_seeds)))]
     processes: list[tuple[str, subprocess.Popen[str]]] = []
-    for mode, chunk in jobs:
+    for mode, pool, i in jobs:
         cmd = [
             sys.executable, "-m", "sluice_local", "soak-worker", "--mode", mode,
-            "--seeds", ",".join(map(str, chunk)), "--log-dir", str(log_dir),
+            "--pool", str(pool), "--label", str(i), "--log-dir", str(log_dir),
             *options.argv(),
         ]  # fmt: skip
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SLUICE_", "MOTO_"))}
         if "SLUICE_DATABASE_URL" in os.environ:  # the job store's PostgreSQL, when not the default
             env["SLUICE_DATABASE_URL"] = os.environ["SLUICE_DATABASE_URL"]
         log_dir.mkdir(parents=True, exist_ok=True)
-        with (log_dir / f"worker-{mode}-{chunk[0]}.stderr").open("wb") as stderr:
+        with (log_dir / f"worker-{mode}-{i}.stderr").open("wb") as stderr:
             processes.append(
                 (
                     " ".join(cmd[1:]),
