@@ -103,9 +103,12 @@ def cmd_soak(args: argparse.Namespace) -> int:
 def cmd_soak_worker(args: argparse.Namespace) -> int:
     from sluice_local.soak import runner  # noqa: PLC0415 - the fault injector patches botocore: only when asked
 
-    seeds = runner.claimed(Path(args.pool)) if args.pool else [int(s) for s in args.seeds.split(",") if s]
     return runner.run_worker(
-        seeds, mode=args.mode, log_dir=Path(args.log_dir), options=_options(args), label=args.label
+        runner.claimed(Path(args.pool)),
+        mode=args.mode,
+        log_dir=Path(args.log_dir),
+        options=_options(args),
+        label=args.label,
     )
 
 
@@ -162,9 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     soak.set_defaults(func=cmd_soak)
     worker = sub.add_parser("soak-worker", help=argparse.SUPPRESS)
     worker.add_argument("--mode", required=True, choices=["lambda", "stepfunctions"])
-    given = worker.add_mutually_exclusive_group(required=True)
-    given.add_argument("--seeds", help="comma-separated seeds, run in this order")
-    given.add_argument("--pool", help="a seed pool folder: claim seeds from it until it is empty")
+    worker.add_argument("--pool", required=True, help="a seed pool folder: claim seeds until it is empty")
     worker.add_argument("--label", default="0", help="names this worker's log files")
     _rates(worker)
     worker.set_defaults(func=cmd_soak_worker)

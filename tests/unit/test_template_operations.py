@@ -267,9 +267,8 @@ STACK_SERVICE = [{"Name": "service", "Value": {"Ref": "AWS::StackName"}}]
 """The dimension every read of sluice's metrics selects: the stack's name, as its functions write it."""
 
 
-def service_problems(template: Template, definitions: dict[str, dict[str, Any]]) -> list[str]:
+def service_problems(raw: Template, definitions: dict[str, dict[str, Any]]) -> list[str]:
     """Where a reader or writer of sluice's metrics is not scoped to the stack (``service`` = its name)."""
-    raw = template
     problems: list[str] = []
     shared = raw["Globals"]["Function"]["Environment"]["Variables"]
     if shared.get("POWERTOOLS_SERVICE_NAME") != {"Ref": "AWS::StackName"}:

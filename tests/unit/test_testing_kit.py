@@ -104,6 +104,8 @@ class _SeenStack:
     def peek(self, output: str) -> list[dict[str, Any]]:
         return self.queues.get(output, [])
 
+    every_message = peek
+
 
 def _ended(lines: list[dict[str, Any]], queues: dict[str, list[dict[str, Any]]], message_id: str) -> Any:
     running = RunningStack(_SeenStack(lines, queues), None, 0, Path())  # type: ignore[arg-type]

@@ -240,8 +240,8 @@ def seed_pool(log_dir: Path, mode: str, seeds: Iterable[int]) -> Path:
 
 
 def run_worker(seeds: Iterable[int], *, mode: str, log_dir: Path, options: Options, label: str = "0") -> int:
-    """Run ``seeds`` (a list, or :func:`claimed` from a pool) on one stack; one JSON line per seed on
-    stdout. Exit 1 when any seed failed."""
+    """Run ``seeds`` (:func:`claimed` from a pool, as each is reached) on one stack; one JSON line per
+    seed on stdout. Exit 1 when any seed failed."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"soak-{mode}-{label}.functions.log"
     console = sys.stdout

@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -88,18 +89,27 @@ class RunningStack:
             time.sleep(POLL_SECONDS)
 
     def _ended(self, message_id: str) -> Outcome | None:
-        ends = {LogEvent.RECORD_PROCESSED: "processed", LogEvent.DUPLICATE_SKIPPED: "duplicate"}
+        ends: dict[LogEvent, Kind] = {
+            LogEvent.RECORD_PROCESSED: "processed",
+            LogEvent.DUPLICATE_SKIPPED: "duplicate",
+        }
         for line in self.stack.logged(*ends):
             if message_id in (line.get("message_id"), line.get("correlation_id")):
-                return Outcome(ends[LogEvent(line["event"])], str(line["message_id"]))  # type: ignore[arg-type]
-        for output, kind in (("PoisonPillQueueUrl", "poison"), ("WorkDeadLetterQueueUrl", "dead-lettered")):
-            for message in self.stack.peek(output):
+                return Outcome(ends[LogEvent(line["event"])], str(line["message_id"]))
+        # The poison queue, nobody else receives from: every message, not the first few a receive
+        # returns. The DLQ, which the redrive drains: looked at without holding anything (visibility 0).
+        looks: tuple[tuple[Callable[[str], list[dict[str, Any]]], str, Kind], ...] = (
+            (self.stack.every_message, "PoisonPillQueueUrl", "poison"),
+            (self.stack.peek, "WorkDeadLetterQueueUrl", "dead-lettered"),
+        )
+        for look, output, kind in looks:
+            for message in look(output):
                 envelope = envelope_of(message)
                 origin = envelope.origin_id if envelope is not None else None
                 if message_id in (message["MessageId"], origin):
                     error = envelope.last_error if envelope is not None else None
                     return Outcome(
-                        kind,  # type: ignore[arg-type]
+                        kind,
                         str(message["MessageId"]),
                         reason=error.message if error else "",
                         error_type=error.type if error else "",
