@@ -14,6 +14,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from sluice_local.app import postgres
 from sluice_local.app.fast import FAST
@@ -39,10 +40,14 @@ from sluice_local.soak.workload import (
 )
 
 VISIBILITY_SECONDS = 6
+FETCH_VISIBILITY_SECONDS = 60
+"""The redrive state machine's DLQ receive visibility on a soak stack (300 s in AWS): a batch a failed
+execution left in flight comes back after this long by itself. Compressed as the queues' visibility is,
+yet long enough for a loaded machine to plan and send a batch within it."""
 SEED_DEADLINE_SECONDS = 420.0
-"""A deadline for one seed to drain, only reached when something is stuck. Longer than the redrive state
-machine's DLQ receive visibility (300 s, not compressed by the soak): a batch its failed execution left
-in flight comes back by itself (seed 213 of the 500-seed run was reported stuck at 240 s so)."""
+"""A deadline for one seed to drain, only reached when something is stuck. Several failed redrive
+executions in a row fit in it, each holding its batch FETCH_VISIBILITY_SECONDS (with 300 s, two in a row
+outlasted it on a machine at load average 15, and seed 213 of a 500-seed run was stuck at 240 s)."""
 POLL_SECONDS = 0.3
 IDLE_POLLS = 2
 ZOMBIE_SECONDS = 60.0  # timed-out handler threads still running after the drain: they end at their next call
@@ -83,6 +88,8 @@ class Soak:
         for poller in self.cloud.pollers:  # as AWS requires of an SQS trigger: timeout ≤ visibility
             spec = poller.spec.function.spec
             spec.timeout = min(spec.timeout, VISIBILITY_SECONDS - 1)
+        if arn := self.stack.outputs.get("RedriveStateMachineArn"):
+            compress_fetch(self.stack.client("stepfunctions"), arn, FETCH_VISIBILITY_SECONDS)
 
     # --- one seed ------------------------------------------------------------------------------
 
@@ -207,6 +214,16 @@ class Soak:
                 sqs.delete_message(
                     QueueUrl=self.stack.outputs[output], ReceiptHandle=message["ReceiptHandle"]
                 )
+
+
+def compress_fetch(sfn: Any, arn: str, seconds: int) -> None:
+    """Set the redrive state machine's FetchBatch ``VisibilityTimeout`` to ``seconds`` in place."""
+    definition = json.loads(sfn.describe_state_machine(stateMachineArn=arn)["definition"])
+    fetch = definition["States"]["FetchBatch"]["Parameters"]
+    if "VisibilityTimeout" not in fetch:
+        raise RuntimeError(f"FetchBatch of {arn} sets no VisibilityTimeout to compress: {fetch}")
+    fetch["VisibilityTimeout"] = seconds
+    sfn.update_state_machine(stateMachineArn=arn, definition=json.dumps(definition))
 
 
 def mode_of(seed: int) -> str:

@@ -103,6 +103,7 @@ class KeepsFailing(_ClaimCheckMissing):
 
     name = "keeps-failing"
     timeout = 90.0
+    patience = 30.0  # each failed receive and each redrive is progress (a loaded machine once needed more)
 
     def __init__(self, params: RedriveParams) -> None:
         super().__init__()
@@ -125,6 +126,7 @@ class KeepsFailing(_ClaimCheckMissing):
         dead = [e for e in failures if e.get(EVENT) == LogEvent.RECORD_DEAD_LETTERED]
         decided = self.decisions(stack)
         self.redrives = [d for d in decided if d.action in SENT_BACK]
+        self.progress = (len(failures), len(decided))
         # Actual delay: from the redrive decision to the consumer's next receive of the message.
         failed_at = sorted(at for e in failures if (at := logged_at(e)) is not None)
         self.actual_delays = [
@@ -211,6 +213,7 @@ class RecoversAfterRedrive(_ClaimCheckMissing):
 
     name = "recovers-after-redrive"
     timeout = 60.0
+    patience = 30.0
 
     def __init__(self, params: RedriveParams) -> None:
         super().__init__()
@@ -232,6 +235,7 @@ class RecoversAfterRedrive(_ClaimCheckMissing):
             self.uploaded = True
         redrives = [d for d in self.decisions(stack) if d.action in SENT_BACK]
         charged = sum(stack.charges(self.prefix).values())
+        self.progress = (len(self.consumer_failures(stack)), len(redrives), charged)
         isolated = self.poisoned(stack) is not None if charged or len(dead) > 1 else False
         shown = (
             f"dead-lettered {len(dead)}x, re-driven {len(redrives)}x "
