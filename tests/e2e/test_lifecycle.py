@@ -6,6 +6,7 @@ import os
 import threading
 from typing import Any, cast
 
+from aws_lambda_powertools.metrics.provider.cloudwatch_emf import cloudwatch
 from moto.core.config import default_user_config
 
 from sluice_local.app.stack import local_cloud
@@ -37,6 +38,7 @@ def test_start_and_stop_leave_nothing_behind():
         assert all(t.is_alive() for p in cloud.pollers for t in p._threads)
         assert os.environ["AWS_ENDPOINT_URL"] == cloud.endpoint
         assert all(patched_attributes()[name] is not before for name, before in patched_before.items())
+        assert "print" in vars(cloudwatch)  # EMF documents are captured (sluice_local.emulation.emf)
 
     leftover = [t.name for t in threading.enumerate() if t.ident not in threads_before and t.is_alive()]
     assert leftover == []
@@ -46,3 +48,4 @@ def test_start_and_stop_leave_nothing_behind():
         k: dict(cast("dict[str, Any]", default_user_config.get(k) or {})) for k in config_before
     } == config_before
     assert patched_attributes() == patched_before
+    assert "print" not in vars(cloudwatch)

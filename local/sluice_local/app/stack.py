@@ -33,10 +33,12 @@ def local_cloud(
     port: int | None = None,
     config_env: str = "default",
     database_url: str | None = None,
+    beside: LocalCloud | None = None,
 ) -> LocalCloud:
     """The stack (not started): the example's parameters, overridden by samconfig.toml's of
     ``config_env``, overridden by ``parameters``; with ``database_url``, the job store in that
-    PostgreSQL (:class:`JobStoreAttachment`)."""
+    PostgreSQL (:class:`JobStoreAttachment`); ``beside``: a running stack whose embedded AWS (account
+    and region) this one is deployed into."""
     attachments: list[Attachment] = [JobStoreAttachment(database_url)] if database_url is not None else []
     return LocalCloud(
         project,
@@ -49,4 +51,5 @@ def local_cloud(
         stack_name=stack_name,
         port=port,
         attachments=attachments,
+        beside=beside,
     )

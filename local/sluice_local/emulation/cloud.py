@@ -24,8 +24,9 @@ from typing import Any, Protocol
 import boto3
 from botocore.config import Config
 
-from sluice_local.emulation import moto_adapter
-from sluice_local.emulation.emulated import Alarms, Resolver, Schedules, Ticker
+from sluice_local.emulation import emf, moto_adapter
+from sluice_local.emulation.alarms import Alarms
+from sluice_local.emulation.emulated import Resolver, Schedules, Ticker
 from sluice_local.emulation.functions import FunctionHost, FunctionSpec, Handler
 from sluice_local.emulation.language_extensions import LanguageExtensionError
 from sluice_local.emulation.pollers import MappingSpec, SqsPoller
@@ -91,16 +92,21 @@ class LocalCloud:
         region: str = "us-east-1",
         port: int | None = None,
         attachments: Sequence[Attachment] = (),
+        beside: LocalCloud | None = None,
     ) -> None:
         """``parameters``: the stack's parameter values, as ``sam deploy`` is given them;
-        ``attachments``: what the stack is deployed with beyond its template (:class:`Attachment`)."""
+        ``attachments``: what the stack is deployed with beyond its template (:class:`Attachment`);
+        ``beside``: a started stack whose embedded AWS this one is deployed into (one account and
+        region, two stacks: each its own functions, pollers, schedules and alarms). Stop it first."""
+        if beside is not None and beside.region != region:
+            raise ValueError(f"a stack beside {beside.stack_name} is in its region, {beside.region}")
         self.project = project
         self.attachments = tuple(attachments)
         self.template_path = template or project / "template.yaml"
         self.parameters = dict(parameters or {})
-        self.stack_name = stack_name
-        self.region = region
-        self.port = port or free_port()
+        self.stack_name: str = stack_name
+        self.region: str = region
+        self.port: int = beside.port if beside is not None else port or free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.outputs: dict[str, str] = {}
         self.resources: dict[str, str] = {}
@@ -115,6 +121,12 @@ class LocalCloud:
         self.translated: Translated | None = None
         self._clients: dict[str, Any] = {}
         self._clients_lock = threading.Lock()
+        self._beside = beside
+        self._peers: list[LocalCloud] = beside._peers if beside is not None else []
+        """The stacks deployed into this embedded AWS: an invocation or event reaches its function."""
+        self._feed: emf.Feed = beside._feed if beside is not None else emf.Feed()
+        self._metrics: emf.Subscription | None = None
+        self._metric_cursor = 0
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -125,8 +137,12 @@ class LocalCloud:
         self.stop()
 
     def start(self) -> LocalCloud:
+        if self._beside is not None and self._beside not in self._peers:
+            raise RuntimeError(f"stack {self._beside.stack_name} is not running")
         try:
-            self._start_server()
+            if self._beside is None:
+                self._start_server()
+            self._peers.append(self)
             for attachment in self.attachments:
                 attachment.attach(self)
             self._deploy()
@@ -138,12 +154,28 @@ class LocalCloud:
         return self
 
     def stop(self) -> None:
+        self._stop_emulation()
+        self._stop_server()
+        for attachment in reversed(self.attachments):
+            try:
+                attachment.detach()
+            except Exception:  # stopping must finish; what was left is in the log
+                log.warning("could not detach %r", attachment, exc_info=True)
+
+    def _stop_emulation(self) -> None:
         for ticker in self._tickers:
             ticker.stop()
         self._tickers.clear()
         for poller in self.pollers:
             poller.stop()
         self.pollers.clear()
+        if self._metrics is not None:
+            self._metrics.close()
+            self._metrics = None
+        if self in self._peers:
+            self._peers.remove(self)
+
+    def _stop_server(self) -> None:
         if self._server is not None:
             self._server.stop()
             self._server = None
@@ -160,11 +192,6 @@ class LocalCloud:
             else:
                 os.environ[key] = value
         self._saved_env.clear()
-        for attachment in reversed(self.attachments):
-            try:
-                attachment.detach()
-            except Exception:  # stopping must finish; what was left is in the log
-                log.warning("could not detach %r", attachment, exc_info=True)
 
     def client(self, service: str) -> Any:
         """One client per service (boto3 clients are thread-safe), not one per call."""
@@ -194,6 +221,8 @@ class LocalCloud:
         os.environ.pop("AWS_PROFILE", None)
         for problem in moto_adapter.problems():
             log.warning("%s (see tests/unit/test_moto_adapter.py)", problem)
+        if emf_problem := emf.capture_problem():
+            log.warning("%s: alarms on EMF metrics stay silent locally", emf_problem)
         self._unpatch.append(moto_adapter.configure())
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no access log per request
         self._unpatch.append(moto_adapter.install_invoke(self._invoke))
@@ -202,6 +231,7 @@ class LocalCloud:
         self._unpatch.append(moto_adapter.install_execution_names())
         self._unpatch.append(moto_adapter.install_cloudformation_secrets())
         self._unpatch.append(moto_adapter.install_module_list_once())  # moto lists them per request
+        self._unpatch.append(emf.install_capture(self._feed.put))  # CloudWatch Logs extracts EMF in AWS
         self._server = moto_adapter.start_server(self.port)
         # moto's backends are process-wide: a stack started earlier in this process must not leak in.
         moto_adapter.reset()
@@ -217,6 +247,15 @@ class LocalCloud:
         return host.invoke_payload(body, response_headers)
 
     def _host_for(self, name_or_arn: str) -> FunctionHost:
+        """The function of any stack in this embedded AWS (an invocation may come from another's)."""
+        for cloud in [self, *(peer for peer in self._peers if peer is not self)]:
+            try:
+                return cloud._own_host_for(name_or_arn)
+            except KeyError:
+                continue
+        raise KeyError(f"function {name_or_arn} is not part of any stack deployed here")
+
+    def _own_host_for(self, name_or_arn: str) -> FunctionHost:
         name = name_or_arn.rsplit(":function:", maxsplit=1)[-1].split(":", maxsplit=1)[0]
         for host in self.functions.values():
             if host.spec.name == name:
@@ -312,7 +351,7 @@ class LocalCloud:
             if ":sqs:" not in source:
                 continue
             try:
-                host = self._host_for(mapping["FunctionArn"])
+                host = self._own_host_for(mapping["FunctionArn"])
             except KeyError:
                 continue  # not this stack's function
             queue_name = source.rsplit(":", 1)[-1]
@@ -366,17 +405,24 @@ class LocalCloud:
     def _start_emulation(self) -> None:
         if self.translated is None:
             raise RuntimeError("not deployed")
-        self._unpatch.append(moto_adapter.install_event_delivery(self.invoke_async, self._start_execution))
-        self._unpatch.append(moto_adapter.install_aws_sdk_casing(self.region))
+        if self._beside is None:  # once per embedded AWS; they reach every stack's functions
+            self._unpatch.append(
+                moto_adapter.install_event_delivery(self.invoke_async, self._start_execution)
+            )
+            self._unpatch.append(moto_adapter.install_aws_sdk_casing(self.region))
         by_physical = {physical: logical for logical, physical in self.resources.items()}
         for rule in moto_adapter.event_rules(ACCOUNT, self.region):
-            logical = by_physical.get(rule.name) or by_physical.get(rule.arn, "")
-            self.schedules.add_rule(rule, self.translated.local_rates.get(logical))
+            own = by_physical.get(rule.name) or by_physical.get(rule.arn)
+            if own is not None:  # the account's other stacks fire their own
+                self.schedules.add_rule(rule, self.translated.local_rates.get(own))
         resolve = Resolver(self.resources, self._parameter_values(), self._arns())
+        self._metrics = self._feed.subscribe()
+        _, self._metric_cursor = moto_adapter.metric_data_since(ACCOUNT, self.region, 0)
         self.alarms = Alarms(
             region=self.region,
             account=ACCOUNT,
             metric=self._queue_metric,
+            arrived=self._arrived,
             cloudwatch=self.client("cloudwatch"),
             sns=self.client("sns"),
             events=self.client("events"),
@@ -397,8 +443,8 @@ class LocalCloud:
                 )
         if self.alarms.silent:
             log.info(
-                "%d alarms evaluated locally (AWS/SQS queue metrics); %d stay silent (Lambda, Step "
-                "Functions, sluice's own metrics, metric math: AWS evaluates them): %s",
+                "%d alarms evaluated locally (SQS queue metrics, EMF and PutMetricData); %d stay silent "
+                "(Lambda, Step Functions, metric math: AWS evaluates them): %s",
                 len(self.alarms.alarms),
                 len(self.alarms.silent),
                 ", ".join(sorted(self.alarms.silent)),
@@ -438,6 +484,12 @@ class LocalCloud:
 
     def _queue_metric(self, queue_name: str, metric: str) -> float | None:
         return moto_adapter.queue_metric(ACCOUNT, self.region, queue_name, metric)
+
+    def _arrived(self) -> list[emf.Datapoint]:
+        """The datapoints put since the last call: extracted from EMF, and put with PutMetricData."""
+        put, self._metric_cursor = moto_adapter.metric_data_since(ACCOUNT, self.region, self._metric_cursor)
+        extracted = self._metrics.drain() if self._metrics is not None else []
+        return extracted + [emf.Datapoint(ns, name, dims, (value,), None) for ns, name, dims, value in put]
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -9,8 +9,8 @@
   carries ``DeadLetterQueueSourceArn``, as in SQS; an unnamed execution gets a name;
   CloudFormation creates ``AWS::SecretsManager::Secret`` (with ``GenerateSecretString``).
 - **Backend access**: switch off moto's own SQS→Lambda invoke-on-send, hand state machines created
-  through CloudFormation to the executing backend, read queue metrics for alarms, list EventBridge
-  rules for schedules, reset every backend.
+  through CloudFormation to the executing backend, read queue metrics and what ``PutMetricData`` put
+  for alarms, list EventBridge rules for schedules, reset every backend.
 
 Modules: :mod:`.attributes` (what it relies on, and the check), :mod:`.delivery` (invocations and
 event delivery), :mod:`.sqs_rules`, :mod:`.dead_letter`, :mod:`.cfn_secrets`, :mod:`.backends`
@@ -52,6 +52,7 @@ from sluice_local.emulation.moto_adapter.backends import (
     event_rules,
     hand_over_state_machines,
     install_module_list_once,
+    metric_data_since,
     queue_metric,
     reset,
     start_server,
@@ -77,5 +78,6 @@ __all__ = [
     "install_aws_sdk_casing", "install_cloudformation_secrets", "install_dead_letter_sources",
     "install_event_delivery", "install_execution_names", "install_invoke", "install_module_list_once",
     "install_sqs_rules",
-    "installed_version", "problems", "queue_metric", "reset", "start_server", "wire_attributes",
+    "installed_version", "metric_data_since", "problems", "queue_metric", "reset", "start_server",
+    "wire_attributes",
 ]  # fmt: skip

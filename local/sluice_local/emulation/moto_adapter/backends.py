@@ -116,3 +116,19 @@ def queue_metric(account: str, region: str, queue_name: str, metric: str) -> flo
                 sent.append(message.sent_timestamp)
         return max(0.0, time.time() - min(sent) / 1000) if sent else 0.0
     return None
+
+
+def metric_data_since(
+    account: str, region: str, cursor: int
+) -> tuple[list[tuple[str, str, tuple[tuple[str, str], ...], float]], int]:
+    """The datapoints put with ``PutMetricData`` after the first ``cursor`` ones, as (namespace, name,
+    sorted dimensions, value), and the cursor past them. moto appends each datapoint to one list."""
+    from moto.cloudwatch.models import MetricDatum, cloudwatch_backends  # noqa: PLC0415
+
+    data = cloudwatch_backends[account][region].metric_data
+    fresh = [
+        (d.namespace, d.name, tuple(sorted((str(x.name), str(x.value)) for x in d.dimensions)), d.value)
+        for d in data[cursor:]
+        if isinstance(d, MetricDatum)
+    ]
+    return fresh, len(data)

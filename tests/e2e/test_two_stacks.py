@@ -1,0 +1,83 @@
+"""Two stacks in one account and region (one embedded AWS): a failure storm in one moves no alarm of the
+other. Every name is the stack's own and every metric of sluice carries the stack's name as its
+``service`` dimension; the alarms on them (EMF metrics extracted from what the functions print, as
+CloudWatch Logs does) are evaluated by the local runtime as CloudWatch would.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+
+from sluice_local.app.fast import FAST
+from sluice_local.app.messages import claim_check, order
+from sluice_local.app.stack import local_cloud
+from sluice_local.emulation.cloud import LocalCloud
+
+DEADLINE_SECONDS = 240.0  # a deadline, not a wait: the test ends as soon as the storm is seen
+STORM = 6
+"""Messages whose claim-check object never appears: each fails on every receive, nears its dead-letter
+queue (NearDeadLetter) and is dead-lettered (the DLQ's depth alarm)."""
+
+
+def transitions(cloud: LocalCloud) -> dict[str, list[tuple[str, str]]]:
+    assert cloud.alarms is not None
+    return {alarm.name: list(alarm.transitions) for alarm in cloud.alarms.alarms}
+
+
+def wait_for(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {DEADLINE_SECONDS:.0f} s: {what}"
+        time.sleep(0.5)  # between polls of the condition
+
+
+def went_to_alarm(cloud: LocalCloud, name: str) -> bool:
+    return any(new == "ALARM" for _, new in transitions(cloud)[name])
+
+
+def test_a_failure_storm_in_one_stack_moves_no_alarm_of_the_other_in_the_same_account():
+    # Given two stacks of the same template in one embedded account and region
+    suffix = uuid.uuid4().hex[:6]
+    with (
+        local_cloud(FAST, stack_name=f"storm-{suffix}") as storm,
+        local_cloud(FAST, stack_name=f"calm-{suffix}", beside=storm) as calm,
+    ):
+        assert calm.endpoint == storm.endpoint  # one embedded AWS
+        assert storm.alarms is not None
+        assert calm.alarms is not None
+        evaluated = {a.name for a in storm.alarms.alarms}
+        near = f"{storm.stack_name}-near-dead-letter"
+        assert near in evaluated, f"the alarm on NearDeadLetter (EMF) is not evaluated: {evaluated}"
+        assert f"{calm.stack_name}-near-dead-letter" in {a.name for a in calm.alarms.alarms}
+
+        # When one stack's consumer fails on every receive of many messages while the other's
+        # processes its orders
+        sqs = storm.client("sqs")
+        bucket = storm.outputs["ClaimCheckBucketName"]
+        prefix = storm.outputs["ClaimCheckPrefix"]
+        for n in range(STORM):
+            sqs.send_message(
+                QueueUrl=storm.outputs["WorkQueueUrl"],
+                MessageBody=claim_check(bucket, f"{prefix}never-{n}"),
+            )
+        for n in range(STORM):
+            calm.client("sqs").send_message(
+                QueueUrl=calm.outputs["WorkQueueUrl"], MessageBody=json.dumps(order(f"calm-{n}"))
+            )
+
+        # Then the storm's own alarms move: the one on its EMF metric and the one on its DLQ
+        wait_for(lambda: went_to_alarm(storm, near), f"{near} in ALARM; {transitions(storm)}")
+        dlq = f"{storm.stack_name}-work-dlq-depth"
+        wait_for(lambda: went_to_alarm(storm, dlq), f"{dlq} in ALARM; {transitions(storm)}")
+        # and the calm stack processed its orders, its alarms evaluated on its own metrics only
+        wait_for(
+            lambda: bool(transitions(calm)[f"{calm.stack_name}-near-dead-letter"]),
+            "the calm stack's NearDeadLetter alarm evaluated on its own datapoints",
+        )
+        calm_alarms = transitions(calm)
+        moved = {name: moves for name, moves in calm_alarms.items() if went_to_alarm(calm, name)}
+        assert moved == {}, f"the calm stack's alarms moved with the other's storm: {moved}"
+        assert all(name.startswith(f"{calm.stack_name}-") for name in calm_alarms), calm_alarms
