@@ -555,8 +555,11 @@ def test_pending_rows_nobody_touched_are_found_as_orphans_once_per_age(pg_url, j
 # --- 40001 under SERIALIZABLE ------------------------------------------------------------------------
 
 
-def _wait_until_blocked(url: str, application_name: str) -> None:
-    """Poll until the named session waits on a row lock (a condition, not a fixed sleep)."""
+def _wait_until_blocked(
+    url: str, application_name: str, thread: threading.Thread, result: list[object]
+) -> None:
+    """Poll until the named session waits on a row lock (a condition, not a fixed sleep); fail at once,
+    saying how, when the step ended without ever waiting (a loaded CI run once waited out 90 s here)."""
     deadline = time.monotonic() + JOIN_SECONDS
     with psycopg.connect(url, autocommit=True) as conn:
         while time.monotonic() < deadline:
@@ -567,8 +570,10 @@ def _wait_until_blocked(url: str, application_name: str) -> None:
             ).fetchone()
             if row and row[0]:
                 return
+            if not thread.is_alive():
+                raise AssertionError(f"{application_name} ended without waiting on the row: {result!r}")
             time.sleep(0.01)
-    raise AssertionError(f"{application_name} never waited on a lock")
+    raise AssertionError(f"{application_name} never waited on a lock in {JOIN_SECONDS} s")
 
 
 def _race_a_concurrent_update(
@@ -583,7 +588,7 @@ def _race_a_concurrent_update(
         )
         thread = threading.Thread(target=lambda: result.append(_capture(step)), daemon=True)
         thread.start()
-        _wait_until_blocked(url, name)
+        _wait_until_blocked(url, name, thread, result)
         blocker.commit()
     thread.join(JOIN_SECONDS)
     assert not thread.is_alive()
