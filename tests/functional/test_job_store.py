@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
@@ -945,7 +945,7 @@ def test_a_reap_waiting_on_a_commit_in_flight_leaves_the_job_completed(pg_url, j
         # When the reaper's update reaches the row, it waits; then the commit lands
         thread = threading.Thread(target=lambda: reaped.append(reaper.reap(lease_seconds=0)), daemon=True)
         thread.start()
-        _wait_until_blocked(pg_url, name)
+        _wait_until_blocked(pg_url, name, thread, reaped)
         committing.commit()
     thread.join(JOIN_SECONDS)
     # Then the reaper re-checked the row and left it completed
