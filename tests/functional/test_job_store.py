@@ -556,7 +556,7 @@ def test_pending_rows_nobody_touched_are_found_as_orphans_once_per_age(pg_url, j
 
 
 def _wait_until_blocked(
-    url: str, application_name: str, thread: threading.Thread, result: list[object]
+    url: str, application_name: str, thread: threading.Thread, result: Sequence[object]
 ) -> None:
     """Poll until the named session waits on a row lock (a condition, not a fixed sleep); fail at once,
     saying how, when the step ended without ever waiting (a loaded CI run once waited out 90 s here)."""
