@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
@@ -556,7 +556,7 @@ def test_pending_rows_nobody_touched_are_found_as_orphans_once_per_age(pg_url, j
 
 
 def _wait_until_blocked(
-    url: str, application_name: str, thread: threading.Thread, result: list[object]
+    url: str, application_name: str, thread: threading.Thread, result: Sequence[object]
 ) -> None:
     """Poll until the named session waits on a row lock (a condition, not a fixed sleep); fail at once,
     saying how, when the step ended without ever waiting (a loaded CI run once waited out 90 s here)."""
@@ -945,7 +945,7 @@ def test_a_reap_waiting_on_a_commit_in_flight_leaves_the_job_completed(pg_url, j
         # When the reaper's update reaches the row, it waits; then the commit lands
         thread = threading.Thread(target=lambda: reaped.append(reaper.reap(lease_seconds=0)), daemon=True)
         thread.start()
-        _wait_until_blocked(pg_url, name)
+        _wait_until_blocked(pg_url, name, thread, reaped)
         committing.commit()
     thread.join(JOIN_SECONDS)
     # Then the reaper re-checked the row and left it completed
