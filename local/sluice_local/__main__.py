@@ -49,6 +49,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         ready_file=Path(args.ready_file) if args.ready_file else None,
         hint=_send_an_order,
         console=sys.__stdout__ or sys.stderr,
+        reload=not args.no_reload,
     )
     return 0
 
@@ -145,6 +146,12 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--database-url", default=None, help="attach the job store to this PostgreSQL")
     up.add_argument("--ready-file", default=None, help="write endpoint + outputs as JSON here once up")
     up.add_argument("--log-file", default=None, help="send the functions' stdout (JSON logs, EMF) here")
+    up.add_argument(
+        "--no-reload",
+        action="store_true",
+        help="keep running the code each function started with (default: an edit to a function's folder "
+        "takes effect on its next cold start)",
+    )
     up.set_defaults(func=cmd_up)
     demo = sub.add_parser("demo", help="deploy, drive every scenario, print expected vs observed")
     demo.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import TextIO
 
 from sluice_local.emulation.cloud import LocalCloud
+from sluice_local.emulation.emulated import Ticker
+from sluice_local.emulation.reload import CodeWatcher
 
 __all__ = ["redirect_function_output", "serve", "write_atomically"]
 
@@ -36,10 +38,12 @@ def serve(
     console: TextIO,
     ready_file: Path | None = None,
     hint: Callable[[LocalCloud], str] | None = None,
+    reload: bool = True,
 ) -> None:
     """Start ``cloud``, print its endpoint, outputs and the environment that points the AWS CLI and SDKs
     at it (then what ``hint`` says of it), write them as JSON to ``ready_file``, and run until SIGTERM
-    or SIGINT."""
+    or SIGINT; with ``reload``, a function whose files change runs the new code from its next cold
+    start (:mod:`sluice_local.emulation.reload`)."""
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -64,10 +68,24 @@ def serve(
             "AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing "
             f"AWS_DEFAULT_REGION={cloud.region}\n"
             + (f"{hint(cloud)}\n" if hint else "")
+            + ("Edits to a function's folder take effect on its next invocation. " if reload else "")
             + "Ctrl-C stops it.",
             file=console,
             flush=True,
         )
-        while not stop.wait(0.5):
-            pass
+        watcher = _watch(cloud, console) if reload else None
+        try:
+            while not stop.wait(0.5):
+                pass
+        finally:
+            if watcher is not None:
+                watcher.stop()
     print("stopped", file=console, flush=True)
+
+
+def _watch(cloud: LocalCloud, console: TextIO) -> Ticker:
+    layers = {d for host in cloud.functions.values() for d in host.spec.layer_dirs}
+    watcher = CodeWatcher(cloud.functions, sorted(layers), lambda said: print(said, file=console, flush=True))
+    ticker = Ticker("code-reload", 1.0, watcher.check)
+    ticker.start()
+    return ticker
