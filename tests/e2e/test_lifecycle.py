@@ -49,3 +49,22 @@ def test_start_and_stop_leave_nothing_behind():
     } == config_before
     assert patched_attributes() == patched_before
     assert "print" not in vars(cloudwatch)
+
+
+def test_stopping_the_first_of_two_stacks_in_one_account_stops_both_and_leaves_nothing_behind():
+    threads_before = {t.ident for t in threading.enumerate()}
+    patched_before = patched_attributes()
+    first = local_cloud({"MaximumConcurrency": "2"}, stack_name="sluice-first").start()
+    second = local_cloud({"MaximumConcurrency": "2"}, stack_name="sluice-second", beside=first).start()
+    port = int(first.endpoint.rsplit(":", 1)[1])
+    assert second.endpoint == first.endpoint
+    assert second.pollers
+
+    first.stop()  # the wrong order: the owner of the embedded AWS first
+
+    assert second.pollers == []  # stopped before the server it polls
+    leftover = [t.name for t in threading.enumerate() if t.ident not in threads_before and t.is_alive()]
+    assert leftover == []
+    assert port_is_closed(port)
+    assert patched_attributes() == patched_before
+    assert "print" not in vars(cloudwatch)

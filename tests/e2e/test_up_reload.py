@@ -8,7 +8,7 @@ import os
 import time
 from pathlib import Path
 
-from sluice_local.emulation.cloud import endpoint_client
+from sluice_local.emulation.endpoint import endpoint_client
 from sluice_local.testing import start_stack
 
 TEMPLATE = """\

@@ -4,10 +4,24 @@ and says how to restart when a layer changed."""
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from sluice_local.emulation.functions import FunctionHost, FunctionSpec
 from sluice_local.emulation.reload import CodeWatcher, changed, snapshot
+
+
+@pytest.fixture(autouse=True)
+def _forget_the_functions_modules() -> Iterator[None]:
+    """The tests' function folders import ``model`` and ``rules``: not left for other tests to find."""
+    before = set(sys.modules)
+    yield
+    for name in set(sys.modules) - before:
+        if name.partition(".")[0] in ("model", "rules") or name.startswith("_sluice_fn_"):
+            del sys.modules[name]
 
 
 def write(path: Path, text: str) -> None:
@@ -69,6 +83,21 @@ def test_given_an_environment_busy_when_the_code_changes_then_it_is_not_reused(t
     # Then it was not given back: the next invocation cold-starts on v2
     assert host.invoke({}) == "v2"
     assert host.cold_starts == 2
+
+
+def test_given_a_namespace_package_in_the_folder_when_it_changes_then_the_new_code_runs(tmp_path):
+    folder = tmp_path / "ns"
+    host = function(folder, "v1")
+    write(folder / "rules" / "limits.py", "LIMIT = 1\n")  # a package without __init__.py
+    write(
+        folder / "app.py",
+        "from rules.limits import LIMIT\n\ndef lambda_handler(event, context):\n    return LIMIT\n",
+    )
+    watcher = CodeWatcher({"Ns": host}, [], lambda said: None)
+    assert host.invoke({}) == 1
+    write(folder / "rules" / "limits.py", "LIMIT = 2\n")
+    assert watcher.check() == ["Ns"]
+    assert host.invoke({}) == 2
 
 
 def test_given_a_changed_layer_then_the_console_says_how_to_restart(tmp_path):

@@ -10,6 +10,7 @@ watcher says so, and how to restart.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
@@ -22,19 +23,19 @@ RESTART = "stop it (Ctrl-C) and start it again (a few seconds; the embedded stac
 
 
 def snapshot(folder: str | Path) -> Snapshot:
-    """Every file under ``folder`` (relative path → modification time in ns, size), caches left out."""
+    """Every file under ``folder`` (relative path → modification time in ns, size); caches and hidden
+    folders (``__pycache__``, ``.venv``) are not walked."""
     root = Path(folder)
     found: Snapshot = {}
-    for path in root.rglob("*"):
-        relative = path.relative_to(root)
-        if any(part == "__pycache__" or part.startswith(".") for part in relative.parts):
-            continue
-        try:
-            if path.is_file():
+    for directory, folders, files in os.walk(root):
+        folders[:] = [f for f in folders if f != "__pycache__" and not f.startswith(".")]
+        for name in files:
+            path = Path(directory, name)
+            try:
                 stat = path.stat()
-                found[relative.as_posix()] = (stat.st_mtime_ns, stat.st_size)
-        except FileNotFoundError:  # removed while listed: the next check sees it gone
-            continue
+            except FileNotFoundError:  # removed while listed: the next check sees it gone
+                continue
+            found[path.relative_to(root).as_posix()] = (stat.st_mtime_ns, stat.st_size)
     return found
 
 

@@ -48,6 +48,7 @@ def serve(
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     with cloud:
+        watcher = _watch(cloud, console) if reload else None  # before anyone is told it is up
         info = {
             "endpoint": cloud.endpoint,
             "stack": cloud.stack_name,
@@ -73,7 +74,6 @@ def serve(
             file=console,
             flush=True,
         )
-        watcher = _watch(cloud, console) if reload else None
         try:
             while not stop.wait(0.5):
                 pass
