@@ -7,7 +7,8 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
@@ -15,13 +16,24 @@ from sluice_local.emulation.cloud import LocalCloud
 from sluice_local.emulation.emulated import Ticker
 from sluice_local.emulation.reload import CodeWatcher
 
-__all__ = ["redirect_function_output", "serve", "write_atomically"]
+__all__ = ["function_output", "serve", "write_atomically"]
 
 
-def redirect_function_output(log_file: Path) -> None:
-    """Functions print JSON logs and EMF metrics to stdout, as in Lambda; keep them in a file."""
+@contextmanager
+def function_output(log_file: Path) -> Iterator[TextIO]:
+    """Functions print JSON logs and EMF metrics to stdout, as in Lambda: into ``log_file`` while the
+    block runs. The file is closed when it ends, before the interpreter shuts down: an asynchronous
+    invocation still under way on a daemon thread then fails to write in its own thread, instead of
+    holding the file's lock while the interpreter finalizes (``Fatal Python error:
+    _enter_buffered_busy``, exit -6: a stack stopped in a loaded CI run so). Yields the console."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    sys.stdout = log_file.open("a", buffering=1, encoding="utf-8")
+    redirected = log_file.open("a", buffering=1, encoding="utf-8")
+    console, sys.stdout = sys.stdout, redirected
+    try:
+        yield console
+    finally:
+        sys.stdout = console
+        redirected.close()
 
 
 def write_atomically(path: Path, text: str) -> None:
