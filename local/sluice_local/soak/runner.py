@@ -180,11 +180,14 @@ class Soak:
         pending = [o["Key"] for o in parked.get("Contents", []) if "/quarantine/" not in o["Key"]]
         if pending:
             return f"parked objects: {pending[:3]}"
+        # A redrive execution holds nothing the queues above do not count (what it fetched is in flight
+        # in the DLQ until it is sent and deleted), and the backstop starts one every few seconds: under
+        # faults and load they overlap, one always running (a job seed was reported stuck so). Only the
+        # delay state machine's running executions are waited for.
+        arn = self.stack.outputs["DelayStateMachineArn"]
         sfn = self.stack.client("stepfunctions")
-        for output in ("DelayStateMachineArn", "RedriveStateMachineArn"):
-            arn = self.stack.outputs.get(output)
-            if arn and sfn.list_executions(stateMachineArn=arn, statusFilter="RUNNING").get("executions"):
-                return f"{output}: executions running"
+        if sfn.list_executions(stateMachineArn=arn, statusFilter="RUNNING").get("executions"):
+            return "DelayStateMachineArn: executions running"
         return ""
 
     def _jobs_busy(self, jobs: list[SentJob]) -> str:
