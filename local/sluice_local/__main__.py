@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -12,7 +13,7 @@ from sluice_cli.samconfig import parse_overrides
 from sluice_local.app.fast import FAST
 from sluice_local.app.stack import local_cloud
 from sluice_local.emulation.cloud import ROOT, LocalCloud
-from sluice_local.emulation.up import redirect_function_output, serve
+from sluice_local.emulation.up import function_output, serve
 from sluice_local.soak.options import Options
 
 
@@ -35,8 +36,6 @@ def _database_url(args: argparse.Namespace) -> str | None:
 
 def cmd_up(args: argparse.Namespace) -> int:
     params = {**(FAST if args.fast else {}), **_params(args.param)}
-    if args.log_file:
-        redirect_function_output(Path(args.log_file))
     cloud = local_cloud(
         params,
         template=Path(args.template) if args.template else None,
@@ -44,12 +43,14 @@ def cmd_up(args: argparse.Namespace) -> int:
         port=args.port,
         database_url=_database_url(args),
     )
-    serve(
-        cloud,
-        ready_file=Path(args.ready_file) if args.ready_file else None,
-        hint=_send_an_order,
-        console=sys.__stdout__ or sys.stderr,
-    )
+    with function_output(Path(args.log_file)) if args.log_file else contextlib.nullcontext():
+        serve(
+            cloud,
+            ready_file=Path(args.ready_file) if args.ready_file else None,
+            hint=_send_an_order,
+            console=sys.__stdout__ or sys.stderr,
+            reload=not args.no_reload,
+        )
     return 0
 
 
@@ -145,6 +146,12 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--database-url", default=None, help="attach the job store to this PostgreSQL")
     up.add_argument("--ready-file", default=None, help="write endpoint + outputs as JSON here once up")
     up.add_argument("--log-file", default=None, help="send the functions' stdout (JSON logs, EMF) here")
+    up.add_argument(
+        "--no-reload",
+        action="store_true",
+        help="keep running the code each function started with (default: an edit to a function's folder "
+        "takes effect on its next cold start)",
+    )
     up.set_defaults(func=cmd_up)
     demo = sub.add_parser("demo", help="deploy, drive every scenario, print expected vs observed")
     demo.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")

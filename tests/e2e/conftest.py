@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from sluice_local.app.observer import Stack
-from sluice_local.emulation.cloud import endpoint_client
+from sluice_local.emulation.endpoint import endpoint_client
 from sluice_local.testing import RunningStack, port_is_closed, start_stack
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,10 +13,23 @@ from sluice_local.app.stack import local_cloud
 from sluice_local.emulation import moto_adapter
 from sluice_local.testing import port_is_closed
 
+ASYNC_INVOCATION_DEADLINE_SECONDS = 60.0
+
 
 def patched_attributes() -> dict[str, object]:
     """What each attribute the runtime patches holds on its moto class (nothing when inherited)."""
     return {str(a): vars(a.owner_class()).get(a.name) for a in moto_adapter.PATCHED}
+
+
+def leftover_threads(before: set[int | None]) -> list[str]:
+    """Threads started since ``before`` still alive. An asynchronous invocation under way at the stop (a
+    schedule's run of the redriver) is not waited for by the runtime (docs/local.md): it ends at its next
+    call to the stopped endpoint, and is waited for here (a deadline, not a wait)."""
+    new = [t for t in threading.enumerate() if t.ident not in before and t.is_alive()]
+    for thread in new:  # the handler's thread, and the one that invoked it asynchronously
+        if thread.name.startswith("lambda-") or "(invoke_payload)" in thread.name:
+            thread.join(ASYNC_INVOCATION_DEADLINE_SECONDS)
+    return [t.name for t in new if t.is_alive()]
 
 
 def moto_config(section: str) -> dict[str, Any]:
@@ -40,12 +53,29 @@ def test_start_and_stop_leave_nothing_behind():
         assert all(patched_attributes()[name] is not before for name, before in patched_before.items())
         assert "print" in vars(cloudwatch)  # EMF documents are captured (sluice_local.emulation.emf)
 
-    leftover = [t.name for t in threading.enumerate() if t.ident not in threads_before and t.is_alive()]
-    assert leftover == []
+    assert leftover_threads(threads_before) == []
     assert port_is_closed(int(port))
     assert {k: os.environ.get(k) for k in env_before} == env_before
     assert {
         k: dict(cast("dict[str, Any]", default_user_config.get(k) or {})) for k in config_before
     } == config_before
+    assert patched_attributes() == patched_before
+    assert "print" not in vars(cloudwatch)
+
+
+def test_stopping_the_first_of_two_stacks_in_one_account_stops_both_and_leaves_nothing_behind():
+    threads_before = {t.ident for t in threading.enumerate()}
+    patched_before = patched_attributes()
+    first = local_cloud({"MaximumConcurrency": "2"}, stack_name="sluice-first").start()
+    second = local_cloud({"MaximumConcurrency": "2"}, stack_name="sluice-second", beside=first).start()
+    port = int(first.endpoint.rsplit(":", 1)[1])
+    assert second.endpoint == first.endpoint
+    assert second.pollers
+
+    first.stop()  # the wrong order: the owner of the embedded AWS first
+
+    assert second.pollers == []  # stopped before the server it polls
+    assert leftover_threads(threads_before) == []
+    assert port_is_closed(port)
     assert patched_attributes() == patched_before
     assert "print" not in vars(cloudwatch)

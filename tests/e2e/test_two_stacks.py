@@ -15,6 +15,7 @@ from sluice_local.app.fast import FAST
 from sluice_local.app.messages import claim_check, order
 from sluice_local.app.stack import local_cloud
 from sluice_local.emulation.cloud import LocalCloud
+from sluice_local.emulation.emf import Datapoint
 
 DEADLINE_SECONDS = 240.0  # a deadline, not a wait: the test ends as soon as the storm is seen
 STORM = 6
@@ -53,6 +54,7 @@ def test_a_failure_storm_in_one_stack_moves_no_alarm_of_the_other_in_the_same_ac
         assert near in evaluated, f"the alarm on NearDeadLetter (EMF) is not evaluated: {evaluated}"
         assert f"{calm.stack_name}-near-dead-letter" in {a.name for a in calm.alarms.alarms}
 
+        metrics = storm.feed.subscribe()  # every EMF datapoint of either stack, from now on
         # When one stack's consumer fails on every receive of many messages while the other's
         # processes its orders
         sqs = storm.client("sqs")
@@ -72,11 +74,32 @@ def test_a_failure_storm_in_one_stack_moves_no_alarm_of_the_other_in_the_same_ac
         wait_for(lambda: went_to_alarm(storm, near), f"{near} in ALARM; {transitions(storm)}")
         dlq = f"{storm.stack_name}-work-dlq-depth"
         wait_for(lambda: went_to_alarm(storm, dlq), f"{dlq} in ALARM; {transitions(storm)}")
-        # and the calm stack processed its orders, its alarms evaluated on its own metrics only
+        # and the calm stack processed its orders, each stack's datapoints under its own name
+        seen: list[Datapoint] = []
+
+        def processed(service: str) -> float:
+            seen.extend(metrics.drain())
+            return sum(
+                sum(p.values)
+                for p in seen
+                if p.name == "RecordsProcessed" and p.dimensions == (("service", service),)
+            )
+
         wait_for(
-            lambda: bool(transitions(calm)[f"{calm.stack_name}-near-dead-letter"]),
-            "the calm stack's NearDeadLetter alarm evaluated on its own datapoints",
+            lambda: processed(calm.stack_name) >= STORM,
+            f"calm's orders processed; {processed(calm.stack_name)}",
         )
+        near_by = {
+            service: sum(
+                sum(p.values)
+                for p in seen
+                if p.name == "NearDeadLetter" and p.dimensions == (("service", service),)
+            )
+            for service in (storm.stack_name, calm.stack_name)
+        }
+        assert near_by[storm.stack_name] > 0, near_by
+        assert near_by[calm.stack_name] == 0, near_by
+        assert processed(storm.stack_name) == 0
         calm_alarms = transitions(calm)
         moved = {name: moves for name, moves in calm_alarms.items() if went_to_alarm(calm, name)}
         assert moved == {}, f"the calm stack's alarms moved with the other's storm: {moved}"

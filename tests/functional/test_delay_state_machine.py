@@ -294,7 +294,9 @@ def test_given_a_wake_at_two_seconds_ahead_when_the_execution_starts_then_the_fi
     # ... having asked for one wait, up to wake_at and no further (a later call is the machine's load)
     [(asked_at, seconds)] = waits
     assert seconds <= 0 or asked_at + seconds <= wake_at
-    assert first <= wake_at + LOADED_MACHINE_SLACK
+    # ... and was called once that wait was over: within the slack of wake_at, or of when the wait was
+    # computed when a loaded machine started the execution after wake_at (a CI run: 11 s late, wait -9 s)
+    assert first <= max(wake_at, asked_at) + LOADED_MACHINE_SLACK
 
 
 # --- Rehydrate / MoreWork -------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from aws_lambda_powertools import Metrics
-from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics import MetricUnit, base, single_metric
 from aws_lambda_powertools.metrics.provider.cloudwatch_emf import cloudwatch
 
 from sluice_local.emulation import emf
@@ -48,6 +48,8 @@ def test_given_a_document_then_each_dimension_set_and_metric_is_one_datapoint_wi
     ("broken", "why"),
     [
         ({"_aws": {}}, "no _aws.CloudWatchMetrics"),
+        ({"_aws": {"CloudWatchMetrics": []}}, "Timestamp None"),
+        ({"_aws": {"Timestamp": "now", "CloudWatchMetrics": []}}, "Timestamp 'now'"),
         ({"service": 3}, "dimension 'service'"),
         ({"NearDeadLetter": "1"}, "not a number"),
         ({"NearDeadLetter": True}, "not a number"),
@@ -57,6 +59,23 @@ def test_given_a_document_then_each_dimension_set_and_metric_is_one_datapoint_wi
 def test_given_a_document_that_breaks_the_format_then_nothing_is_extracted(broken, why):
     with pytest.raises(EmfError, match=why):
         datapoints(document(**broken))
+
+
+def test_given_a_directive_without_dimensions_then_nothing_is_extracted():
+    doc = document()
+    del doc["_aws"]["CloudWatchMetrics"][0]["Dimensions"]
+    with pytest.raises(EmfError, match="Dimensions and Metrics must be lists"):
+        datapoints(doc)
+
+
+def test_given_nan_or_infinity_then_the_line_is_not_json_and_nothing_is_put(caplog):
+    put: list[list[Datapoint]] = []
+    for constant in ("NaN", "Infinity", "-Infinity"):
+        line = json.dumps(document()).replace("[1.0, 2.0]", f"[{constant}]")
+        with caplog.at_level(logging.WARNING, logger="sluice_local"):
+            extract(line, put.append)
+    assert put == []
+    assert caplog.text.count("is not JSON") == 3
 
 
 def test_given_a_metric_without_its_root_member_then_nothing_is_extracted():
@@ -90,6 +109,7 @@ def test_given_the_capture_installed_when_powertools_flushes_then_the_document_i
     finally:
         undo()
     assert "print" not in vars(cloudwatch)  # undone
+    assert "print" not in vars(base)
     assert '"RecordsProcessed":[3.0]' in capsys.readouterr().out  # still printed where stdout goes
     [point] = subscription.drain()
     assert (point.namespace, point.name, point.dimensions, point.values) == (
@@ -98,6 +118,20 @@ def test_given_the_capture_installed_when_powertools_flushes_then_the_document_i
     assert subscription.drain() == []  # each datapoint handed over once
     subscription.close()
     feed.put([point])  # a closed subscription keeps nothing
+
+
+def test_given_the_capture_installed_then_single_metric_documents_are_put_too():
+    feed = Feed()
+    subscription = feed.subscribe()
+    undo = emf.install_capture(feed.put)
+    try:
+        with single_metric(name="BreakerOpen", unit=MetricUnit.Count, value=1, namespace="Sluice") as metric:
+            metric.add_dimension(name="service", value="orders")
+    finally:
+        undo()
+    assert [(p.name, p.dimensions, p.values) for p in subscription.drain()] == [
+        ("BreakerOpen", (("service", "orders"),), (1.0,))
+    ]
 
 
 class Recorder:
@@ -141,15 +175,29 @@ def near(service: str, *values: float, **extra: str) -> Datapoint:
 
 
 def test_given_datapoints_in_a_period_then_the_alarm_applies_its_statistic_to_those_of_its_dimensions():
-    # Given periods: the alarm's own (sum 2), another service's, a wider dimension set, and nothing
-    periods = [[near("s", 0, 2)], [near("other", 5)], [near("s", 5, stage="x")], []]
+    # Given periods: the alarm's own (sum 2: ALARM), then, each alone, another service's datapoint, one
+    # with a wider dimension set and none at all (none of them counts: not breaching)
+    periods = [[near("s", 0, 2)], [near("other", 5)], [near("s", 5, stage="x")], [], [near("s", 0, 1)]]
     evaluated = alarms(periods, TreatMissingData="notBreaching")
-    for _ in range(4):
-        evaluated.tick()
     [alarm] = evaluated.alarms
-    # Then only its exact dimensions count; a period without any is not breaching
-    assert alarm.transitions == [("INSUFFICIENT_DATA", "ALARM"), ("ALARM", "OK")]
+    states = []
+    for _ in periods.copy():
+        evaluated.tick()
+        states.append(alarm.state)
+    # Then only its exact dimensions count
+    assert states == ["ALARM", "OK", "OK", "OK", "ALARM"]
     assert evaluated.silent == []
+
+
+def test_given_an_alarm_on_the_maximum_then_the_period_s_largest_value_decides():
+    evaluated = alarms(
+        [[near("s", 0, 0)], [near("s", 0, 1, 0)]], Statistic="Maximum", TreatMissingData="notBreaching"
+    )
+    [alarm] = evaluated.alarms
+    evaluated.tick()
+    assert alarm.state == "OK"
+    evaluated.tick()
+    assert alarm.state == "ALARM"
 
 
 @pytest.mark.parametrize(

@@ -85,7 +85,7 @@ class Stack:
 
     def client(self, service: str) -> Any:
         if service not in self._clients:
-            from sluice_local.emulation.cloud import endpoint_client  # noqa: PLC0415 - cloud imports boto3 and moto
+            from sluice_local.emulation.endpoint import endpoint_client  # noqa: PLC0415 - it imports boto3
 
             self._clients[service] = endpoint_client(service, self.endpoint, self.region)
         return self._clients[service]

@@ -23,6 +23,7 @@ from sluice_local.demo.scenarios.delay import delay_scenarios
 from sluice_local.demo.scenarios.jobs import job_scenarios
 from sluice_local.demo.scenarios.redrive import exclusive_redrive_scenarios, redrive_scenarios
 from sluice_local.demo.scenarios.runner import Outcome, run
+from sluice_local.emulation.up import function_output
 
 QUEUES = (
     ("work", "WorkQueueUrl"),
@@ -40,7 +41,11 @@ def run_demo(log_file: Path, overrides: dict[str, str]) -> int:
     console = Console(file=stream, width=None if stream.isatty() else 160)
     log_file.parent.mkdir(parents=True, exist_ok=True)
     log_file.unlink(missing_ok=True)
-    sys.stdout = log_file.open("a", buffering=1, encoding="utf-8")
+    with function_output(log_file):
+        return _run(console, log_file, overrides)
+
+
+def _run(console: Console, log_file: Path, overrides: dict[str, str]) -> int:
     params = {**FAST, **overrides}
     started = time.monotonic()
     settings = ", ".join(f"{k}={v}" for k, v in params.items())

@@ -7,8 +7,9 @@
   :mod:`sluice_local.emulation.emf` extracts from what the functions print, and what state machines
   put with ``PutMetricData``): every tick takes the datapoints that arrived since the last one, those
   whose namespace, name and exact set of dimensions are the alarm's, and applies its statistic; a tick
-  without one is missing data, treated as the alarm's ``TreatMissingData`` says (CloudWatch's default,
-  ``missing``, leaves the state as it is).
+  without one is missing data, treated as the alarm's ``TreatMissingData`` says: ``breaching`` or
+  ``notBreaching`` as such, ``ignore`` keeps the state, and ``missing`` (CloudWatch's default) is not
+  considered until every evaluated period is missing: then INSUFFICIENT_DATA.
 - A tick stands for one period (local time is compressed). Alarms on AWS's own service metrics (Lambda,
   Step Functions) and on metric math stay silent locally: AWS evaluates them.
 

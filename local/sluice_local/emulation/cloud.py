@@ -14,19 +14,16 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 import threading
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-import boto3
-from botocore.config import Config
-
 from sluice_local.emulation import emf, moto_adapter
 from sluice_local.emulation.alarms import Alarms
 from sluice_local.emulation.emulated import Resolver, Schedules, Ticker
+from sluice_local.emulation.endpoint import endpoint_client, free_port
 from sluice_local.emulation.functions import FunctionHost, FunctionSpec, Handler
 from sluice_local.emulation.language_extensions import LanguageExtensionError
 from sluice_local.emulation.pollers import MappingSpec, SqsPoller
@@ -41,24 +38,6 @@ from sluice_local.emulation.template import (
 log = logging.getLogger("sluice_local")
 ROOT = Path(__file__).resolve().parents[3]
 ACCOUNT = "123456789012"
-
-
-def endpoint_client(service: str, endpoint: str, region: str = "us-east-1") -> Any:
-    """A boto3 client for the embedded endpoint (or any other), with the local dummy credentials."""
-    return boto3.client(
-        service,  # type: ignore[call-overload]
-        region_name=region,
-        endpoint_url=endpoint,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        config=Config(retries={"max_attempts": 3, "mode": "standard"}),
-    )
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class DeployError(RuntimeError):
@@ -124,7 +103,8 @@ class LocalCloud:
         self._beside = beside
         self._peers: list[LocalCloud] = beside._peers if beside is not None else []
         """The stacks deployed into this embedded AWS: an invocation or event reaches its function."""
-        self._feed: emf.Feed = beside._feed if beside is not None else emf.Feed()
+        self.feed: emf.Feed = beside.feed if beside is not None else emf.Feed()
+        """The EMF datapoints the functions of this embedded AWS print (every stack beside it shares it)."""
         self._metrics: emf.Subscription | None = None
         self._metric_cursor = 0
 
@@ -154,6 +134,10 @@ class LocalCloud:
         return self
 
     def stop(self) -> None:
+        """Stop the stack; the stack owning the embedded AWS stops the stacks beside it first."""
+        if self._beside is None:
+            for peer in reversed([p for p in self._peers if p is not self]):
+                peer.stop()
         self._stop_emulation()
         self._stop_server()
         for attachment in reversed(self.attachments):
@@ -231,7 +215,7 @@ class LocalCloud:
         self._unpatch.append(moto_adapter.install_execution_names())
         self._unpatch.append(moto_adapter.install_cloudformation_secrets())
         self._unpatch.append(moto_adapter.install_module_list_once())  # moto lists them per request
-        self._unpatch.append(emf.install_capture(self._feed.put))  # CloudWatch Logs extracts EMF in AWS
+        self._unpatch.append(emf.install_capture(self.feed.put))  # CloudWatch Logs extracts EMF in AWS
         self._server = moto_adapter.start_server(self.port)
         # moto's backends are process-wide: a stack started earlier in this process must not leak in.
         moto_adapter.reset()
@@ -416,7 +400,7 @@ class LocalCloud:
             if own is not None:  # the account's other stacks fire their own
                 self.schedules.add_rule(rule, self.translated.local_rates.get(own))
         resolve = Resolver(self.resources, self._parameter_values(), self._arns())
-        self._metrics = self._feed.subscribe()
+        self._metrics = self.feed.subscribe()
         _, self._metric_cursor = moto_adapter.metric_data_since(ACCOUNT, self.region, 0)
         self.alarms = Alarms(
             region=self.region,

@@ -2,16 +2,18 @@
 
 In Lambda, a function's stdout goes to CloudWatch Logs, which extracts every line in the embedded metric
 format into metric datapoints. Locally the functions' stdout is a file or a console, so the runtime
-takes each EMF document where Powertools prints it (:func:`install_capture`) and puts its datapoints
-into the embedded CloudWatch, beside what state machines put with ``PutMetricData``; the alarms on those
-metrics are then evaluated as the SQS ones are (:mod:`sluice_local.emulation.emulated`).
+takes each EMF document where Powertools prints it (:func:`install_capture`: its metrics provider and
+``single_metric``) and hands its datapoints to the stacks' alarms (:mod:`sluice_local.emulation.alarms`),
+beside what state machines put with ``PutMetricData``. They are not stored in the embedded CloudWatch:
+``GetMetricStatistics`` does not return them locally.
 
-The document's rules, from AWS's specification of the format (read, not taken from Powertools): a root
-``_aws`` object with ``CloudWatchMetrics``, a list of directives, each a ``Namespace``, ``Dimensions``
-(a list of dimension sets, each a list of member names) and ``Metrics`` (objects with a ``Name``);
-every member named is a root member, a dimension's value text, a metric's value a number or a list of
-numbers. A document that breaks them is not extracted (CloudWatch Logs keeps it as a log line only):
-it is logged here, never raised into the function that printed it.
+The document's rules, from AWS's specification of the format (read, not taken from Powertools): a JSON
+object (no ``NaN`` or ``Infinity``) with a root ``_aws`` object holding a ``Timestamp`` (epoch
+milliseconds) and ``CloudWatchMetrics``, a list of directives, each a ``Namespace``, ``Dimensions`` (a
+list of dimension sets, each a list of at most 30 member names) and ``Metrics`` (objects with a
+``Name``); every member named is a root member, a dimension's value text, a metric's value a number or
+a list of numbers. A document that breaks them is not extracted (CloudWatch Logs keeps it as a log line
+only): it is logged here, never raised into the function that printed it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sluice_local.emulation.moto_adapter.attributes import Undo, replace
+from sluice_local.emulation.moto_adapter.attributes import Undo, replace, undo_all
 
 log = logging.getLogger("sluice_local")
 
@@ -53,6 +55,9 @@ def datapoints(document: Any) -> list[Datapoint]:
     meta = document.get("_aws")
     if not isinstance(meta, dict) or not isinstance(meta.get("CloudWatchMetrics"), list):
         raise EmfError("no _aws.CloudWatchMetrics list")
+    stamp = meta.get("Timestamp")
+    if isinstance(stamp, bool) or not isinstance(stamp, int | float):
+        raise EmfError(f"_aws.Timestamp {stamp!r} is not epoch milliseconds")
     return [point for directive in meta["CloudWatchMetrics"] for point in _directive(document, directive)]
 
 
@@ -62,10 +67,10 @@ def _directive(document: dict[str, Any], directive: Any) -> Iterator[Datapoint]:
     namespace = directive.get("Namespace")
     if not isinstance(namespace, str) or not namespace:
         raise EmfError(f"directive namespace {namespace!r}")
-    sets = directive.get("Dimensions", [[]])
+    sets = directive.get("Dimensions")
     metrics = directive.get("Metrics")
     if not isinstance(sets, list) or not isinstance(metrics, list):
-        raise EmfError("Dimensions and Metrics must be lists")
+        raise EmfError("a directive's Dimensions and Metrics must be lists")
     for dimension_set in sets:
         dims = _dimensions(document, dimension_set)
         for metric in metrics:
@@ -137,38 +142,59 @@ class Subscription:
         self._feed._close(self)
 
 
+def _not_json(constant: str) -> float:
+    raise EmfError(f"{constant} is not JSON")
+
+
 def extract(line: str, put: Callable[[list[Datapoint]], None]) -> None:
     """Put the datapoints of ``line`` if it is an EMF document; anything else is only a log line."""
     if '"_aws"' not in line:
         return
     try:
-        points = datapoints(json.loads(line))
+        points = datapoints(json.loads(line, parse_constant=_not_json))
     except ValueError as exc:  # EmfError too
         log.warning("an EMF document was not extracted (%s): %.200s", exc, line)
         return
     put(points)
 
 
-def install_capture(put: Callable[[list[Datapoint]], None]) -> Undo:
-    """Every EMF document Powertools' CloudWatch provider prints also reaches ``put``, as Lambda's log
-    ingestion extracts it (the line is still printed where stdout goes)."""
+def _printing_modules() -> list[Any]:
+    """Powertools' modules that print EMF documents: its metrics provider (``Metrics``, the cold-start
+    metric) and its base module (``single_metric``)."""
+    from aws_lambda_powertools.metrics import base  # noqa: PLC0415
     from aws_lambda_powertools.metrics.provider.cloudwatch_emf import cloudwatch  # noqa: PLC0415
+
+    return [cloudwatch, base]
+
+
+def install_capture(put: Callable[[list[Datapoint]], None]) -> Undo:
+    """Every EMF document Powertools prints also reaches ``put``, as Lambda's log ingestion extracts it
+    (the line is still printed where stdout goes)."""
 
     def captured(*args: Any, **kwargs: Any) -> None:
         builtins.print(*args, **kwargs)
         if len(args) == 1 and isinstance(args[0], str):
             extract(args[0], put)
 
-    return replace(cloudwatch, "print", captured)
+    return undo_all([replace(module, "print", captured) for module in _printing_modules()])
 
 
 def capture_problem() -> str | None:
-    """Why :func:`install_capture` would capture nothing with the installed Powertools, or None."""
+    """Why :func:`install_capture` would miss documents with the installed Powertools, or None."""
     try:
-        from aws_lambda_powertools.metrics.provider.cloudwatch_emf import cloudwatch  # noqa: PLC0415
+        cloudwatch, base = _printing_modules()
     except ImportError as exc:
-        return f"Powertools' CloudWatch EMF provider cannot be imported: {exc}"
-    flush = getattr(getattr(cloudwatch, "AmazonCloudWatchEMFProvider", None), "flush_metrics", None)
-    if flush is None or "print" not in flush.__code__.co_names:
-        return "Powertools' AmazonCloudWatchEMFProvider.flush_metrics no longer prints its EMF document"
-    return None
+        return f"Powertools' metrics cannot be imported: {exc}"
+    printers = {
+        "AmazonCloudWatchEMFProvider.flush_metrics": getattr(
+            getattr(cloudwatch, "AmazonCloudWatchEMFProvider", None), "flush_metrics", None
+        ),
+        "single_metric": getattr(base, "single_metric", None),
+    }
+    gone = [name for name, fn in printers.items() if fn is None or not _prints(fn)]
+    return f"Powertools' {', '.join(gone)} no longer print(s) EMF documents" if gone else None
+
+
+def _prints(fn: Any) -> bool:
+    code = getattr(getattr(fn, "__wrapped__", fn), "__code__", None)
+    return code is not None and "print" in code.co_names

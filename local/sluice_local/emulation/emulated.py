@@ -93,7 +93,7 @@ class Resolver:
 class Ticker:
     """A daemon thread calling ``tick`` every ``interval`` seconds until stopped."""
 
-    def __init__(self, name: str, interval: float, tick: Callable[[], None]) -> None:
+    def __init__(self, name: str, interval: float, tick: Callable[[], object]) -> None:
         self._stop = threading.Event()
         self._interval = interval
         self._tick = tick

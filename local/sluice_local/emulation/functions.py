@@ -120,6 +120,9 @@ class FunctionHost:
         self.on_drop = list(on_drop)
         self._idle: list[Handler] = []
         self._lock = threading.Lock()
+        self._generation = 0
+        self._born: dict[int, int] = {}
+        """id of each environment's handler → the code generation it was started with (:meth:`retire`)."""
         self.cold_starts = 0
         self.invocations = 0
         self.errors = 0
@@ -133,14 +136,39 @@ class FunctionHost:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
+        with self._lock:
+            generation = self._generation
         with _ENV_LOCK, _function_environment(self.spec):
             handler = load_handler(self.spec.code_dir, self.spec.handler)
         with self._lock:
             self.cold_starts += 1
+            self._born[id(handler)] = generation
         return handler
+
+    def _release(self, handler: Handler) -> None:
+        """The invocation ended well: the environment waits for the next one, unless its code is old."""
+        with self._lock:
+            current = self._born.get(id(handler)) == self._generation
+            if current:
+                self._idle.append(handler)
+        if not current:
+            self._drop(handler)
+
+    def retire(self) -> int:
+        """The function's code changed: every environment started before now ends (idle ones at once,
+        busy ones when their invocation ends), so the next invocation cold-starts on the new code, as
+        after a deploy. Returns how many idle environments ended."""
+        with self._lock:
+            self._generation += 1
+            idle, self._idle = self._idle, []
+        for handler in idle:
+            self._drop(handler)
+        return len(idle)
 
     def _drop(self, handler: Handler) -> None:
         """This environment is gone: never returned to the idle pool, what it held freed (:data:`OnDrop`)."""
+        with self._lock:
+            self._born.pop(id(handler), None)
         for release in self.on_drop:
             try:
                 release(handler)
@@ -218,8 +246,7 @@ class FunctionHost:
                     f"Runtime exited with error: exit status {code}",
                 }
             ) from error
-        with self._lock:
-            self._idle.append(handler)
+        self._release(handler)
         if error is not None:
             raise self._fail(
                 {

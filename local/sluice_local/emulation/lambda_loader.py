@@ -53,8 +53,14 @@ def load_handler(code_dir: str | Path, handler: str = "app.lambda_handler") -> H
     source = code / (module_name.replace(".", "/") + ".py")
     if not source.is_file():
         raise FileNotFoundError(f"handler module {source} not found")
-    siblings = {p.stem for p in code.glob("*.py")}
-    for name in siblings:  # another function's module of the same name must not be reused
+    # What the folder provides is imported afresh: its modules and packages (another function's of the
+    # same name must not be reused, nor this folder's from an environment started on older files).
+    provided = {p.stem for p in code.glob("*.py")} | {
+        d.name
+        for d in code.iterdir()
+        if d.is_dir() and any(d.glob("*.py"))  # namespace packages too
+    }
+    for name in [m for m in list(sys.modules) if m.partition(".")[0] in provided]:  # a copy: others import
         sys.modules.pop(name, None)
     unique = f"_sluice_fn_{code.name}_{next(_counter)}"
     spec = importlib.util.spec_from_file_location(unique, source)

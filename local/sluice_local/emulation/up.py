@@ -7,19 +7,33 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
 from sluice_local.emulation.cloud import LocalCloud
+from sluice_local.emulation.emulated import Ticker
+from sluice_local.emulation.reload import CodeWatcher
 
-__all__ = ["redirect_function_output", "serve", "write_atomically"]
+__all__ = ["function_output", "serve", "write_atomically"]
 
 
-def redirect_function_output(log_file: Path) -> None:
-    """Functions print JSON logs and EMF metrics to stdout, as in Lambda; keep them in a file."""
+@contextmanager
+def function_output(log_file: Path) -> Iterator[TextIO]:
+    """Functions print JSON logs and EMF metrics to stdout, as in Lambda: into ``log_file`` while the
+    block runs. The file is closed when it ends, before the interpreter shuts down: an asynchronous
+    invocation still under way on a daemon thread then fails to write in its own thread, instead of
+    holding the file's lock while the interpreter finalizes (``Fatal Python error:
+    _enter_buffered_busy``, exit -6: a stack stopped in a loaded CI run so). Yields the console."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    sys.stdout = log_file.open("a", buffering=1, encoding="utf-8")
+    redirected = log_file.open("a", buffering=1, encoding="utf-8")
+    console, sys.stdout = sys.stdout, redirected
+    try:
+        yield console
+    finally:
+        sys.stdout = console
+        redirected.close()
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -36,14 +50,17 @@ def serve(
     console: TextIO,
     ready_file: Path | None = None,
     hint: Callable[[LocalCloud], str] | None = None,
+    reload: bool = True,
 ) -> None:
     """Start ``cloud``, print its endpoint, outputs and the environment that points the AWS CLI and SDKs
     at it (then what ``hint`` says of it), write them as JSON to ``ready_file``, and run until SIGTERM
-    or SIGINT."""
+    or SIGINT; with ``reload``, a function whose files change runs the new code from its next cold
+    start (:mod:`sluice_local.emulation.reload`)."""
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     with cloud:
+        watcher = _watch(cloud, console) if reload else None  # before anyone is told it is up
         info = {
             "endpoint": cloud.endpoint,
             "stack": cloud.stack_name,
@@ -64,10 +81,23 @@ def serve(
             "AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing "
             f"AWS_DEFAULT_REGION={cloud.region}\n"
             + (f"{hint(cloud)}\n" if hint else "")
+            + ("Edits to a function's folder take effect on its next invocation. " if reload else "")
             + "Ctrl-C stops it.",
             file=console,
             flush=True,
         )
-        while not stop.wait(0.5):
-            pass
+        try:
+            while not stop.wait(0.5):
+                pass
+        finally:
+            if watcher is not None:
+                watcher.stop()
     print("stopped", file=console, flush=True)
+
+
+def _watch(cloud: LocalCloud, console: TextIO) -> Ticker:
+    layers = {d for host in cloud.functions.values() for d in host.spec.layer_dirs}
+    watcher = CodeWatcher(cloud.functions, sorted(layers), lambda said: print(said, file=console, flush=True))
+    ticker = Ticker("code-reload", 1.0, watcher.check)
+    ticker.start()
+    return ticker

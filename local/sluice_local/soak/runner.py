@@ -23,6 +23,7 @@ from sluice_local.app.stack import local_cloud
 from sluice_local.emulation import faults
 from sluice_local.emulation.cloud import LocalCloud
 from sluice_local.emulation.pollers import SqsPoller
+from sluice_local.emulation.up import function_output
 from sluice_local.soak.checker import Checker, SeedResult
 from sluice_local.soak.db_faults import install_database_boundary
 from sluice_local.soak.logtail import LogTail
@@ -179,11 +180,14 @@ class Soak:
         pending = [o["Key"] for o in parked.get("Contents", []) if "/quarantine/" not in o["Key"]]
         if pending:
             return f"parked objects: {pending[:3]}"
+        # A redrive execution holds nothing the queues above do not count (what it fetched is in flight
+        # in the DLQ until it is sent and deleted), and the backstop starts one every few seconds: under
+        # faults and load they overlap, one always running (a job seed was reported stuck so). Only the
+        # delay state machine's running executions are waited for.
+        arn = self.stack.outputs["DelayStateMachineArn"]
         sfn = self.stack.client("stepfunctions")
-        for output in ("DelayStateMachineArn", "RedriveStateMachineArn"):
-            arn = self.stack.outputs.get(output)
-            if arn and sfn.list_executions(stateMachineArn=arn, statusFilter="RUNNING").get("executions"):
-                return f"{output}: executions running"
+        if sfn.list_executions(stateMachineArn=arn, statusFilter="RUNNING").get("executions"):
+            return "DelayStateMachineArn: executions running"
         return ""
 
     def _jobs_busy(self, jobs: list[SentJob]) -> str:
@@ -261,8 +265,6 @@ def run_worker(seeds: Iterable[int], *, mode: str, log_dir: Path, options: Optio
     seed on stdout. Exit 1 when any seed failed."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"soak-{mode}-{label}.functions.log"
-    console = sys.stdout
-    sys.stdout = log_path.open("a", buffering=1, encoding="utf-8")  # the functions' JSON logs and EMF
     faults_log = logging.FileHandler(log_path.with_suffix(".faults.log"), encoding="utf-8")
     faults_log.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
     logging.getLogger("sluice_local.emulation.faults").addHandler(faults_log)  # every fault, with its seed
@@ -276,9 +278,12 @@ def run_worker(seeds: Iterable[int], *, mode: str, log_dir: Path, options: Optio
         else postgres.unreachable_reason(database) or ""
     )
     stack_name = f"sluice-soak-{mode}"
-    with local_cloud(
-        parameters=params, stack_name=stack_name, database_url=None if no_jobs else database
-    ) as cloud:
+    with (
+        function_output(log_path) as console,  # the functions' JSON logs and EMF
+        local_cloud(
+            parameters=params, stack_name=stack_name, database_url=None if no_jobs else database
+        ) as cloud,
+    ):
         soak = Soak(cloud, log_path, mode=mode, options=options, no_jobs=no_jobs)
         for seed in seeds:
             result = soak.run(seed)

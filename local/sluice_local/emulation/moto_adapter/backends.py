@@ -125,10 +125,10 @@ def metric_data_since(
     sorted dimensions, value), and the cursor past them. moto appends each datapoint to one list."""
     from moto.cloudwatch.models import MetricDatum, cloudwatch_backends  # noqa: PLC0415
 
-    data = cloudwatch_backends[account][region].metric_data
+    new = cloudwatch_backends[account][region].metric_data[cursor:]  # one copy: a put meanwhile is next
     fresh = [
         (d.namespace, d.name, tuple(sorted((str(x.name), str(x.value)) for x in d.dimensions)), d.value)
-        for d in data[cursor:]
+        for d in new
         if isinstance(d, MetricDatum)
     ]
-    return fresh, len(data)
+    return fresh, cursor + len(new)

@@ -1,0 +1,57 @@
+"""The functions' stdout goes to a log file while a local stack runs, and the file is closed before the
+process ends: a daemon thread still printing (an asynchronous invocation under way at the stop) then
+fails in its own thread instead of holding the file's lock while the interpreter shuts down (a stack
+stopped in a loaded CI run ended with ``Fatal Python error: _enter_buffered_busy``, exit -6)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from sluice_local.emulation.up import function_output
+
+
+def test_given_the_block_when_it_ends_then_stdout_is_restored_and_the_file_is_closed(tmp_path: Path) -> None:
+    before = sys.stdout
+    with function_output(tmp_path / "logs" / "functions.log") as console:
+        assert console is before
+        print('{"level": "INFO", "message": "from a function"}')
+        redirected = sys.stdout
+    assert sys.stdout is before
+    assert redirected.closed
+    assert (
+        tmp_path / "logs" / "functions.log"
+    ).read_text() == '{"level": "INFO", "message": "from a function"}\n'
+
+
+def test_given_daemon_threads_still_printing_when_the_process_ends_then_it_exits_cleanly(
+    tmp_path: Path,
+) -> None:
+    # Given a process whose daemon threads print to the functions' log as fast as they can
+    script = textwrap.dedent(
+        f"""
+        import threading, time
+        from pathlib import Path
+        from sluice_local.emulation.up import function_output
+
+        def chatter():
+            while True:
+                try:
+                    print("x" * 200)
+                except ValueError:  # the log is closed: this thread's own failure
+                    return
+
+        with function_output(Path({str(tmp_path / "f.log")!r})):
+            for _ in range(8):
+                threading.Thread(target=chatter, daemon=True).start()
+            time.sleep(0.2)  # let them run: what is tested is the exit while they write
+        """
+    )
+    # When it ends, again and again: Then it exits 0, never aborted at shutdown
+    for _ in range(5):
+        done = subprocess.run(
+            [sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
