@@ -32,21 +32,23 @@ def test_given_daemon_threads_still_printing_when_the_process_ends_then_it_exits
     # Given a process whose daemon threads print to the functions' log as fast as they can
     script = textwrap.dedent(
         f"""
-        import threading, time
+        import threading
         from pathlib import Path
         from sluice_local.emulation.up import function_output
 
-        def chatter():
+        def chatter(printed):
             while True:
                 try:
                     print("x" * 200)
                 except ValueError:  # the log is closed: this thread's own failure
                     return
+                printed.set()
 
         with function_output(Path({str(tmp_path / "f.log")!r})):
-            for _ in range(8):
-                threading.Thread(target=chatter, daemon=True).start()
-            time.sleep(0.2)  # let them run: what is tested is the exit while they write
+            printed = [threading.Event() for _ in range(8)]
+            for event in printed:
+                threading.Thread(target=chatter, args=(event,), daemon=True).start()
+            assert all(event.wait(30) for event in printed)  # every thread is writing when the block ends
         """
     )
     # When it ends, again and again: Then it exits 0, never aborted at shutdown
