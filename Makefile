@@ -25,11 +25,14 @@ help:
 	@echo "make soak      seeded fault schedules through the stack (SOAK_SEEDS=500, SOAK_WORKERS=2×cores): lost, duplicated, unexpected"
 	@echo "make bench     run the benchmarks in benchmarks/"
 
-# Create or reuse .venv with Python 3.13 where the machine has it (the Lambda runtime's version).
+# Create or reuse .venv with Python 3.13 where the machine has it (the Lambda runtime's version). pip
+# installs uv into it, and uv the dependencies: the same versions pip resolves, in seconds instead of a
+# minute or two (a clean clone's two virtualenvs: 141 s with pip beside the rest of CI). The venv keeps its
+# pip: sam build runs the layer's Makefile with it.
 $(STAMP): pyproject.toml layers/common/requirements.txt
 	@test -x $(PY) || "$$(scripts/find-python.sh)" -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --upgrade pip uv
+	$(BIN)/uv pip install --quiet --python $(PY) -e '.[dev]'
 	@touch $@
 
 venv: $(STAMP)
@@ -74,8 +77,8 @@ CHECKOV_VENV  := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 $(CHECKOV_STAMP): requirements-checkov.txt
 	@test -x $(CHECKOV_VENV)/bin/python || python3 -m venv $(CHECKOV_VENV)
-	$(CHECKOV_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r requirements-checkov.txt
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --upgrade pip uv
+	$(CHECKOV_VENV)/bin/uv pip install --quiet --python $(CHECKOV_VENV)/bin/python -r requirements-checkov.txt
 	@touch $@
 
 security-venv: $(CHECKOV_STAMP)
