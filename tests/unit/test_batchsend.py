@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
@@ -570,3 +571,59 @@ def test_given_sqs_rules_when_a_bad_entry_is_batched_with_healthy_ones_then_the_
     assert [r.message.key for r in refused] == ["bad"]
     assert "type" in refused[0].reason
     assert len(received) == 2
+
+
+# --- a due time: the residual delay counted at each call --------------------------------------------
+
+
+class SteppingClock:
+    """A clock that moves ``step`` seconds each time it is read."""
+
+    def __init__(self, start: datetime, step: float) -> None:
+        self.now, self.step, self.reads = start, timedelta(seconds=step), 0
+
+    def __call__(self) -> datetime:
+        read, self.now, self.reads = self.now, self.now + self.step, self.reads + 1
+        return read
+
+
+NOON = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
+
+
+def test_given_due_messages_in_several_calls_when_sent_then_each_call_counts_its_residual_then() -> None:
+    # Given 25 messages due 30 s from now, prepared with that delay, and a machine so slow that each
+    # SendMessageBatch call starts 4 s after the previous one
+    due = NOON + timedelta(seconds=30)
+    messages = [Outgoing(f"k{i}", "b", delay_seconds=30, due=due) for i in range(25)]
+    sqs = FakeSqs()
+
+    # When they are sent
+    refused, _ = _send(sqs, messages, clock=SteppingClock(NOON, 4.0))
+
+    # Then the three calls ask for what is left at each: none is delivered late by the wait before it
+    assert refused == []
+    delays = [{e["DelaySeconds"] for e in call["Entries"]} for call in sqs.batch_calls]
+    assert delays == [{30}, {26}, {22}]
+
+
+def test_given_a_due_message_whose_call_fails_when_retried_then_the_retry_asks_for_less() -> None:
+    # Given a message due in 10 s and a first call throttled as a whole, the retry 3 s later
+    sqs = FakeSqs(_client_error("ThrottlingException"))
+
+    # When it is sent
+    refused, _ = _send(
+        sqs, [Outgoing("k", "b", delay_seconds=10, due=NOON + timedelta(seconds=10))],
+        clock=SteppingClock(NOON, 3.0),
+    )  # fmt: skip
+
+    # Then the retry that goes through carries the residual at its own moment, rounded to the nearest
+    assert refused == []
+    assert [call["Entries"][0]["DelaySeconds"] for call in sqs.batch_calls] == [10, 7]
+
+
+def test_given_a_due_time_already_past_when_sent_then_delay_seconds_is_left_out() -> None:
+    sqs = FakeSqs()
+
+    _send(sqs, [Outgoing("k", "b", delay_seconds=5, due=NOON)], clock=lambda: NOON + timedelta(seconds=9))
+
+    assert "DelaySeconds" not in sqs.batch_calls[0]["Entries"][0]

@@ -9,14 +9,20 @@ One bad entry never takes its batch-mates down: every entry is checked against S
 sender fault with SQS's reason. Should a whole call still fail with a validation error (a rule the
 check does not know, or the SDK's own parameter validation), the batch is split in halves until the
 entry that causes it stands alone: only it is refused, the rest are sent.
+
+A message due at a given time (:attr:`Outgoing.due`) gets its ``DelaySeconds`` counted to that time at
+each call, not when it was prepared: one behind earlier batches, retries or a slow machine is not
+delivered late by that wait.
 """
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from sluice.limits import MAX_BATCH_BYTES, MAX_BATCH_ENTRIES, MAX_DELAY_SECONDS
@@ -58,9 +64,28 @@ class Outgoing:
     delay_seconds: int = 0
     trace: str | None = None
     """The message's X-Ray header (its envelope's ``trace``): sent as its ``AWSTraceHeader``."""
+    due: datetime | None = None
+    """When it is due at its queue: its ``DelaySeconds`` is then the residual at the moment of each call
+    (:func:`residual_seconds`), and ``delay_seconds`` is only what it was when prepared."""
 
     def size(self) -> int:
         return message_bytes(self.body, self.attributes)
+
+    def delay_at(self, now: datetime) -> int:
+        """The ``DelaySeconds`` it is sent with by a call made at ``now``."""
+        if self.due is None:
+            return max(0, min(MAX_DELAY_SECONDS, int(self.delay_seconds)))
+        return residual_seconds(self.due, now)
+
+
+def residual_seconds(due: datetime, now: datetime) -> int:
+    """Whole seconds still to wait, rounded to the nearest (delivery within ±0.5 s of due rather than
+    up to a second late), within SQS DelaySeconds limits (0 to 900)."""
+    return max(0, min(MAX_DELAY_SECONDS, math.floor((due - now).total_seconds() + 0.5)))
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
 
 
 @dataclass
@@ -101,8 +126,10 @@ def send_batch(
     attempts: int = 4,
     base_delay: float = 0.2,
     sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], datetime] = _utcnow,
 ) -> list[Refused]:
-    """Send everything; returns what SQS still refused after ``attempts`` tries (sender faults at once)."""
+    """Send everything; returns what SQS still refused after ``attempts`` tries (sender faults at once).
+    ``clock`` is read at each call, for the residual delay of messages with a :attr:`Outgoing.due`."""
     if attempts < 1:
         raise ValueError(f"attempts must be at least 1, got {attempts}")
     refused: list[Refused] = []
@@ -118,7 +145,7 @@ def send_batch(
     for batch in chunks(valid):
         pending = list(batch)
         for attempt in range(1, attempts + 1):
-            failed = _send_narrowed(sqs, queue_url, pending)
+            failed = _send_narrowed(sqs, queue_url, pending, clock)
             retry = [f for f in failed if f.retryable and not f.sender_fault]
             refused.extend(f for f in failed if not f.retryable or f.sender_fault)
             pending = [f.message for f in retry]
@@ -131,17 +158,21 @@ def send_batch(
     return refused
 
 
-def _send_narrowed(sqs: SQSClient, queue_url: str, batch: list[Outgoing]) -> list[Refused]:
+def _send_narrowed(
+    sqs: SQSClient, queue_url: str, batch: list[Outgoing], clock: Callable[[], datetime]
+) -> list[Refused]:
     """One call; a whole-call error an entry can cause is narrowed by halves to the entry causing it.
 
     An entry is blamed (a sender fault) only when it fails while batch-mates of the same call are
     accepted: a call that fails whatever it carries (e.g. a bad queue URL) blames nobody.
     """
-    failed = _send_once(sqs, queue_url, batch)
+    failed = _send_once(sqs, queue_url, batch, clock())
     if len(batch) == 1 or not _call_failed_for_an_entry(failed, batch):
         return failed
     half = len(batch) // 2
-    narrowed = _send_narrowed(sqs, queue_url, batch[:half]) + _send_narrowed(sqs, queue_url, batch[half:])
+    narrowed = _send_narrowed(sqs, queue_url, batch[:half], clock) + _send_narrowed(
+        sqs, queue_url, batch[half:], clock
+    )
     if len(narrowed) == len(batch) and all(f.whole_call for f in narrowed):
         return failed  # every part failed alone too: the call's fault, not an entry's
     return [
@@ -158,14 +189,14 @@ def _call_failed_for_an_entry(failed: list[Refused], batch: list[Outgoing]) -> b
     )
 
 
-def _send_once(sqs: SQSClient, queue_url: str, batch: list[Outgoing]) -> list[Refused]:
+def _send_once(sqs: SQSClient, queue_url: str, batch: list[Outgoing], now: datetime) -> list[Refused]:
     entries: list[Any] = []
     for i, message in enumerate(batch):
         entry: dict[str, Any] = {"Id": str(i), "MessageBody": message.body}
         if message.attributes:
             entry["MessageAttributes"] = message.attributes
-        if message.delay_seconds > 0:
-            entry["DelaySeconds"] = max(0, min(MAX_DELAY_SECONDS, int(message.delay_seconds)))
+        if (delay := message.delay_at(now)) > 0:
+            entry["DelaySeconds"] = delay
         if system := system_attributes(message.trace):
             entry["MessageSystemAttributes"] = system
         entries.append(entry)

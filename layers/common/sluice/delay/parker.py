@@ -187,7 +187,7 @@ class BatchDelay:
                 except Exception:  # noqa: BLE001 - e.g. the offload's PutObject: retried, never lost
                     self._log.exception("could not send delayed message; will be retried", extra=p.ids())
                     failed.add(p.message_id)
-            refused = send_batch(self._sqs, target, outgoing)
+            refused = send_batch(self._sqs, target, outgoing, clock=self._clock)
             records = {p.message_id: p for p in planned}
             for r in refused:
                 if r.sender_fault and self._isolate_planned(records[r.message.key], f"{r.code}: {r.reason}"):

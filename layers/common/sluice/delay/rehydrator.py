@@ -179,7 +179,7 @@ class Rehydrator:
                     stats[metrics.ENVELOPES_CORRUPT] += 1
                 outgoing.append(out)
             refused_keys = set()
-            for r in send_batch(self._sqs, target, outgoing):
+            for r in send_batch(self._sqs, target, outgoing, clock=self._clock):
                 message = by_key[r.message.key]
                 refused_keys.add(message.key)
                 reason = f"{r.code}: {r.reason}"

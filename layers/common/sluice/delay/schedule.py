@@ -17,18 +17,17 @@ At-least-once: a crash between sending and deleting may resend messages; each ke
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sluice.batchsend import Outgoing
+from sluice.batchsend import Outgoing, residual_seconds
 from sluice.delay.contracts import DelayExecution
 from sluice.envelope import Envelope, Seal, SendAttributes, merge, split, utcnow
 from sluice.errors import PermanentError
 from sluice.fit import Offload, fit
-from sluice.limits import MAX_DELAY_SECONDS, MAX_LONG_DELAY_SECONDS, MAX_MESSAGE_BYTES
+from sluice.limits import MAX_LONG_DELAY_SECONDS, MAX_MESSAGE_BYTES
 from sluice.sqs import allowlisted, message_bytes, queue_identity
 from sluice.tracing import system_attributes
 
@@ -122,12 +121,6 @@ def due_time(
     return due
 
 
-def residual_seconds(due: datetime, now: datetime) -> int:
-    """Whole seconds still to wait, rounded to the nearest (delivery within ±0.5 s of due rather than
-    up to a second late), within SQS DelaySeconds limits (0 to 900)."""
-    return max(0, min(MAX_DELAY_SECONDS, math.floor((due - now).total_seconds() + 0.5)))
-
-
 def bucket_of(due: datetime, width: int) -> int:
     """Epoch second at which ``due``'s bucket opens (buckets are ``width`` seconds wide)."""
     epoch = int(due.timestamp())
@@ -176,7 +169,8 @@ class Parked:
     tries: int = 0  # rehydration cycles in which the target refused this message
 
     def outgoing(self, now: datetime) -> Outgoing:
-        return Outgoing(self.key, self.body, _decode_binary(self.attributes), residual_seconds(self.due, now))
+        attributes = _decode_binary(self.attributes)
+        return Outgoing(self.key, self.body, attributes, residual_seconds(self.due, now), due=self.due)
 
     def sendable(self, now: datetime, *, seal: Seal | None, offload: Offload) -> tuple[Outgoing, str | None]:
         """The message as it is sent now, and why its seal did not verify (None when it did: every
