@@ -28,6 +28,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from sluice_local.emulation.environment_state import own_metric_state
 from sluice_local.emulation.lambda_loader import Handler, LambdaContext, load_handler
 
 __all__ = ["FunctionError", "FunctionHost", "FunctionSpec", "Handler", "OnDrop"]
@@ -138,7 +139,7 @@ class FunctionHost:
                 return self._idle.pop()
         with self._lock:
             generation = self._generation
-        with _ENV_LOCK, _function_environment(self.spec):
+        with _ENV_LOCK, _function_environment(self.spec), own_metric_state():
             handler = load_handler(self.spec.code_dir, self.spec.handler)
         with self._lock:
             self.cold_starts += 1
