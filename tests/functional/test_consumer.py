@@ -17,6 +17,7 @@ from sluice.envelope import ATTRIBUTE, Envelope
 from sluice.errors import ConfigurationError
 from sluice.limits import MAX_MESSAGE_BYTES
 from sluice.logevents import EVENT, LogEvent
+from sluice_local.emulation.lambda_loader import LambdaContext
 from sluice_local.emulation.sqs_events import drain, receive_event
 from tests.conftest import make_resources
 from tests.doubles import envelope_of, last_error_of, sealed
@@ -631,3 +632,40 @@ def test_given_an_offloaded_message_when_it_comes_back_then_the_consumer_reads_i
     consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
     assert [r.body for r in processor.records] == [body, body]  # the processor saw the whole body again
     assert processor.records[1].envelope.origin_id == processor.records[0].envelope.origin_id
+
+
+# --- the invocation's deadline ---------------------------------------------------------------------
+
+
+class ShortOnTime(LambdaContext):
+    """30 s left until the processor has run once, then half a second (less than the 1 s margin)."""
+
+    def __init__(self, processor: ScriptedProcessor) -> None:
+        super().__init__(function_name="sluice-test-consumer", timeout_seconds=30)
+        self.processor = processor
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 500 if sum(self.processor.calls.values()) else 30_000
+
+
+def test_given_too_little_time_left_then_records_not_started_are_handed_back_at_once(
+    aws, processor, build_consumer, metrics
+):
+    # Given a batch of three whose invocation runs out of time once the first is processed
+    consumer = build_consumer(processor)
+    ids = [aws.send(order(f"o-late-{i}")) for i in range(3)]
+    event = receive_event(aws.sqs, aws.work_url, aws.work_arn, 3)
+    first = event["Records"][0]["messageId"]
+
+    # When it is consumed
+    response = consumer.handle(event, ShortOnTime(processor))
+
+    # Then the first is processed, the two not started are reported failed, counted as deferred, not as
+    # failures, and visible again at once (not after the queue's visibility timeout)
+    assert sum(processor.calls.values()) == 1
+    assert failed_ids(response) == set(ids) - {first}
+    assert metrics.values["RecordsProcessed"] == 1
+    assert metrics.values["RecordsDeferred"] == 2
+    assert metrics.values["RecordsFailed"] == 0
+    again = aws.sqs.receive_message(QueueUrl=aws.work_url, MaxNumberOfMessages=10)["Messages"]
+    assert {m["MessageId"] for m in again} == set(ids) - {first}

@@ -30,6 +30,7 @@ class LogEvent(StrEnum):
     # production (LogLevel INFO), on in sluice_local.testing's stacks, which wait for it
     RECORD_PROCESSED = "consumer.record_processed"
     RECORD_RETRIED = "consumer.record_retried"
+    RECORD_DEFERRED = "consumer.record_deferred"
     RECORD_DEAD_LETTERED = "consumer.record_dead_lettered"
     RECORD_ISOLATED = "consumer.record_isolated"
     BATCH_DONE = "consumer.batch_done"

@@ -6,6 +6,7 @@ from typing import Protocol
 
 RECORDS_PROCESSED = "RecordsProcessed"
 RECORDS_FAILED = "RecordsFailed"
+RECORDS_DEFERRED = "RecordsDeferred"
 RECORDS_ISOLATED = "RecordsIsolated"
 DUPLICATES_SKIPPED = "DuplicatesSkipped"
 CLAIM_CHECKS_RESOLVED = "ClaimChecksResolved"
@@ -44,6 +45,7 @@ JOB_MESSAGES_RETRIED = "JobMessagesRetried"
 CONSUMER_COUNTERS = (
     RECORDS_PROCESSED,
     RECORDS_FAILED,
+    RECORDS_DEFERRED,
     RECORDS_ISOLATED,
     DUPLICATES_SKIPPED,
     CLAIM_CHECKS_RESOLVED,

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ValidationError
 from sluice import claimcheck, metrics
 from sluice.arrival import Arrival, fallback_ids
 from sluice.backoff import full_jitter
+from sluice.consumer.deadline import Deadline, hand_back
 from sluice.consumer.heartbeat import Heartbeat, InFlight
 from sluice.consumer.idempotency import Idempotency, InProgressElsewhere
 from sluice.consumer.settings import ConsumerSettings
@@ -206,8 +207,16 @@ class Consumer:
             ),
         )
 
+        deadline = Deadline(remaining if callable(remaining) else None)
+
         def record_handler(record: SQSRecord) -> None:
-            self._handle_record(record, heartbeat, stats, correlations)
+            if not deadline.allows_another():  # visible again at once, for an invocation with time ahead
+                heartbeat.settle(record.message_id)
+                stats.add(metrics.RECORDS_DEFERRED)
+                hand_back(
+                    self._sqs, self._queue_url(record.event_source_arn), record, self._log, deadline.margin()
+                )
+            deadline.timed(lambda: self._handle_record(record, heartbeat, stats, correlations))
 
         with heartbeat:
             response = each_record(event, record_handler, context=context, workers=self._settings.concurrency)

@@ -78,7 +78,7 @@ class Delayed(Scenario):
             for e in effects
             if e.order_id in self.controls
         }
-        late = LAG_TOLERANCE[1] + PACE_HOPS * max(0.0, *paces.values())
+        late = LAG_TOLERANCE[1] + PACE_HOPS * max([0.0, *paces.values()])
         ok = (
             len(paces) == 2
             and len(counts) == self.count
