@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from sluice.batchsend import residual_seconds
 from sluice.delay.schedule import (
     MAX_DELAY,
     OBJECT_VERSION,
@@ -22,7 +23,6 @@ from sluice.delay.schedule import (
     encode_object,
     execution_input,
     execution_name,
-    residual_seconds,
     send_delayed,
 )
 from sluice.delay.settings import DelaySettings

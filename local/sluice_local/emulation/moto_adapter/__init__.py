@@ -6,15 +6,16 @@
   land in the runtime's in-process functions; EventBridge rules deliver to Lambda and Step Functions
   targets; ``aws-sdk:sfn`` tasks get Step Functions' PascalCase naming; SQS refuses what AWS refuses
   (sizes in bytes with attributes, characters, attribute rules); a message a redrive policy moves
-  carries ``DeadLetterQueueSourceArn``, as in SQS; an unnamed execution gets a name;
+  carries ``DeadLetterQueueSourceArn``, as in SQS; a delete holds the queue's lock (no message lost or
+  resurrected by concurrent calls); an unnamed execution gets a name;
   CloudFormation creates ``AWS::SecretsManager::Secret`` (with ``GenerateSecretString``).
 - **Backend access**: switch off moto's own SQS→Lambda invoke-on-send, hand state machines created
   through CloudFormation to the executing backend, read queue metrics and what ``PutMetricData`` put
   for alarms, list EventBridge rules for schedules, reset every backend.
 
 Modules: :mod:`.attributes` (what it relies on, and the check), :mod:`.delivery` (invocations and
-event delivery), :mod:`.sqs_rules`, :mod:`.dead_letter`, :mod:`.cfn_secrets`, :mod:`.backends`
-(server, settings, backend reads and writes).
+event delivery), :mod:`.sqs_rules`, :mod:`.dead_letter`, :mod:`.sqs_lock`, :mod:`.cfn_secrets`,
+:mod:`.backends` (server, settings, backend reads and writes).
 
 ``tests/unit/test_moto_adapter.py`` checks each assumption against the installed moto (its version,
 every attribute used or replaced, with its signature), so a moto upgrade fails there, naming what
@@ -34,6 +35,7 @@ from sluice_local.emulation.moto_adapter.attributes import (
     SETTINGS,
     SFN_START_EXECUTION,
     SQS_ADD_MESSAGE,
+    SQS_DELETE_MESSAGE,
     SQS_RECEIVE_MESSAGE,
     SQS_RECEIVE_RESPONSE,
     SQS_SEND_MESSAGE,
@@ -66,18 +68,20 @@ from sluice_local.emulation.moto_adapter.delivery import (
     install_execution_names,
     install_invoke,
 )  # fmt: skip
+from sluice_local.emulation.moto_adapter.sqs_lock import install_sqs_delete_lock
 from sluice_local.emulation.moto_adapter.sqs_rules import install_sqs_rules, wire_attributes
 
 __all__ = [
     "AWS_SDK_PARAMETERS", "AWS_SDK_RESPONSE", "CFN_RESOURCE_CLASS", "DEAD_LETTER_SOURCE",
     "LAMBDA_BACKEND_INVOKE", "LAMBDA_FUNCTION_INVOKE", "MODULE_LIST", "PATCHED", "RULE_SEND_TO_TARGETS",
     "SETTINGS",
-    "SFN_START_EXECUTION", "SQS_ADD_MESSAGE", "SQS_RECEIVE_MESSAGE", "SQS_RECEIVE_RESPONSE",
+    "SFN_START_EXECUTION", "SQS_ADD_MESSAGE", "SQS_DELETE_MESSAGE", "SQS_RECEIVE_MESSAGE",
+    "SQS_RECEIVE_RESPONSE",
     "SQS_SEND_MESSAGE", "SQS_SEND_MESSAGE_BATCH", "USED", "WRITTEN_FOR", "Attribute", "InvokeFn", "Undo",
     "attribute_problem", "configure", "detach_sqs_invoke", "event_rules", "hand_over_state_machines",
     "install_aws_sdk_casing", "install_cloudformation_secrets", "install_dead_letter_sources",
     "install_event_delivery", "install_execution_names", "install_invoke", "install_module_list_once",
-    "install_sqs_rules",
+    "install_sqs_delete_lock", "install_sqs_rules",
     "installed_version", "metric_data_since", "problems", "queue_metric", "reset", "start_server",
     "wire_attributes",
 ]  # fmt: skip

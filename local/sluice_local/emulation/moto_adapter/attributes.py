@@ -87,6 +87,7 @@ SQS_SEND_MESSAGE_BATCH = Attribute(
     "moto.sqs.models", "SQSBackend", "send_message_batch", ("self", "queue_name", "entries")
 )
 SQS_ADD_MESSAGE = Attribute("moto.sqs.models", "Queue", "add_message", ("self", "message"))
+SQS_DELETE_MESSAGE = Attribute("moto.sqs.models", "Queue", "delete_message", ("self", "receipt_handle"))
 SQS_RECEIVE_MESSAGE = Attribute(
     "moto.sqs.models",
     "SQSBackend",
@@ -115,6 +116,7 @@ PATCHED = (
     SQS_SEND_MESSAGE,
     SQS_SEND_MESSAGE_BATCH,
     SQS_ADD_MESSAGE,
+    SQS_DELETE_MESSAGE,
     SQS_RECEIVE_MESSAGE,
     SQS_RECEIVE_RESPONSE,
     SFN_START_EXECUTION,
