@@ -118,7 +118,7 @@ def _sqs_as_strict_as_aws() -> Iterator[None]:
     from sluice_local.emulation import moto_adapter  # noqa: PLC0415
 
     undo_sources = moto_adapter.install_dead_letter_sources()
-    undo_lock = moto_adapter.install_sqs_delete_lock()  # concurrent deletes neither lose nor resurrect
+    undo_lock = moto_adapter.install_sqs_locks()  # concurrent deletes neither lose nor resurrect
     _SQS_RULES.append(moto_adapter.install_sqs_rules())
     yield
     _SQS_RULES.pop()()

@@ -651,8 +651,9 @@ class ShortOnTime(LambdaContext):
 def test_given_too_little_time_left_then_records_not_started_are_handed_back_at_once(
     aws, processor, build_consumer, metrics
 ):
-    # Given a batch of three whose invocation runs out of time once the first is processed
-    consumer = build_consumer(processor)
+    # Given a batch of three whose invocation runs out of time once the first is processed, and a
+    # backoff floor of 0 s (a record not started is handed back after the floor)
+    consumer = build_consumer(processor, backoff_floor_seconds=0)
     ids = [aws.send(order(f"o-late-{i}")) for i in range(3)]
     event = receive_event(aws.sqs, aws.work_url, aws.work_arn, 3)
     first = event["Records"][0]["messageId"]
@@ -669,3 +670,25 @@ def test_given_too_little_time_left_then_records_not_started_are_handed_back_at_
     assert metrics.values["RecordsFailed"] == 0
     again = aws.sqs.receive_message(QueueUrl=aws.work_url, MaxNumberOfMessages=10)["Messages"]
     assert {m["MessageId"] for m in again} == set(ids) - {first}
+
+
+def test_given_too_little_time_left_on_their_last_receives_then_records_are_still_processed(
+    aws, processor, build_consumer, metrics
+):
+    # Given three records on their last receive (a deferral would send them to the DLQ untried)
+    consumer = build_consumer(processor, max_receive_count=2)
+    for i in range(3):
+        aws.send(order(f"o-last-{i}"))
+    first_receive: set[str] = set()
+    while len(first_receive) < 3:
+        got = aws.sqs.receive_message(QueueUrl=aws.work_url, MaxNumberOfMessages=10, VisibilityTimeout=0)
+        first_receive |= {m["MessageId"] for m in got.get("Messages", [])}
+    event = receive_event(aws.sqs, aws.work_url, aws.work_arn, 3)
+
+    # When they are consumed with too little time left after the first
+    response = consumer.handle(event, ShortOnTime(processor))
+
+    # Then every one of them went through the consumer
+    assert failed_ids(response) == set()
+    assert sum(processor.calls.values()) == 3
+    assert metrics.values["RecordsDeferred"] == 0

@@ -68,6 +68,10 @@ class Outgoing:
     """When it is due at its queue: its ``DelaySeconds`` is then the residual at the moment of each call
     (:func:`residual_seconds`), and ``delay_seconds`` is only what it was when prepared."""
 
+    def __post_init__(self) -> None:
+        if self.due is not None and self.due.tzinfo is None:
+            raise ValueError("Outgoing.due must be timezone-aware (UTC)")
+
     def size(self) -> int:
         return message_bytes(self.body, self.attributes)
 

@@ -212,7 +212,7 @@ class LocalCloud:
         self._unpatch.append(moto_adapter.install_invoke(self._invoke))
         self._unpatch.append(moto_adapter.install_sqs_rules())  # moto accepts what SQS refuses
         self._unpatch.append(moto_adapter.install_dead_letter_sources())  # moto's moves don't say from where
-        self._unpatch.append(moto_adapter.install_sqs_delete_lock())  # no message lost or resurrected
+        self._unpatch.append(moto_adapter.install_sqs_locks())  # no message lost or resurrected
         self._unpatch.append(moto_adapter.install_execution_names())
         self._unpatch.append(moto_adapter.install_cloudformation_secrets())
         self._unpatch.append(moto_adapter.install_module_list_once())  # moto lists them per request

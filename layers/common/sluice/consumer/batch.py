@@ -21,6 +21,7 @@ batch may be processed by a bounded thread pool (``SLUICE_CONCURRENCY``).
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -33,7 +34,7 @@ from pydantic import BaseModel, ValidationError
 from sluice import claimcheck, metrics
 from sluice.arrival import Arrival, fallback_ids
 from sluice.backoff import full_jitter
-from sluice.consumer.deadline import Deadline, hand_back
+from sluice.consumer.deadline import Deadline
 from sluice.consumer.heartbeat import Heartbeat, InFlight
 from sluice.consumer.idempotency import Idempotency, InProgressElsewhere
 from sluice.consumer.settings import ConsumerSettings
@@ -207,14 +208,17 @@ class Consumer:
             ),
         )
 
-        deadline = Deadline(remaining if callable(remaining) else None)
+        deadline = Deadline(
+            remaining if callable(remaining) else None, max_receive_count=self._settings.max_receive_count
+        )
 
         def record_handler(record: SQSRecord) -> None:
-            if not deadline.allows_another():  # visible again at once, for an invocation with time ahead
+            if (margin := deadline.missed(record)) is not None:  # back soon, for an invocation with time
                 heartbeat.settle(record.message_id)
                 stats.add(metrics.RECORDS_DEFERRED)
-                hand_back(
-                    self._sqs, self._queue_url(record.event_source_arn), record, self._log, deadline.margin()
+                url, floor = self._queue_url(record.event_source_arn), self._settings.backoff_floor_seconds
+                Deadline.hand_back(
+                    self._sqs, url, record, visibility=math.ceil(floor), log=self._log, margin=margin
                 )
             deadline.timed(lambda: self._handle_record(record, heartbeat, stats, correlations))
 

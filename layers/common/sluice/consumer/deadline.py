@@ -5,9 +5,14 @@ after the queue's visibility timeout (six times the function's): the records alr
 (then skipped as duplicates), and the records not yet started wait minutes for nothing. So the
 consumer starts a record only while the invocation has time left for it: more than twice the longest
 a record of this invocation has taken so far, and at least :data:`MIN_MARGIN_SECONDS`. A record not
-started is handed back at once (visibility 0, reported in ``batchItemFailures``, counted in
-``RecordsDeferred``): Lambda deletes the records that finished, and the rest are received again
-straight away, by an invocation with its whole timeout ahead of it.
+started is handed back (visible again after the backoff floor, reported in ``batchItemFailures``,
+counted in ``RecordsDeferred``): Lambda deletes the records that finished, and the rest are received
+again soon, by an invocation with its whole timeout ahead of it.
+
+A deferral still costs a receive, so it is never what sends a record to the dead-letter queue: the
+first record of an invocation is always started (a function whose timeout is shorter than the margin
+still processes one a batch), and so is a record on one of its last two receives (it goes through the
+whole consumer: processed, or dead-lettered with its error).
 """
 
 from __future__ import annotations
@@ -17,41 +22,56 @@ import time
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from sluice.arrival import receive_count
 from sluice.errors import TransientError
 from sluice.logevents import EVENT, LogEvent
 
-__all__ = ["MIN_MARGIN_SECONDS", "Deadline", "DeadlineNearError", "hand_back"]
+__all__ = ["MIN_MARGIN_SECONDS", "Deadline", "DeadlineNearError"]
 
 MIN_MARGIN_SECONDS = 1.0
 """The least time left with which a record is still started (a record's AWS calls, the batch's end)."""
 
 
 class DeadlineNearError(TransientError):
-    """Not started: too little of the invocation was left to finish it (handed back at once)."""
+    """Not started: too little of the invocation was left to finish it (handed back, never backed off)."""
 
 
 class Deadline:
-    """Whether one more record fits in what is left of the invocation (thread-safe: records may run on
-    the consumer's pool). ``remaining_ms`` is the context's ``get_remaining_time_in_millis``; without
-    one (a test calling the handler directly), every record is started."""
+    """Which records of one invocation are started (thread-safe: records may run on the consumer's pool).
+
+    ``remaining_ms`` is the context's ``get_remaining_time_in_millis``; without one (a test calling the
+    handler directly), every record is started. ``max_receive_count`` is the queue's (a record on one of
+    its last two receives is always started)."""
 
     def __init__(
-        self, remaining_ms: Callable[[], int] | None, *, clock: Callable[[], float] = time.monotonic
+        self,
+        remaining_ms: Callable[[], int] | None,
+        *,
+        max_receive_count: int,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._remaining_ms = remaining_ms
+        self._last_receives = max_receive_count - 1
         self._clock = clock
         self._longest = 0.0
+        self._started = 0
         self._lock = threading.Lock()
 
-    def margin(self) -> float:
-        """Seconds that must be left to start a record."""
+    def missed(self, record: Any) -> float | None:
+        """None when ``record`` (a Powertools ``SQSRecord``) may start, counted as started; else the
+        margin in seconds the invocation's remaining time did not exceed."""
         with self._lock:
-            return max(MIN_MARGIN_SECONDS, 2 * self._longest)
-
-    def allows_another(self) -> bool:
-        if self._remaining_ms is None:
-            return True
-        return self._remaining_ms() / 1000 > self.margin()
+            margin = max(MIN_MARGIN_SECONDS, 2 * self._longest)
+            receives = receive_count(record.raw_event.get("attributes")) or self._last_receives
+            if (
+                self._remaining_ms is None
+                or self._started == 0
+                or receives >= self._last_receives
+                or self._remaining_ms() / 1000 > margin
+            ):
+                self._started += 1
+                return None
+            return margin
 
     def timed(self, run: Callable[[], None]) -> None:
         """Run one record's handling, remembering how long it took."""
@@ -63,18 +83,24 @@ class Deadline:
             with self._lock:
                 self._longest = max(self._longest, took)
 
-
-def hand_back(sqs: Any, queue_url: str, record: Any, log: Any, margin: float) -> NoReturn:
-    """Make a record not started visible again at once (its receive still counts toward the DLQ), log it
-    and raise :class:`DeadlineNearError`, so that it is reported in ``batchItemFailures``."""
-    try:
-        sqs.change_message_visibility(
-            QueueUrl=queue_url, ReceiptHandle=record.receipt_handle, VisibilityTimeout=0
+    @staticmethod
+    def hand_back(
+        sqs: Any, queue_url: str, record: Any, *, visibility: int, log: Any, margin: float
+    ) -> NoReturn:
+        """Make a record not started visible again after ``visibility`` seconds (its receive still
+        counts), log it and raise :class:`DeadlineNearError`, so that it is in ``batchItemFailures``."""
+        log.info(
+            "record not started: too little time left; handed back",
+            extra={
+                EVENT: LogEvent.RECORD_DEFERRED,
+                "message_id": record.message_id,
+                "margin_seconds": margin,
+            },
         )
-    except Exception:
-        log.warning("could not hand the record back at once; the queue's timeout applies", exc_info=True)
-    log.info(
-        "record not started: too little time left; handed back",
-        extra={EVENT: LogEvent.RECORD_DEFERRED, "message_id": record.message_id, "margin_seconds": margin},
-    )
-    raise DeadlineNearError(f"not started: less than {margin:.1f} s left in the invocation")
+        try:
+            sqs.change_message_visibility(
+                QueueUrl=queue_url, ReceiptHandle=record.receipt_handle, VisibilityTimeout=visibility
+            )
+        except Exception:
+            log.warning("could not hand the record back soon; the queue's timeout applies", exc_info=True)
+        raise DeadlineNearError(f"not started: {margin:.1f} s or less left in the invocation")

@@ -68,7 +68,7 @@ from sluice_local.emulation.moto_adapter.delivery import (
     install_execution_names,
     install_invoke,
 )  # fmt: skip
-from sluice_local.emulation.moto_adapter.sqs_lock import install_sqs_delete_lock
+from sluice_local.emulation.moto_adapter.sqs_lock import install_sqs_locks
 from sluice_local.emulation.moto_adapter.sqs_rules import install_sqs_rules, wire_attributes
 
 __all__ = [
@@ -81,7 +81,7 @@ __all__ = [
     "attribute_problem", "configure", "detach_sqs_invoke", "event_rules", "hand_over_state_machines",
     "install_aws_sdk_casing", "install_cloudformation_secrets", "install_dead_letter_sources",
     "install_event_delivery", "install_execution_names", "install_invoke", "install_module_list_once",
-    "install_sqs_delete_lock", "install_sqs_rules",
+    "install_sqs_locks", "install_sqs_rules",
     "installed_version", "metric_data_since", "problems", "queue_metric", "reset", "start_server",
     "wire_attributes",
 ]  # fmt: skip
