@@ -19,6 +19,7 @@ usefully and sluice never deploys.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from sluice_local.emulation.moto_adapter.attributes import (
@@ -44,18 +45,10 @@ def install_sqs_locks() -> Undo:
         with self._messages_lock:
             original_delete(self, receipt_handle)
 
-    def receive_message(  # noqa: PLR0917 - moto's signature
-        self: Any,
-        queue_name: str,
-        count: int,
-        wait_seconds_timeout: int,
-        visibility_timeout: int,
-        message_attribute_names: list[str] | None = None,
-    ) -> Any:
+    @functools.wraps(original_receive)  # moto's signature, whatever wraps it already
+    def receive_message(self: Any, queue_name: str, *args: Any, **kwargs: Any) -> Any:
         with self.get_queue(queue_name)._messages_lock:
-            return original_receive(
-                self, queue_name, count, wait_seconds_timeout, visibility_timeout, message_attribute_names
-            )
+            return original_receive(self, queue_name, *args, **kwargs)
 
     return undo_all(
         [
