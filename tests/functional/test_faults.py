@@ -247,6 +247,24 @@ def test_given_only_passing_seeds_then_the_summary_is_ok_and_balanced():
     assert not Summary().ok  # no seed ran: not a pass
 
 
+def test_given_a_worker_line_that_is_no_seed_result_then_it_is_a_worker_error_not_a_crash():
+    # A JSON line without a seed (an EMF document a handler still running after its stack stopped
+    # printed: the runner once died sorting the results, KeyError 'seed') and a line that is no JSON
+    from sluice_local.soak.summary import Summary  # noqa: PLC0415 - the soak imports the local runtime
+
+    summary = Summary(expected=[1])
+    summary.add(json.dumps(result(1)))
+    summary.add('{"_aws": {"Timestamp": 1, "CloudWatchMetrics": []}, "RecordsProcessed": 1}')
+    summary.add("Traceback (most recent call last):")
+
+    assert [r["seed"] for r in summary.results] == [1]
+    assert summary.errors == [
+        'not a seed\'s result: {"_aws": {"Timestamp": 1, "CloudWatchMetrics": []}, "RecordsProcessed": 1}',
+        "not a seed's result: Traceback (most recent call last):",
+    ]
+    assert not summary.ok
+
+
 def test_given_an_effect_whose_guard_committed_then_a_later_fault_or_crash_does_not_excuse_its_duplicate():
     plan = faults.FaultPlan(seed=3, aws_rate=0.0, ledger_table="ledger", guard_table="guards")
     injector = faults.Injector(plan)

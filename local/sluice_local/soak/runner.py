@@ -278,8 +278,11 @@ def run_worker(seeds: Iterable[int], *, mode: str, log_dir: Path, options: Optio
         else postgres.unreachable_reason(database) or ""
     )
     stack_name = f"sluice-soak-{mode}"
+    # stdout carries one JSON line per seed to the runner and nothing else: whatever else is printed (a
+    # handler still running after its stack stopped flushes its metrics then) goes to this worker's log.
+    results, sys.stdout = sys.stdout, sys.stderr
     with (
-        function_output(log_path) as console,  # the functions' JSON logs and EMF
+        function_output(log_path),  # the functions' JSON logs and EMF
         local_cloud(
             parameters=params, stack_name=stack_name, database_url=None if no_jobs else database
         ) as cloud,
@@ -288,7 +291,7 @@ def run_worker(seeds: Iterable[int], *, mode: str, log_dir: Path, options: Optio
         for seed in seeds:
             result = soak.run(seed)
             failed += not result.ok
-            print(result.to_json(), file=console, flush=True)
+            print(result.to_json(), file=results, flush=True)
     return 1 if failed else 0
 
 

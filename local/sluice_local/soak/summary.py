@@ -80,10 +80,15 @@ class Summary:
         return sorted(set(self.expected or ()) - {int(r["seed"]) for r in self.results})
 
     def add(self, line: str) -> None:
+        """One line a worker printed: a seed's result, else an error naming the line."""
         try:
-            self.results.append(json.loads(line))
+            result = json.loads(line)
         except ValueError:
-            self.errors.append(line)
+            result = None
+        if isinstance(result, dict) and isinstance(result.get("seed"), int):
+            self.results.append(result)
+        else:
+            self.errors.append(f"not a seed's result: {line[:300]}")
 
     def lines(self, *, rates: str, flags: str = "") -> list[str]:
         """The report; ``flags`` are the options a replay needs besides the seed (rates, sabotage)."""
