@@ -22,9 +22,10 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from sluice.envelope import utcnow
 from sluice.limits import MAX_BATCH_BYTES, MAX_BATCH_ENTRIES, MAX_DELAY_SECONDS
 from sluice.sqs import check_message, message_bytes
 from sluice.tracing import system_attributes
@@ -88,10 +89,6 @@ def residual_seconds(due: datetime, now: datetime) -> int:
     return max(0, min(MAX_DELAY_SECONDS, math.floor((due - now).total_seconds() + 0.5)))
 
 
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
 @dataclass
 class Refused:
     message: Outgoing
@@ -130,7 +127,7 @@ def send_batch(
     attempts: int = 4,
     base_delay: float = 0.2,
     sleep: Callable[[float], None] = time.sleep,
-    clock: Callable[[], datetime] = _utcnow,
+    clock: Callable[[], datetime] = utcnow,
 ) -> list[Refused]:
     """Send everything; returns what SQS still refused after ``attempts`` tries (sender faults at once).
     ``clock`` is read at each call, for the residual delay of messages with a :attr:`Outgoing.due`."""

@@ -13,8 +13,7 @@ once; a redrive state machine test once found two deleted messages back in its D
 :func:`install_sqs_locks` runs each delete, and each receive, under the queue's own message lock
 (reentrant; a long poll's wait releases it, so sends and deletes go on meanwhile). A receive's move
 also takes the dead-letter queue's lock inside it: a redrive policy that loops back (A's DLQ is B,
-B's is A) with receives on both at once could deadlock, a configuration SQS itself refuses to redrive
-usefully and sluice never deploys.
+B's is A) with receives on both at once could deadlock: sluice's templates never loop.
 """
 
 from __future__ import annotations
