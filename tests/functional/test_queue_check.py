@@ -164,3 +164,17 @@ def test_given_no_source_queue_url_when_the_consumer_cold_starts_then_nothing_is
     reads: list[str] = []
     assert isinstance(start(consumer_env(queues, ""), reads), Consumer)
     assert reads == []
+
+
+def test_given_an_existing_queue_named_by_its_arn_when_checked_then_it_is_read_and_named(
+    queues: Queues,
+) -> None:
+    # Given a workload's existing queue, which the template names by ARN, with a visibility too short
+    url = queues.source("by-arn", visibility=30)
+    # When the consumer checks it at cold start by that ARN
+    with pytest.raises(ConfigurationError) as caught:
+        check_source_queue(queues.sqs, queues.arn(url), NEEDS)
+    # Then its attributes were read (through the client's endpoint) and the error names it
+    message = str(caught.value)
+    assert "by-arn" in message
+    assert "VisibilityTimeout is 30 s" in message

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sluice.errors import ConfigurationError
-from sluice.sqs import queue_identity, same_queue
+from sluice.sqs import queue_identity, queue_url_from_arn, same_queue
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -58,7 +58,10 @@ def _attributes(sqs: SQSClient, url: str, names: list[Any]) -> tuple[dict[str, s
 
 
 def source_queue_problems(sqs: SQSClient, queue_url: str, needs: SourceQueueNeeds) -> list[str]:
-    """Every way the queue at ``queue_url`` falls short of ``needs``, worded for an operator; [] if none."""
+    """Every way the queue at ``queue_url`` (its URL, or its ARN: a workload's queue created outside the
+    stack is named by ARN) falls short of ``needs``, worded for an operator; [] if none."""
+    if queue_url.startswith("arn:"):
+        queue_url = queue_url_from_arn(queue_url, endpoint=sqs.meta.endpoint_url)
     found, error = _attributes(sqs, queue_url, ["VisibilityTimeout", "RedrivePolicy", "QueueArn"])
     if found is None:
         return [f"source queue {queue_url} cannot be read ({error}): it must exist and be readable"]

@@ -27,9 +27,9 @@ class ConsumerSettings(SealSettings, ClaimCheckSettings):
     max_receive_count: int = Field(default=5, ge=1, le=1000)
     dead_letter_queue_url: str = Field(default="", pattern=r"^(https?://.+)?$")
     """Where a record failing on its last receive is sent with its error ('' = leave it to SQS)."""
-    source_queue_url: str = Field(default="", pattern=r"^(https?://.+)?$")
-    """The queue the consumer is triggered by: checked once at cold start (its visibility timeout, its
-    redrive policy, its DLQ; :mod:`sluice.queuecheck`). '' = not checked (tests, events)."""
+    source_queue_url: str = Field(default="", pattern=r"^(https?://.+|arn:[^:]+:sqs:.+)?$")
+    """The queue the consumer is triggered by, its URL or ARN: checked once at cold start (its visibility
+    timeout, its redrive policy, its DLQ; :mod:`sluice.queuecheck`). '' = not checked (tests, events)."""
     backoff_base_seconds: float = Field(default=2.0, gt=0, le=MAX_VISIBILITY_SECONDS)
     backoff_cap_seconds: float = Field(default=300.0, gt=0, le=MAX_VISIBILITY_SECONDS)
     backoff_floor_seconds: float = Field(default=1.0, ge=0, le=MAX_VISIBILITY_SECONDS)

@@ -148,7 +148,7 @@ class Breaker:
 
     @classmethod
     def from_settings(cls, settings: BreakerSettings, dynamodb: DynamoDBClient) -> Breaker:
-        return cls(dynamodb, settings.breaker_table, policy=settings.policy())
+        return cls(dynamodb, settings.breaker_table, name=settings.breaker_name, policy=settings.policy())
 
     @property
     def policy(self) -> BreakerPolicy:

@@ -7,7 +7,7 @@ from typing import Self
 from pydantic import Field, field_validator, model_validator
 
 from sluice.limits import MAX_DELAY_SECONDS, MAX_LONG_DELAY_SECONDS
-from sluice.redrive.breaker import BreakerPolicy
+from sluice.redrive.breaker import DEFAULT_NAME, BreakerPolicy
 from sluice.sealing import SealSettings
 from sluice.settings import ClaimCheckSettings, EnvSettings, split_csv
 from sluice.sqs import queue_identity
@@ -19,6 +19,8 @@ class BreakerSettings(EnvSettings):
     """The circuit breaker's item and policy (``SLUICE_BREAKER_*``; see docs/redrive.md)."""
 
     breaker_table: str = Field(min_length=3)
+    breaker_name: str = Field(default=DEFAULT_NAME, min_length=1, max_length=200)
+    """The breaker's item in the table: one per workload (template.yaml names it after the workload)."""
     breaker_cooldown_seconds: int = Field(default=300, ge=1, le=86_400)
     breaker_bounce_percent: float = Field(default=50.0, ge=0, le=100)
     """Share of bouncing messages, in percent, above which the breaker opens."""
