@@ -374,3 +374,26 @@ def test_given_the_project_template_when_max_receive_count_is_zero_then_the_loca
 def test_given_the_project_defaults_and_samconfig_when_checked_then_they_satisfy_every_constraint():
     template = yaml_parse((ROOT / "template.yaml").read_text())
     assert parameter_problems(template["Parameters"], samconfig_parameters(ROOT)) == []
+
+
+def test_given_a_list_parameter_left_at_its_default_when_deployed_then_a_ref_to_it_is_the_list(tmp_path):
+    # moto reads a CommaDelimitedList's Default as one text (joined, "a,b" becomes "a,,,b"); CloudFormation
+    # makes the same list of a default as of a given value, and so does the local runtime
+    template = tmp_path / "template.yaml"
+    template.write_text(
+        json.dumps(
+            {
+                "Parameters": {"Names": {"Type": "CommaDelimitedList", "Default": "Orders,Refunds"}},
+                "Resources": {"Queue": {"Type": "AWS::SQS::Queue"}},
+                "Outputs": {
+                    "Joined": {"Value": {"Fn::Join": ["+", {"Ref": "Names"}]}},
+                    "Second": {"Value": {"Fn::Select": [1, {"Ref": "Names"}]}},
+                },
+            }
+        )
+    )
+    cloud = LocalCloud(template=template, stack_name="list-default").start()
+    try:
+        assert (cloud.outputs["Joined"], cloud.outputs["Second"]) == ("Orders+Refunds", "Refunds")
+    finally:
+        cloud.stop()

@@ -88,7 +88,7 @@ def load_template() -> Template:
     """template.yaml as CloudFormation reads it after ``AWS::LanguageExtensions``: its ``Fn::ForEach``
     loops expanded for the parameters' defaults (the loops repeat resources; none depends on a
     parameter, so every resource of every mode is here, each under its Condition)."""
-    return expand(yaml_parse(TEMPLATE.read_text(encoding="utf-8")), {})
+    return expand(yaml_parse(TEMPLATE.read_text(encoding="utf-8")), {}, resolve_mappings=False)
 
 
 class _StubManagedPolicyLoader:

@@ -16,7 +16,8 @@ import pytest
 from samtranslator.yaml_helper import yaml_parse
 
 from sluice import metrics
-from sluice_local.emulation.template import _resolve_find_in_map, _resolve_if, evaluate_conditions
+from sluice_local.emulation.language_extensions import resolve_find_in_map as _resolve_find_in_map
+from sluice_local.emulation.template import _resolve_if, evaluate_conditions
 from tests.unit.test_template import load_template
 
 ROOT = Path(__file__).resolve().parents[2]

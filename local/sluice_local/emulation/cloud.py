@@ -25,11 +25,10 @@ from sluice_local.emulation.alarms import Alarms
 from sluice_local.emulation.emulated import Resolver, Schedules, Ticker
 from sluice_local.emulation.endpoint import endpoint_client, free_port
 from sluice_local.emulation.functions import FunctionHost, FunctionSpec, Handler
-from sluice_local.emulation.language_extensions import LanguageExtensionError
+from sluice_local.emulation.language_extensions import LanguageExtensionError, MappingError
 from sluice_local.emulation.pollers import MappingSpec, SqsPoller
 from sluice_local.emulation.template import (
     ARTIFACT_BUCKET,
-    MappingError,
     ParameterError,
     Translated,
     translate,
@@ -261,11 +260,20 @@ class LocalCloud:
             s3.put_object(Bucket=ARTIFACT_BUCKET, Key=key, Body=blob)
         cfn = self.client("cloudformation")
         declared = translated.template.get("Parameters", {})
+        # moto reads a CommaDelimitedList's Default as one text (a Join of it joins its characters), a
+        # given value as the list CloudFormation makes of either: each such default is given explicitly
+        lists = {
+            name: str(spec["Default"])
+            for name, spec in declared.items()
+            if spec.get("Type") == "CommaDelimitedList" and "Default" in spec and name not in self.parameters
+        }
         cfn.create_stack(
             StackName=self.stack_name,
             TemplateBody=json.dumps(translated.template),
             Parameters=[
-                {"ParameterKey": k, "ParameterValue": v} for k, v in self.parameters.items() if k in declared
+                {"ParameterKey": k, "ParameterValue": v}
+                for k, v in {**lists, **self.parameters}.items()
+                if k in declared
             ],
             Capabilities=["CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND"],
         )

@@ -198,7 +198,17 @@ class FunctionHost:
             return self._run(event)
 
     def _run(self, event: Any) -> str:
-        handler = self._acquire()
+        try:
+            handler = self._acquire()
+        except Exception as exc:
+            # (an environment whose init raised is not kept; the next invocation runs the init again)
+            raise self._fail(
+                {
+                    "errorMessage": str(exc),
+                    "errorType": exc.__class__.__name__,
+                    "stackTrace": traceback.format_exception(exc)[-5:],
+                }
+            ) from exc
         context = LambdaContext(
             function_name=self.spec.name,
             timeout_seconds=self.spec.timeout,

@@ -18,7 +18,14 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-__all__ = ["LANGUAGE_EXTENSIONS", "LanguageExtensionError", "expand", "uses_language_extensions"]
+__all__ = [
+    "LANGUAGE_EXTENSIONS",
+    "LanguageExtensionError",
+    "MappingError",
+    "expand",
+    "resolve_find_in_map",
+    "uses_language_extensions",
+]
 
 LANGUAGE_EXTENSIONS = "AWS::LanguageExtensions"
 UNSUPPORTED = ("Fn::Length", "Fn::ToJsonString")
@@ -26,6 +33,38 @@ UNSUPPORTED = ("Fn::Length", "Fn::ToJsonString")
 
 class LanguageExtensionError(ValueError):
     """The template's language extensions cannot be expanded (CloudFormation's transform failure)."""
+
+
+class MappingError(ValueError):
+    """``Fn::FindInMap`` names an entry its Mappings lack, with no ``DefaultValue``: the deploy fails."""
+
+
+def resolve_find_in_map(node: Any, mappings: dict[str, Any], params: dict[str, Any]) -> Any:
+    """``node`` with every ``Fn::FindInMap`` whose keys resolve here (literals, ``Ref`` to a parameter,
+    another ``Fn::FindInMap``) replaced by its value, or by its ``DefaultValue`` when a key is missing
+    (AWS::LanguageExtensions); one whose keys do not resolve is left for CloudFormation."""
+    if isinstance(node, list):
+        return [resolve_find_in_map(v, mappings, params) for v in node]
+    if not isinstance(node, dict):
+        return node
+    if set(node) != {"Fn::FindInMap"}:
+        return {k: resolve_find_in_map(v, mappings, params) for k, v in node.items()}
+    args = node["Fn::FindInMap"]
+    options = args[3] if len(args) > 3 and isinstance(args[3], dict) else {}
+    keys: list[str] = []
+    for part in args[:3]:
+        value = resolve_find_in_map(part, mappings, params)
+        if isinstance(value, dict) and set(value) == {"Ref"} and value["Ref"] in params:
+            value = params[value["Ref"]]
+        if not isinstance(value, str | int):
+            return node  # not resolvable here; leave it to CloudFormation
+        keys.append(str(value))
+    try:
+        return copy.deepcopy(mappings[keys[0]][keys[1]][keys[2]])
+    except KeyError as exc:
+        if "DefaultValue" in options:  # AWS::LanguageExtensions: the value when any key is missing
+            return resolve_find_in_map(options["DefaultValue"], mappings, params)
+        raise MappingError(f"Fn::FindInMap {keys}: no such entry {exc} in Mappings") from None
 
 
 def _transforms(template: dict[str, Any]) -> list[Any]:
@@ -57,9 +96,13 @@ def parameter_values(declared: dict[str, Any], given: dict[str, str]) -> dict[st
     return values
 
 
-def expand(template: dict[str, Any], given: dict[str, str]) -> dict[str, Any]:
-    """``template`` with every ``Fn::ForEach`` expanded and ``AWS::LanguageExtensions`` dropped from its
-    ``Transform``; a template that does not declare the transform is returned as it is."""
+def expand(
+    template: dict[str, Any], given: dict[str, str], *, resolve_mappings: bool = True
+) -> dict[str, Any]:
+    """``template`` with every ``Fn::ForEach`` expanded, every ``Fn::FindInMap`` that resolves here
+    resolved (``resolve_mappings=False`` keeps them, for a reader of the template's expressions) and
+    ``AWS::LanguageExtensions`` dropped from its ``Transform``; a template that does not declare the
+    transform is returned as it is."""
     if not uses_language_extensions(template):
         return template
     from samcli.lib.cfn_language_extensions.exceptions import InvalidTemplateException  # noqa: PLC0415
@@ -105,6 +148,13 @@ def expand(template: dict[str, Any], given: dict[str, str]) -> dict[str, Any]:
             "(only Fn::ForEach and Fn::FindInMap's DefaultValue are)"
         )
     expanded["Transform"] = [t for t in _transforms(expanded) if t != LANGUAGE_EXTENSIONS]
+    # the transform resolves Fn::FindInMap too (its DefaultValue, nested keys): a workload's CodeUri
+    # is a folder again before SAM's transform reads it
+    values = parameter_values(expanded.get("Parameters", {}), given)
+    mappings = expanded.get("Mappings", {})
+    for section in ("Resources", "Outputs", "Conditions") if resolve_mappings else ():
+        if section in expanded:
+            expanded[section] = resolve_find_in_map(expanded[section], mappings, values)
     return dict(_literal_subs(expanded))
 
 

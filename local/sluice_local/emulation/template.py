@@ -34,6 +34,7 @@ from samtranslator.translator.translator import Translator
 from samtranslator.yaml_helper import yaml_parse
 
 from sluice_local.emulation import language_extensions
+from sluice_local.emulation.language_extensions import resolve_find_in_map
 
 ARTIFACT_BUCKET = "sluice-local-artifacts"
 EMULATED_TYPES = ("AWS::CloudWatch::Alarm", "AWS::Scheduler::Schedule", "AWS::SNS::Subscription")
@@ -59,10 +60,6 @@ class Translated:
 
 class ParameterError(ValueError):
     """A parameter value breaks its template constraint: CloudFormation's ValidationError."""
-
-
-class MappingError(ValueError):
-    """``Fn::FindInMap`` names an entry its Mappings lack, with no ``DefaultValue``: the deploy fails."""
 
 
 def parameter_problems(declared: dict[str, Any], given: dict[str, str]) -> list[str]:
@@ -143,7 +140,8 @@ def translate(
     problems = parameter_problems(sam.get("Parameters", {}), parameters)
     if problems:
         raise ParameterError("; ".join(problems))
-    sam = language_extensions.expand(sam, parameters)  # Fn::ForEach, before SAM's transform
+    # Fn::ForEach and Fn::FindInMap (AWS::LanguageExtensions), before SAM's transform
+    sam = language_extensions.expand(sam, parameters)
     artifacts: dict[str, bytes] = {}
     code_dirs: dict[str, Path] = {}
     globals_fn = sam.get("Globals", {}).get("Function", {})
@@ -176,7 +174,7 @@ def translate(
     _inline_state_machines(cfn)
     values = {k: str(v.get("Default")) for k, v in cfn.get("Parameters", {}).items() if "Default" in v}
     values.update({k: str(v) for k, v in parameters.items()})
-    cfn["Resources"] = _resolve_find_in_map(cfn["Resources"], cfn.get("Mappings", {}), values)
+    cfn["Resources"] = resolve_find_in_map(cfn["Resources"], cfn.get("Mappings", {}), values)
     conditions = evaluate_conditions(cfn.get("Conditions", {}), values)
     emulated = {
         lid: res for lid, res in cfn.get("Resources", {}).items() if res.get("Type") in EMULATED_TYPES
@@ -248,32 +246,6 @@ def _substituted(text: str, substitutions: dict[str, Any]) -> Any:
             last = match.end()
     parts.append(text[last:])
     return {"Fn::Join": ["", [p for p in parts if p != ""]]}
-
-
-def _resolve_find_in_map(node: Any, mappings: dict[str, Any], params: dict[str, str]) -> Any:
-    """Replace ``Fn::FindInMap`` whose keys are literals or parameter Refs with the mapped value."""
-    if isinstance(node, list):
-        return [_resolve_find_in_map(v, mappings, params) for v in node]
-    if not isinstance(node, dict):
-        return node
-    if set(node) == {"Fn::FindInMap"}:
-        keys = []
-        args = node["Fn::FindInMap"]
-        options = args[3] if len(args) > 3 and isinstance(args[3], dict) else {}
-        for part in args[:3]:
-            if isinstance(part, dict) and set(part) == {"Ref"} and part["Ref"] in params:
-                keys.append(params[part["Ref"]])
-            elif isinstance(part, str | int):
-                keys.append(str(part))
-            else:
-                return node  # not resolvable here; leave it to CloudFormation
-        try:
-            return mappings[keys[0]][keys[1]][keys[2]]
-        except KeyError as exc:
-            if "DefaultValue" in options:  # AWS::LanguageExtensions: the value when any key is missing
-                return _resolve_find_in_map(options["DefaultValue"], mappings, params)
-            raise MappingError(f"Fn::FindInMap {keys}: no such entry {exc} in Mappings") from None
-    return {k: _resolve_find_in_map(v, mappings, params) for k, v in node.items()}
 
 
 def _emulated_name(logical_id: str, resource: dict[str, Any]) -> Any:
