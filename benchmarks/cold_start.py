@@ -20,8 +20,8 @@ so those two reads are a local HTTP round trip each, where Lambda's are network 
 Whole cold invocation (``--invoke``): each sample is a fresh interpreter that starts moto's
 ``mock_aws``, creates the queues and table (untimed), then imports the handler and runs its first
 batch of 10 new records; the timed region is the import plus that first invocation. The sluice
-consumer (functions/consumer/app.py) is compared with benchmarks/anchor/app.py, the same job written
-with Powertools alone; runs alternate and the ratio of the medians is held against 1.15.
+consumer (examples/orders/app.py, the example workload) is compared with benchmarks/anchor/app.py, the
+same job written with Powertools alone; runs alternate and the ratio of the medians is held against 1.15.
 
     .venv/bin/python benchmarks/cold_start.py --invoke --runs 9
     .venv/bin/python benchmarks/cold_start.py --invoke --runs 9 --importtime --profile
@@ -52,7 +52,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH_DIR = Path(__file__).resolve().parent
-FUNCTION_DIR = ROOT / "functions" / "consumer"
+FUNCTION_DIR = ROOT / "examples" / "orders"
 LAYER_DIR = ROOT / "layers" / "common"
 LAYER_REQUIREMENTS = LAYER_DIR / "requirements.txt"
 LEAN_VENV = ROOT / ".bench-venv"
@@ -581,9 +581,15 @@ def _calls(stats: pstats.Stats) -> dict[str, int]:
     return out
 
 
+def consumer_dir(tree: Path) -> Path:
+    """The example consumer's folder in ``tree``: examples/orders (functions/consumer before workloads)."""
+    new, old = tree / "examples" / "orders", tree / "functions" / "consumer"
+    return new if new.is_dir() or not old.is_dir() else old
+
+
 def main_invoke(args: argparse.Namespace, python: str) -> int:
     tree = Path(args.tree).resolve()
-    function_dir, layer_dir = tree / "functions" / "consumer", tree / "layers" / "common"
+    function_dir, layer_dir = consumer_dir(tree), tree / "layers" / "common"
     copied = check_copied_classes(function_dir / "processor.py", ANCHOR_DIR / "app.py")
     ledger = "Ledger" in copied
     kinds = [
@@ -636,7 +642,7 @@ def main() -> int:
     parser.add_argument(
         "--tree",
         default=str(ROOT),
-        help="a tree holding functions/consumer and layers/common (default: this repository), e.g. a"
+        help="a tree holding examples/orders and layers/common (default: this repository), e.g. a"
         " `git archive` export of another commit",
     )
     args = parser.parse_args()
@@ -666,7 +672,7 @@ def main() -> int:
 def main_import(args: argparse.Namespace, python: str) -> int:
     tree = Path(args.tree).resolve()
     layer_dir = tree / "layers" / "common"
-    env = lambda_env(tree / "functions" / "consumer", layer_dir)
+    env = lambda_env(consumer_dir(tree), layer_dir)
     # --anchor: the --invoke anchor module too (benchmarks/anchor/app.py: with the Order model, so with
     # pydantic), in its own code directory with the same layer on the path.
     anchor_env = lambda_env(ANCHOR_DIR, layer_dir)

@@ -1,6 +1,6 @@
 """Anchor for ``cold_start.py --invoke``: the consumer's job written with Powertools alone.
 
-The same work as functions/consumer/app.py + processor.py on the same events: Logger, Metrics and
+The same work as examples/orders/app.py + processor.py on the same events: Logger, Metrics and
 Tracer on the handler; ``BatchProcessor(EventType.SQS)`` + ``process_partial_response``; each body
 is JSON-decoded and validated with the same pydantic ``Order`` model (a copy: importing processor.py
 would import the sluice layer; cold_start.py checks that the two class definitions are identical);

@@ -23,6 +23,7 @@ from sluice_cli.resources import DEFAULT_STACK_NAME, SAMCONFIG, Resources, samco
 
 GLOBAL_DEFAULTS: dict[str, object] = {
     "stack_name": None,
+    "workload": None,
     "config_env": "default",
     "region": None,
     "endpoint_url": None,
@@ -31,6 +32,7 @@ GLOBAL_DEFAULTS: dict[str, object] = {
 }
 EPILOG = """examples:
   sluice dlq stats
+  sluice --workload Refunds dlq redrive                 (a stack of several workloads: name one)
   sluice --stack-name sluice-local dlq peek -n 5        (with the local runtime's exports)
   sluice poison replay 5fea7756-0ea4-451a-a703-a558b933e274 --reset-attempts
   sluice breaker open --reason "payments API down" --json
@@ -44,6 +46,11 @@ def global_options() -> argparse.ArgumentParser:
     group = common.add_argument_group("global options")
     s = argparse.SUPPRESS
     group.add_argument("--stack-name", default=s, help="the stack (default: samconfig.toml's, else sluice)")
+    group.add_argument(
+        "--workload",
+        default=s,
+        help="the workload whose queues to act on (required when the stack runs several)",
+    )
     group.add_argument("--config-env", default=s, help="samconfig.toml environment (default: default)")
     group.add_argument("--region", default=s, help="AWS region (default: samconfig.toml's, else boto3's)")
     group.add_argument("--endpoint-url", default=s, help="AWS endpoint (default: $AWS_ENDPOINT_URL)")
@@ -99,6 +106,7 @@ def make_context(
         clients=clients,
         out=out,
         stack_name=stack_name,
+        workload=args.workload,
         receive_wait_seconds=args.receive_wait,
         given_resources=resources,
     )

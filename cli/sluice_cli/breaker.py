@@ -40,7 +40,7 @@ def close_command(ctx: Context, args: argparse.Namespace) -> int:
 def _show(ctx: Context, status: BreakerStatus, title: str) -> int:
     answer = status.to_dict()
     table = ctx.resources.require("breaker_table")
-    data = {**answer, "version": status.version, "table": table}
+    data = {**answer, "version": status.version, "table": table, "breaker": ctx.resources.breaker_name}
 
     def human() -> None:
         ctx.out.fields(
@@ -52,6 +52,7 @@ def _show(ctx: Context, status: BreakerStatus, title: str) -> int:
                 ("since", answer["since"]),
                 ("seen / bouncing", f"{answer['seen']} / {answer['bouncing']}"),
                 ("table", table),
+                ("breaker", ctx.resources.breaker_name),
             ],
         )
 

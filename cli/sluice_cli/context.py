@@ -23,6 +23,8 @@ class Context:
     clients: Clients
     out: Output
     stack_name: str
+    workload: str | None = None
+    """``--workload``: which of the stack's workloads the commands act on (needed when it runs several)."""
     receive_wait_seconds: int | None = None
     """``--receive-wait``: long-poll seconds of a receive (None: 1 for scans, the setting for redrive)."""
     given_resources: Resources | None = None
@@ -39,7 +41,7 @@ class Context:
         """The given resources, else the stack's outputs (read once)."""
         if self._resources is None:
             self._resources = self.given_resources or Resources.from_outputs(
-                self.stack_name, stack_outputs(self.clients.cloudformation, self.stack_name)
+                self.stack_name, stack_outputs(self.clients.cloudformation, self.stack_name), self.workload
             )
         return self._resources
 
@@ -92,5 +94,9 @@ class Context:
     def breaker(self, settings: RedriveSettings | None = None) -> Breaker:
         """The redrive breaker; with ``settings``, under the deployed policy."""
         if settings is None:
-            return Breaker(self.clients.dynamodb, self.resources.require("breaker_table"))
+            return Breaker(
+                self.clients.dynamodb,
+                self.resources.require("breaker_table"),
+                name=self.resources.breaker_name,
+            )
         return Breaker.from_settings(settings, self.clients.dynamodb)

@@ -87,7 +87,8 @@ def stats_command(ctx: Context, args: argparse.Namespace) -> int:
 
     def human() -> None:
         ctx.out.table(
-            f"Queues of stack {ctx.resources.stack_name}",
+            f"Queues of stack {ctx.resources.stack_name}"
+            + (f", workload {ctx.resources.workload}" if ctx.resources.workload else ""),
             ("queue", "visible", "in flight", "delayed", "oldest (s)", "sampled", "url"),
             [
                 (
@@ -103,7 +104,9 @@ def stats_command(ctx: Context, args: argparse.Namespace) -> int:
             ],
         )
 
-    ctx.out.emit({"stack": ctx.resources.stack_name, "queues": queues}, human)
+    ctx.out.emit(
+        {"stack": ctx.resources.stack_name, "workload": ctx.resources.workload, "queues": queues}, human
+    )
     return OK
 
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sluice.errors import ConfigurationError
+from sluice.redrive.breaker import DEFAULT_NAME as DEFAULT_BREAKER
 from sluice.redrive.settings import RedriveSettings
 from sluice_cli import PARTIAL_FAILURE, USAGE_ERROR, CliError
 from sluice_cli.samconfig import deploy_settings
@@ -21,16 +22,21 @@ if TYPE_CHECKING:
 DEFAULT_STACK_NAME = "sluice"
 SAMCONFIG = "samconfig.toml"
 
+WORKLOAD_OUTPUTS = {
+    "work_queue_url": "QueueUrl",
+    "work_queue_arn": "QueueArn",
+    "dead_letter_queue_url": "DeadLetterQueueUrl",
+    "dead_letter_queue_arn": "DeadLetterQueueArn",
+    "redrive_settings_function": "RedriveSettingsFunctionName",
+}
+"""Resources field → the output a workload's loop gives each workload, as ``<Workload><Output>``."""
+
 OUTPUTS = {
-    "work_queue_url": "WorkQueueUrl",
-    "work_queue_arn": "WorkQueueArn",
-    "dead_letter_queue_url": "WorkDeadLetterQueueUrl",
-    "dead_letter_queue_arn": "WorkDeadLetterQueueArn",
+    **{name: "<Workload>" + key for name, key in WORKLOAD_OUTPUTS.items()},
     "poison_queue_url": "PoisonPillQueueUrl",
     "poison_queue_arn": "PoisonPillQueueArn",
     "breaker_table": "BreakerTableName",
     "redrive_mode": "RedriveMode",
-    "redrive_settings_function": "RedriveSettingsFunctionName",
     "envelope_key_secret": "EnvelopeKeySecretArn",
     "delay_queue_url": "DelayQueueUrl",
     "delay_dead_letter_queue_url": "DelayDeadLetterQueueUrl",
@@ -63,21 +69,62 @@ class Resources:
     claim_check_prefix: str | None = None
     database_secret_arn: str | None = None
     jobs_schema: str | None = None
+    workload: str | None = None
+    """The workload whose queue, DLQ and redrive the commands act on (``--workload``)."""
+
+    @property
+    def breaker_name(self) -> str:
+        """The workload's breaker item (template.yaml names it after the workload)."""
+        return self.workload or DEFAULT_BREAKER
 
     @classmethod
-    def from_outputs(cls, stack_name: str, outputs: Mapping[str, str]) -> Resources:
-        return cls(stack_name, **{name: outputs.get(key) or None for name, key in OUTPUTS.items()})
+    def from_outputs(
+        cls, stack_name: str, outputs: Mapping[str, str], workload: str | None = None
+    ) -> Resources:
+        """The stack's resources, its workload ones those of ``workload``: required when the stack runs
+        several (a redrive or replay acts on one workload's queues, never on a guess)."""
+        chosen = choose_workload(stack_name, outputs, workload)
+        fields = {
+            name: outputs.get(key) or None for name, key in OUTPUTS.items() if name not in WORKLOAD_OUTPUTS
+        }
+        fields |= {name: outputs.get(f"{chosen}{key}") or None for name, key in WORKLOAD_OUTPUTS.items()}
+        return cls(stack_name, workload=chosen, **fields)
 
     def require(self, name: str) -> str:
         """The value of field ``name``, or a clear error naming the missing stack output."""
         value = getattr(self, name)
         if not value:
+            output = OUTPUTS[name].replace("<Workload>", self.workload or "<Workload>")
             raise CliError(
-                f"stack {self.stack_name!r} has no output {OUTPUTS[name]}: is it deployed from a "
+                f"stack {self.stack_name!r} has no output {output}: is it deployed from a "
                 "template.yaml with that output?",
                 USAGE_ERROR,
             )
         return str(value)
+
+
+def workloads_of(outputs: Mapping[str, str]) -> list[str]:
+    """The workloads a stack runs (its ``WorkloadNames`` output)."""
+    return [name for name in outputs.get("WorkloadNames", "").split(",") if name]
+
+
+def choose_workload(stack_name: str, outputs: Mapping[str, str], workload: str | None) -> str | None:
+    """``workload`` when the stack runs it; the only one when it runs one; else a usage error naming
+    them (None for a stack with no workloads: only its shared resources are there)."""
+    names = workloads_of(outputs)
+    if workload is not None:
+        if workload not in names:
+            raise CliError(
+                f"stack {stack_name!r} runs no workload {workload!r} (it runs: {', '.join(names) or 'none'})",
+                USAGE_ERROR,
+            )
+        return workload
+    if len(names) > 1:
+        raise CliError(
+            f"stack {stack_name!r} runs the workloads {', '.join(names)}: pass --workload NAME",
+            USAGE_ERROR,
+        )
+    return names[0] if names else None
 
 
 def stack_outputs(cloudformation: CloudFormationClient, stack_name: str) -> dict[str, str]:
@@ -134,7 +181,9 @@ def redrive_settings(resources: Resources, lambda_client: LambdaClient) -> Loade
     name = resources.redrive_settings_function
     if not name:
         return _fallback(
-            resources, f"stack {resources.stack_name!r} has no RedriveSettingsFunctionName output"
+            resources,
+            f"stack {resources.stack_name!r} has no output "
+            f"{resources.workload or ''}RedriveSettingsFunctionName",
         )
     try:
         config = lambda_client.get_function_configuration(FunctionName=name)
@@ -150,6 +199,7 @@ def redrive_settings(resources: Resources, lambda_client: LambdaClient) -> Loade
 def _fallback(resources: Resources, why: str) -> LoadedSettings:
     env = {
         "SLUICE_BREAKER_TABLE": resources.require("breaker_table"),
+        "SLUICE_BREAKER_NAME": resources.breaker_name,
         "SLUICE_DEAD_LETTER_QUEUE_URL": resources.require("dead_letter_queue_url"),
         "SLUICE_POISON_QUEUE_URL": resources.require("poison_queue_url"),
         "SLUICE_SOURCE_QUEUE_ARN": resources.require("work_queue_arn"),

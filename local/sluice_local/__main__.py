@@ -11,6 +11,7 @@ from pathlib import Path
 
 from sluice_cli.samconfig import parse_overrides
 from sluice_local.app.fast import FAST
+from sluice_local.app.messages import ORDERS
 from sluice_local.app.stack import local_cloud
 from sluice_local.emulation.cloud import ROOT, LocalCloud
 from sluice_local.emulation.up import function_output, serve
@@ -57,7 +58,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 def _send_an_order(cloud: LocalCloud) -> str:
     return (
         f"aws sqs send-message --endpoint-url {cloud.endpoint} "
-        f"--queue-url {cloud.outputs.get('WorkQueueUrl')} --message-body "
+        f"--queue-url {cloud.outputs.get(ORDERS + 'QueueUrl')} --message-body "
         '\'{"order_id":"o-1","customer_id":"c-1","amount_cents":100,"currency":"EUR"}\''
         f"\nsluice --stack-name {cloud.stack_name} poison list   # the operator CLI, on this stack"
     )

@@ -10,26 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
+from samtranslator.yaml_helper import yaml_parse
+
+from sluice_local.emulation.language_extensions import expand
 
 ROOT = Path(__file__).resolve().parents[2]
 
 # --- the template: which function a Task invokes, and its handler's contracts --------------------
-
-
-class _Loader(yaml.CSafeLoader):
-    pass
-
-
-def _tag(loader: yaml.Loader, suffix: str, node: yaml.Node) -> Any:
-    if isinstance(node, yaml.ScalarNode):
-        return {suffix: loader.construct_scalar(node)}
-    if isinstance(node, yaml.SequenceNode):
-        return {suffix: loader.construct_sequence(node, deep=True)}
-    return {suffix: loader.construct_mapping(node, deep=True)}  # type: ignore[arg-type]
-
-
-_Loader.add_multi_constructor("!", _tag)
 
 
 @dataclass(frozen=True)
@@ -41,7 +28,9 @@ class Handler:
 
 
 def load_template(path: Path = ROOT / "template.yaml") -> dict[str, Any]:
-    return dict(yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader))  # noqa: S506 - CSafeLoader
+    """The template as CloudFormation reads it after AWS::LanguageExtensions (each workload's redrive
+    state machine and its functions are a loop's copies)."""
+    return expand(yaml_parse(path.read_text(encoding="utf-8")), {})
 
 
 def handler_contracts(code_uri: str, handler: str) -> tuple[Any, Any]:
@@ -85,9 +74,7 @@ def handlers(template: Mapping[str, Any], machine: str) -> dict[str, Handler]:
         raise LookupError(f"no state machine with DefinitionUri {machine} in the template")
     out = {}
     for placeholder, value in props.get("DefinitionSubstitutions", {}).items():
-        target = value.get("GetAtt") if isinstance(value, dict) else None
-        if isinstance(target, str):
-            target = target.split(".")
+        target = value.get("Fn::GetAtt") if isinstance(value, dict) else None
         if not target or resources.get(target[0], {}).get("Type") != "AWS::Serverless::Function":
             continue
         function = resources[target[0]]["Properties"]

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from sluice_local.app.messages import ORDERS
 from sluice_local.app.observer import Stack
 from sluice_local.emulation.endpoint import endpoint_client
 from sluice_local.testing import RunningStack, port_is_closed, start_stack
@@ -89,7 +90,7 @@ def lambda_api(stack: Stack) -> tuple[Any, str]:
     """(Lambda client, consumer function name) for the configured Invoke API endpoint."""
     endpoint = os.environ.get(LAMBDA_ENDPOINT_VARIABLE)
     if not endpoint:
-        return stack.client("lambda"), stack.outputs["ConsumerFunctionName"]
+        return stack.client("lambda"), stack.outputs[ORDERS + "ConsumerFunctionName"]
     return endpoint_client(
         "lambda", endpoint, stack.region
-    ), "ConsumerFunction"  # sam local start-lambda serves functions by logical id
+    ), ORDERS + "ConsumerFunction"  # sam local start-lambda serves functions by logical id

@@ -29,6 +29,7 @@ from sluice.limits import MAX_MESSAGE_BYTES
 from sluice.logevents import EVENT, LogEvent
 from sluice.sqs import message_bytes
 from sluice_local.app import messages, observer
+from sluice_local.app.messages import ORDERS
 
 RUN = uuid.uuid4().hex[:6]
 TIMEOUT = 240.0
@@ -80,7 +81,7 @@ def _work(stack: observer.Stack, r: Row, body: str, **kwargs: Any) -> None:
     r.sent_body, r.sent_attributes = body, kwargs.get("MessageAttributes", {})
     try:
         r.message_id = stack.client("sqs").send_message(
-            QueueUrl=stack.outputs["WorkQueueUrl"], MessageBody=body, **kwargs
+            QueueUrl=stack.outputs[ORDERS + "QueueUrl"], MessageBody=body, **kwargs
         )["MessageId"]
     except ClientError as exc:
         r.sent_error = f"{exc.response['Error']['Code']}: {exc.response['Error']['Message']}"
@@ -300,22 +301,22 @@ PARKED = timedelta(seconds=40)
 
 @isolated("delay request in the past beyond the grace", reason="in the past", log=DELAY_LOG)
 def _past(stack: observer.Stack, r: Row) -> None:
-    _delay(stack, r, {"deliver_at": _at(-timedelta(days=1)), "target": stack.outputs["WorkQueueUrl"]})
+    _delay(stack, r, {"deliver_at": _at(-timedelta(days=1)), "target": stack.outputs[ORDERS + "QueueUrl"]})
 
 
 @isolated("delay request beyond a year", reason="more than 365 days away", log=DELAY_LOG)
 def _year(stack: observer.Stack, r: Row) -> None:
-    _delay(stack, r, {"deliver_at": _at(timedelta(days=400)), "target": stack.outputs["WorkQueueUrl"]})
+    _delay(stack, r, {"deliver_at": _at(timedelta(days=400)), "target": stack.outputs[ORDERS + "QueueUrl"]})
 
 
 @isolated("delay request with a non-numeric due time", reason="deliver_at", log=DELAY_LOG)
 def _non_numeric(stack: observer.Stack, r: Row) -> None:
-    _delay(stack, r, {"deliver_at": "soon", "target": stack.outputs["WorkQueueUrl"]})
+    _delay(stack, r, {"deliver_at": "soon", "target": stack.outputs[ORDERS + "QueueUrl"]})
 
 
 @isolated("delay request to a queue not on the allowlist", reason="allowlist", log=DELAY_LOG)
 def _not_allowed(stack: observer.Stack, r: Row) -> None:
-    other = stack.outputs["WorkQueueUrl"].rsplit("/", 1)[0] + "/someone-elses-queue"
+    other = stack.outputs[ORDERS + "QueueUrl"].rsplit("/", 1)[0] + "/someone-elses-queue"
     _delay(stack, r, {"deliver_at": _at(DIRECT), "target": other})
 
 
@@ -328,12 +329,12 @@ REFUSED_ATTRIBUTE = "must contain non-empty message attribute type"
 # a smaller MaximumMessageSize) is covered in tests/functional/test_delay_functions.py.
 @isolated("delay direct send: an entry SQS would refuse", reason=REFUSED_ATTRIBUTE, log=DELAY_LOG)
 def _delay_bad_entry(stack: observer.Stack, r: Row) -> None:
-    _delay(stack, r, {"deliver_at": _at(DIRECT), "target": stack.outputs["WorkQueueUrl"], **BROKEN})
+    _delay(stack, r, {"deliver_at": _at(DIRECT), "target": stack.outputs[ORDERS + "QueueUrl"], **BROKEN})
 
 
 @row("delay direct send: its healthy batch-mate", "processed", metric="MessagesSentDirect")
 def _delay_healthy(stack: observer.Stack, r: Row) -> None:
-    _delay(stack, r, {"deliver_at": _at(DIRECT), "target": stack.outputs["WorkQueueUrl"]})
+    _delay(stack, r, {"deliver_at": _at(DIRECT), "target": stack.outputs[ORDERS + "QueueUrl"]})
 
 
 @isolated("delay parked path: an entry SQS would refuse", reason=REFUSED_ATTRIBUTE, log=DELAY_LOG)
@@ -341,13 +342,13 @@ def _parked_bad_entry(stack: observer.Stack, r: Row) -> None:
     _delay(
         stack,
         r,
-        {"deliver_at": _at(PARKED), "target": stack.outputs["WorkQueueUrl"], **BROKEN},
+        {"deliver_at": _at(PARKED), "target": stack.outputs[ORDERS + "QueueUrl"], **BROKEN},
     )
 
 
 @row("delay parked path: its healthy batch-mate", "processed", metric="MessagesRehydrated")
 def _parked_healthy(stack: observer.Stack, r: Row) -> None:
-    _delay(stack, r, {"deliver_at": _at(PARKED), "target": stack.outputs["WorkQueueUrl"]})
+    _delay(stack, r, {"deliver_at": _at(PARKED), "target": stack.outputs[ORDERS + "QueueUrl"]})
 
 
 # --- dead-lettered messages ------------------------------------------------------------------------
@@ -358,7 +359,7 @@ def _dead_letter(stack: observer.Stack, r: Row, envelope: Envelope) -> None:
     raw = stack.seal().sign(envelope, body).to_json()  # written by sluice: sealed
     attributes = {ATTRIBUTE: {"DataType": "String", "StringValue": raw}}
     r.message_id = stack.client("sqs").send_message(
-        QueueUrl=stack.outputs["WorkDeadLetterQueueUrl"], MessageBody=body, MessageAttributes=attributes
+        QueueUrl=stack.outputs[ORDERS + "DeadLetterQueueUrl"], MessageBody=body, MessageAttributes=attributes
     )["MessageId"]
 
 
@@ -370,7 +371,7 @@ def _dead_letter(stack: observer.Stack, r: Row, envelope: Envelope) -> None:
     metric="PoisonPillsIsolated",
 )
 def _gone(stack: observer.Stack, r: Row) -> None:
-    gone = stack.outputs["WorkQueueArn"].rsplit(":", 1)[0] + f":deleted-{RUN}"
+    gone = stack.outputs[ORDERS + "QueueArn"].rsplit(":", 1)[0] + f":deleted-{RUN}"
     _dead_letter(stack, r, Envelope(origin_id=f"o-{r.order_id}", source=gone, attempts=0))
 
 
@@ -383,7 +384,7 @@ def _gone(stack: observer.Stack, r: Row) -> None:
 )
 def _redrive_bad_entry(stack: observer.Stack, r: Row) -> None:
     envelope = Envelope.model_validate(
-        {"origin_id": f"o-{r.order_id}", "source": stack.outputs["WorkQueueArn"], **BROKEN}
+        {"origin_id": f"o-{r.order_id}", "source": stack.outputs[ORDERS + "QueueArn"], **BROKEN}
     )
     _dead_letter(stack, r, envelope)
 
@@ -396,7 +397,7 @@ def _redrive_bad_entry(stack: observer.Stack, r: Row) -> None:
     metric="SuccessfulRedrives",
 )
 def _redrive_healthy(stack: observer.Stack, r: Row) -> None:
-    _dead_letter(stack, r, Envelope(origin_id=f"o-{r.order_id}", source=stack.outputs["WorkQueueArn"]))
+    _dead_letter(stack, r, Envelope(origin_id=f"o-{r.order_id}", source=stack.outputs[ORDERS + "QueueArn"]))
 
 
 # --- the run ---------------------------------------------------------------------------------------

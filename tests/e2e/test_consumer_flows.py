@@ -10,6 +10,7 @@ import pytest
 
 from sluice.envelope import ATTRIBUTE, Envelope
 from sluice_local.app import messages
+from sluice_local.app.messages import ORDERS
 from sluice_local.demo.scenarios import consumer, runner
 from tests.doubles import extended_client_session
 
@@ -19,11 +20,12 @@ from tests.doubles import extended_client_session
     [
         consumer.Normal,
         consumer.Duplicates,
+        consumer.TwoWorkloads,
         consumer.Poison,
         consumer.TransientThenSuccess,
         consumer.LargePayload,
     ],
-    ids=["normal", "duplicate", "poison", "transient-then-success", "claim-check"],
+    ids=["normal", "duplicate", "two-workloads", "poison", "transient-then-success", "claim-check"],
 )
 def test_consumer_scenario(stack, make):
     [outcome] = runner.run(stack, [make()])
@@ -33,7 +35,7 @@ def test_consumer_scenario(stack, make):
 def test_poison_message_carries_a_complete_envelope(stack):
     sqs = stack.client("sqs")
     mid = sqs.send_message(
-        QueueUrl=stack.outputs["WorkQueueUrl"],
+        QueueUrl=stack.outputs[ORDERS + "QueueUrl"],
         MessageBody=json.dumps(messages.order("e2e-envelope", amount_cents=99_000_000)),
         MessageAttributes={"tenant": {"DataType": "String", "StringValue": "acme"}},
     )["MessageId"]
@@ -50,7 +52,7 @@ def test_poison_message_carries_a_complete_envelope(stack):
     message, env = found
     assert message["MessageAttributes"]["tenant"]["StringValue"] == "acme"
     assert env.attempts == 1
-    assert env.source == stack.outputs["WorkQueueArn"]
+    assert env.source == stack.outputs[ORDERS + "QueueArn"]
     assert env.first_failure is not None
     assert env.last_error is not None
     assert env.last_error.type == "PermanentError"
@@ -59,9 +61,9 @@ def test_poison_message_carries_a_complete_envelope(stack):
 
 def test_consumer_through_the_lambda_invoke_api(stack, lambda_api):
     client, function = lambda_api
-    event = json.loads((Path(__file__).resolve().parents[2] / "events/consumer/duplicate.json").read_text())
+    event = json.loads((Path(__file__).resolve().parents[2] / "events/orders/duplicate.json").read_text())
     for record in event["Records"]:
-        record["eventSourceARN"] = stack.outputs["WorkQueueArn"]
+        record["eventSourceARN"] = stack.outputs[ORDERS + "QueueArn"]
         record["body"] = json.dumps(messages.order("e2e-invoke"))
     response = client.invoke(FunctionName=function, Payload=json.dumps(event).encode())
     assert "FunctionError" not in response, response["Payload"].read()
@@ -92,7 +94,7 @@ def test_a_default_stack_reads_what_the_python_extended_client_writes_in_both_fo
         sqs.use_legacy_attribute = legacy
         order_id = f"e2e-extended-{'legacy' if legacy else 'current'}"
         body = json.dumps(messages.order(order_id) | {"note": "x" * 300_000})
-        sqs.send_message(QueueUrl=stack.outputs["WorkQueueUrl"], MessageBody=body)
+        sqs.send_message(QueueUrl=stack.outputs[ORDERS + "QueueUrl"], MessageBody=body)
         wanted[order_id] = 1
     # When the stack consumes them, Then each order is charged once
     deadline = time.monotonic() + 60

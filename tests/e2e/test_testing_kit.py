@@ -15,7 +15,7 @@ INI = f"""\
 [pytest]
 sluice_template = {ROOT / "template.yaml"}
 sluice_parameters =
-    IdempotencyKeyJmesPath=order_id
+    LogLevel=DEBUG
 """
 TESTS = """\
 def order(order_id, **extra):
@@ -23,22 +23,22 @@ def order(order_id, **extra):
 
 
 def test_an_order_is_processed_and_its_second_send_is_a_duplicate(sluice_stack):
-    first = sluice_stack.send(order("kit-1"))
+    first = sluice_stack.send(order("kit-1"), workload="Orders")
     assert sluice_stack.outcome(first).kind == "processed"
-    again = sluice_stack.send(order("kit-1"))
+    again = sluice_stack.send(order("kit-1"), workload="Orders")
     ended = sluice_stack.outcome(again)
     assert (ended.kind, ended.message_id) == ("duplicate", again)
 
 
 def test_an_order_above_the_limit_is_poison_with_its_reason(sluice_stack):
-    ended = sluice_stack.outcome(sluice_stack.send(order("kit-2", amount_cents=10**9)))
+    ended = sluice_stack.outcome(sluice_stack.send(order("kit-2", amount_cents=10**9), workload="Orders"))
     assert ended.kind == "poison"
     assert "exceeds the single-order limit" in ended.reason
     assert ended.error_type == "PermanentError"
 
 
 def test_a_body_that_is_not_json_is_poison(sluice_stack):
-    ended = sluice_stack.outcome(sluice_stack.send("{not json"))
+    ended = sluice_stack.outcome(sluice_stack.send("{not json", workload="Orders"))
     assert ended.kind == "poison"
     assert "not valid JSON" in ended.reason
 

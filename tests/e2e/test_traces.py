@@ -20,6 +20,7 @@ from sluice.envelope import Envelope, merge, utcnow
 from sluice.jobs.worker import job_message
 from sluice.logevents import EVENT, LogEvent
 from sluice_local.app import messages
+from sluice_local.app.messages import ORDERS
 from sluice_local.app.observer import Stack, envelope_of
 
 DEADLINE_SECONDS = 240.0  # generous for a loaded machine: only reached when the trace is broken
@@ -51,7 +52,7 @@ def test_given_a_traced_message_that_fails_for_good_then_one_trace_id_follows_it
     key = f"{stack.outputs['ClaimCheckPrefix']}trace-{uuid.uuid4().hex}/payload"  # never uploaded
     sqs = stack.client("sqs")
     origin = sqs.send_message(
-        QueueUrl=stack.outputs["WorkQueueUrl"],
+        QueueUrl=stack.outputs[ORDERS + "QueueUrl"],
         MessageBody=messages.claim_check(stack.outputs["ClaimCheckBucketName"], key),
         MessageSystemAttributes=system(header),
     )["MessageId"]
@@ -86,7 +87,7 @@ def test_given_a_traced_message_when_the_redrive_state_machine_sends_it_back_the
     header, trace_id = traced()
     key = f"{sfn_stack.outputs['ClaimCheckPrefix']}trace-{uuid.uuid4().hex}/payload"  # never uploaded
     origin = sfn_stack.client("sqs").send_message(
-        QueueUrl=sfn_stack.outputs["WorkQueueUrl"],
+        QueueUrl=sfn_stack.outputs[ORDERS + "QueueUrl"],
         MessageBody=messages.claim_check(sfn_stack.outputs["ClaimCheckBucketName"], key),
         MessageSystemAttributes=system(header),
     )["MessageId"]
@@ -118,7 +119,7 @@ def test_given_a_traced_delayed_message_then_the_rehydrated_delivery_carries_its
     order = f"trace-{uuid.uuid4().hex[:12]}"
     body = json.dumps(messages.order(order))
     due = utcnow() + timedelta(seconds=12)  # beyond the direct-send threshold: parked in S3
-    envelope = Envelope(deliver_at=due, target=stack.outputs["WorkQueueUrl"])
+    envelope = Envelope(deliver_at=due, target=stack.outputs[ORDERS + "QueueUrl"])
     stack.client("sqs").send_message(  # what send_delayed sends, from a traced producer
         QueueUrl=stack.outputs["DelayQueueUrl"],
         MessageBody=body,

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable
 
 from sluice_local.app.fast import FAST
-from sluice_local.app.messages import claim_check, order
+from sluice_local.app.messages import ORDERS, REFUNDS, claim_check, order
 from sluice_local.app.stack import local_cloud
 from sluice_local.emulation.cloud import LocalCloud
 from sluice_local.emulation.emf import Datapoint
@@ -50,9 +50,9 @@ def test_a_failure_storm_in_one_stack_moves_no_alarm_of_the_other_in_the_same_ac
         assert storm.alarms is not None
         assert calm.alarms is not None
         evaluated = {a.name for a in storm.alarms.alarms}
-        near = f"{storm.stack_name}-near-dead-letter"
+        near = f"{storm.stack_name}-{ORDERS}-near-dead-letter"
         assert near in evaluated, f"the alarm on NearDeadLetter (EMF) is not evaluated: {evaluated}"
-        assert f"{calm.stack_name}-near-dead-letter" in {a.name for a in calm.alarms.alarms}
+        assert f"{calm.stack_name}-{ORDERS}-near-dead-letter" in {a.name for a in calm.alarms.alarms}
 
         metrics = storm.feed.subscribe()  # every EMF datapoint of either stack, from now on
         # When one stack's consumer fails on every receive of many messages while the other's
@@ -62,17 +62,17 @@ def test_a_failure_storm_in_one_stack_moves_no_alarm_of_the_other_in_the_same_ac
         prefix = storm.outputs["ClaimCheckPrefix"]
         for n in range(STORM):
             sqs.send_message(
-                QueueUrl=storm.outputs["WorkQueueUrl"],
+                QueueUrl=storm.outputs[ORDERS + "QueueUrl"],
                 MessageBody=claim_check(bucket, f"{prefix}never-{n}"),
             )
         for n in range(STORM):
             calm.client("sqs").send_message(
-                QueueUrl=calm.outputs["WorkQueueUrl"], MessageBody=json.dumps(order(f"calm-{n}"))
+                QueueUrl=calm.outputs[ORDERS + "QueueUrl"], MessageBody=json.dumps(order(f"calm-{n}"))
             )
 
         # Then the storm's own alarms move: the one on its EMF metric and the one on its DLQ
         wait_for(lambda: went_to_alarm(storm, near), f"{near} in ALARM; {transitions(storm)}")
-        dlq = f"{storm.stack_name}-work-dlq-depth"
+        dlq = f"{storm.stack_name}-{ORDERS}-dlq-depth"
         wait_for(lambda: went_to_alarm(storm, dlq), f"{dlq} in ALARM; {transitions(storm)}")
         # and the calm stack processed its orders, each stack's datapoints under its own name
         seen: list[Datapoint] = []
@@ -85,9 +85,9 @@ def test_a_failure_storm_in_one_stack_moves_no_alarm_of_the_other_in_the_same_ac
                 if p.name == "RecordsProcessed" and p.dimensions == (("service", service),)
             )
 
+        calm_orders, storm_orders = f"{calm.stack_name}/{ORDERS}", f"{storm.stack_name}/{ORDERS}"
         wait_for(
-            lambda: processed(calm.stack_name) >= STORM,
-            f"calm's orders processed; {processed(calm.stack_name)}",
+            lambda: processed(calm_orders) >= STORM, f"calm's orders processed; {processed(calm_orders)}"
         )
         near_by = {
             service: sum(
@@ -95,11 +95,18 @@ def test_a_failure_storm_in_one_stack_moves_no_alarm_of_the_other_in_the_same_ac
                 for p in seen
                 if p.name == "NearDeadLetter" and p.dimensions == (("service", service),)
             )
-            for service in (storm.stack_name, calm.stack_name)
+            for service in (storm_orders, calm_orders)
         }
-        assert near_by[storm.stack_name] > 0, near_by
-        assert near_by[calm.stack_name] == 0, near_by
-        assert processed(storm.stack_name) == 0
+        assert near_by[storm_orders] > 0, near_by
+        assert near_by[calm_orders] == 0, near_by
+        assert processed(storm_orders) == 0
+        # ... and in the storm's stack, its other workload's alarms stay where they were
+        others = {
+            name: moves
+            for name, moves in transitions(storm).items()
+            if name.startswith(f"{storm.stack_name}-{REFUNDS}-") and went_to_alarm(storm, name)
+        }
+        assert others == {}, f"the {REFUNDS} workload's alarms moved with the {ORDERS} storm: {others}"
         calm_alarms = transitions(calm)
         moved = {name: moves for name, moves in calm_alarms.items() if went_to_alarm(calm, name)}
         assert moved == {}, f"the calm stack's alarms moved with the other's storm: {moved}"

@@ -14,11 +14,12 @@ from .conftest import ROOT
 
 def miswired_template(tmp: Path) -> Path:
     """A copy of template.yaml whose consumer sends poison pills to the dead-letter queue."""
-    for folder in ("functions", "layers", "statemachines"):
+    for folder in ("functions", "examples", "layers", "statemachines"):
         os.symlink(ROOT / folder, tmp / folder)
     text = (ROOT / "template.yaml").read_text()
-    wrong = text.replace(
-        "SLUICE_POISON_QUEUE_URL: !Ref PoisonPillQueue", "SLUICE_POISON_QUEUE_URL: !Ref WorkDeadLetterQueue"
+    wrong = text.replace(  # in the workloads' loop: each workload's functions, its own DLQ
+        "              SLUICE_POISON_QUEUE_URL: !Ref PoisonPillQueue",
+        '              SLUICE_POISON_QUEUE_URL: {Ref: !Sub "${Name}DeadLetterQueue"}',
     )
     assert wrong != text, "template.yaml no longer wires SLUICE_POISON_QUEUE_URL the expected way"
     path = tmp / "template.yaml"
@@ -48,6 +49,6 @@ def test_a_miswired_poison_queue_fails_the_poison_scenario_with_a_clear_message(
         code = running.stop()
     assert not outcome.ok
     assert "0 in PoisonPillQueue" in outcome.observed
-    assert "found instead in WorkDeadLetterQueue" in outcome.observed
+    assert "found instead in OrdersDeadLetterQueue" in outcome.observed
     assert code == 0
     assert port_is_closed(running.port)

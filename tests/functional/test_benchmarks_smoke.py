@@ -59,7 +59,7 @@ COLD_INVOKE = Smoke(
     (
         r"^  anchor's copies of processor\.py checked identical: Order",
         r"^work per run \(both\): 10 new records, no failures; items written \{'idempotency': \{",
-        rf"^  sluice \(functions/consumer\) +{NUMBER} +{NUMBER} +{NUMBER} +\[{NUMBER}\]$",
+        rf"^  sluice \(examples/orders\) +{NUMBER} +{NUMBER} +{NUMBER} +\[{NUMBER}\]$",
         rf"^  anchor \(benchmarks/anchor\) +{NUMBER} +{NUMBER} +{NUMBER} +\[{NUMBER}\]$",
         rf"^ratio sluice/anchor, whole cold invocation .* = {NUMBER} +\(target <= {NUMBER}\) +(PASS|FAIL)$",
         rf"^  modules only sluice imports: {NUMBER}, {NUMBER} ms self in total",

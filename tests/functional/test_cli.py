@@ -764,6 +764,7 @@ def test_given_a_fresh_table_when_breaker_open_status_close_then_the_state_round
         "probeAt",
         "version",
         "table",
+        "breaker",
     }
     assert status.json["isOpen"] is True
     assert (status.json["state"], status.json["reason"], status.json["openedBy"]) == (
@@ -799,10 +800,10 @@ def test_given_an_open_breaker_when_status_in_human_mode_then_state_and_reason_a
 
 # --- resources from a CloudFormation stack -----------------------------------------------------
 
-MINIMAL_TEMPLATE = {
+WORKLOADS = ("Orders", "Refunds")
+MINIMAL_TEMPLATE = {  # what the CLI reads of a stack of two workloads: their outputs and the shared ones
     "Resources": {
-        "WorkQueue": {"Type": "AWS::SQS::Queue"},
-        "WorkDeadLetterQueue": {"Type": "AWS::SQS::Queue"},
+        **{f"{w}{q}": {"Type": "AWS::SQS::Queue"} for w in WORKLOADS for q in ("Queue", "DeadLetterQueue")},
         "PoisonPillQueue": {"Type": "AWS::SQS::Queue"},
         "BreakerTable": {
             "Type": "AWS::DynamoDB::Table",
@@ -814,15 +815,23 @@ MINIMAL_TEMPLATE = {
         },
     },
     "Outputs": {
-        "WorkQueueUrl": {"Value": {"Ref": "WorkQueue"}},
-        "WorkQueueArn": {"Value": {"Fn::GetAtt": ["WorkQueue", "Arn"]}},
-        "WorkDeadLetterQueueUrl": {"Value": {"Ref": "WorkDeadLetterQueue"}},
-        "WorkDeadLetterQueueArn": {"Value": {"Fn::GetAtt": ["WorkDeadLetterQueue", "Arn"]}},
+        "WorkloadNames": {"Value": ",".join(WORKLOADS)},
+        **{
+            f"{w}{q}{kind}": {
+                "Value": {"Ref": f"{w}{q}"} if kind == "Url" else {"Fn::GetAtt": [f"{w}{q}", "Arn"]}
+            }
+            for w in WORKLOADS
+            for q in ("Queue", "DeadLetterQueue")
+            for kind in ("Url", "Arn")
+        },
+        **{
+            f"{w}RedriveSettingsFunctionName": {"Value": f"not-deployed-{w.lower()}-redriver"}
+            for w in WORKLOADS
+        },
         "PoisonPillQueueUrl": {"Value": {"Ref": "PoisonPillQueue"}},
         "PoisonPillQueueArn": {"Value": {"Fn::GetAtt": ["PoisonPillQueue", "Arn"]}},
         "BreakerTableName": {"Value": {"Ref": "BreakerTable"}},
         "RedriveMode": {"Value": "lambda"},
-        "RedriveSettingsFunctionName": {"Value": "not-deployed-redriver"},
     },
 }
 
@@ -847,22 +856,60 @@ def _run(*argv: str) -> Result:
 
 def test_given_a_cloudformation_stack_when_commands_run_then_resources_come_from_its_outputs(cfn_stack):
     sqs = boto3.client("sqs", region_name=REGION)
-    sqs.send_message(QueueUrl=cfn_stack["WorkDeadLetterQueueUrl"], MessageBody="dead")
+    sqs.send_message(QueueUrl=cfn_stack["RefundsDeadLetterQueueUrl"], MessageBody="dead")
 
-    stats = _run("--stack-name", "cli-stack", "--json", "dlq", "stats")
-    opened = _run("--stack-name", "cli-stack", "--json", "breaker", "open", "--reason", "from the stack")
+    stats = _run("--stack-name", "cli-stack", "--workload", "Refunds", "--json", "dlq", "stats")
+    opened = _run(
+        "--stack-name",
+        "cli-stack",
+        "--workload",
+        "Refunds",
+        "--json",
+        "breaker",
+        "open",
+        "--reason",
+        "from the stack",
+    )
 
     assert stats.code == 0
+    assert stats.json["workload"] == "Refunds"
     queues = {q["queue"]: q for q in stats.json["queues"]}
-    assert queues["dead-letter"]["url"] == cfn_stack["WorkDeadLetterQueueUrl"]
+    assert queues["dead-letter"]["url"] == cfn_stack["RefundsDeadLetterQueueUrl"]
     assert queues["dead-letter"]["visible"] == 1
     assert queues["poison"]["url"] == cfn_stack["PoisonPillQueueUrl"]
     assert opened.code == 0
-    assert opened.json["table"] == cfn_stack["BreakerTableName"]
-    item = boto3.client("dynamodb", region_name=REGION).get_item(
-        TableName=cfn_stack["BreakerTableName"], Key={"id": {"S": "redrive"}}
-    )["Item"]
-    assert item["reason"] == {"S": "from the stack"}
+    assert (opened.json["table"], opened.json["breaker"]) == (cfn_stack["BreakerTableName"], "Refunds")
+    dynamodb = boto3.client("dynamodb", region_name=REGION)
+    item = dynamodb.get_item(TableName=cfn_stack["BreakerTableName"], Key={"id": {"S": "Refunds"}})["Item"]
+    assert item["reason"] == {"S": "from the stack"}  # the Refunds breaker; the Orders one untouched
+    assert "Item" not in dynamodb.get_item(
+        TableName=cfn_stack["BreakerTableName"], Key={"id": {"S": "Orders"}}
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        ((), "runs the workloads Orders, Refunds: pass --workload NAME"),
+        (("--workload", "Shipments"), "runs no workload 'Shipments' (it runs: Orders, Refunds)"),
+    ],
+)
+def test_given_a_stack_of_two_workloads_when_none_or_an_unknown_one_is_named_then_exit_2_naming_them(
+    cfn_stack, argv, said
+):
+    sqs = boto3.client("sqs", region_name=REGION)
+    sqs.send_message(QueueUrl=cfn_stack["OrdersDeadLetterQueueUrl"], MessageBody="dead")
+
+    result = _run("--stack-name", "cli-stack", *argv, "dlq", "redrive", "--yes")
+
+    assert result.code == 2
+    assert said in result.stderr
+    assert (
+        sqs.get_queue_attributes(
+            QueueUrl=cfn_stack["OrdersDeadLetterQueueUrl"], AttributeNames=["ApproximateNumberOfMessages"]
+        )["Attributes"]["ApproximateNumberOfMessages"]
+        == "1"
+    )  # nothing moved on a guess
 
 
 def test_given_a_stack_whose_settings_function_is_missing_when_replaying_then_outputs_and_defaults_are_used(
@@ -870,17 +917,20 @@ def test_given_a_stack_whose_settings_function_is_missing_when_replaying_then_ou
 ):
     sqs = boto3.client("sqs", region_name=REGION)
     attributes = merge(
-        {}, Envelope(origin_id="o-1", attempts=1, source=cfn_stack["WorkQueueArn"]), body="b", seal=TEST_SEAL
+        {},
+        Envelope(origin_id="o-1", attempts=1, source=cfn_stack["OrdersQueueArn"]),
+        body="b",
+        seal=TEST_SEAL,
     )
     sqs.send_message(QueueUrl=cfn_stack["PoisonPillQueueUrl"], MessageBody="b", MessageAttributes=attributes)  # type: ignore[arg-type]
 
-    result = _run("--stack-name", "cli-stack", "--json", "poison", "replay", "o-1")
+    result = _run("--stack-name", "cli-stack", "--workload", "Orders", "--json", "poison", "replay", "o-1")
 
     assert result.code == 0, result.stderr
     assert result.json["settings"]["origin"] == "fallback"
-    assert "not-deployed-redriver" in result.stderr
-    assert result.json["replayed"][0]["destination"] == cfn_stack["WorkQueueUrl"]
-    body = sqs.receive_message(QueueUrl=cfn_stack["WorkQueueUrl"])["Messages"][0]["Body"]
+    assert "not-deployed-orders-redriver" in result.stderr
+    assert result.json["replayed"][0]["destination"] == cfn_stack["OrdersQueueUrl"]
+    body = sqs.receive_message(QueueUrl=cfn_stack["OrdersQueueUrl"])["Messages"][0]["Body"]
     assert body == "b"
 
 

@@ -26,14 +26,14 @@ EXTENDED_SIZE = 300_123
 
 # file → (failed item ids, metric values that must be seen)
 EXPECTED: dict[str, tuple[set[str], dict[str, int]]] = {
-    "consumer/normal.json": (set(), {"RecordsProcessed": 1, "RecordsIsolated": 0}),
-    "consumer/duplicate.json": (set(), {"RecordsProcessed": 1, "DuplicatesSkipped": 1}),
-    "consumer/poison-bad-json.json": (set(), {"RecordsIsolated": 1, "RecordsProcessed": 0}),
-    "consumer/permanent-business-failure.json": (set(), {"RecordsIsolated": 1}),
-    "consumer/claim-check-extended.json": (set(), {"RecordsProcessed": 1, "ClaimChecksResolved": 1}),
-    "consumer/claim-check-simple.json": (set(), {"RecordsProcessed": 1, "ClaimChecksResolved": 1}),
-    "consumer/claim-check-foreign-bucket.json": (set(), {"RecordsIsolated": 1, "ClaimChecksResolved": 0}),
-    "consumer/mixed-batch.json": (
+    "orders/normal.json": (set(), {"RecordsProcessed": 1, "RecordsIsolated": 0}),
+    "orders/duplicate.json": (set(), {"RecordsProcessed": 1, "DuplicatesSkipped": 1}),
+    "orders/poison-bad-json.json": (set(), {"RecordsIsolated": 1, "RecordsProcessed": 0}),
+    "orders/permanent-business-failure.json": (set(), {"RecordsIsolated": 1}),
+    "orders/claim-check-extended.json": (set(), {"RecordsProcessed": 1, "ClaimChecksResolved": 1}),
+    "orders/claim-check-simple.json": (set(), {"RecordsProcessed": 1, "ClaimChecksResolved": 1}),
+    "orders/claim-check-foreign-bucket.json": (set(), {"RecordsIsolated": 1, "ClaimChecksResolved": 0}),
+    "orders/mixed-batch.json": (
         set(),
         {
             "RecordsProcessed": 5,  # 2001, 2004, 2005, extended, simple
@@ -110,7 +110,8 @@ def consumer_stack(monkeypatch):
 def test_event_runs_through_its_handler(consumer_stack, capsys, event_file):
     sqs, poison = consumer_stack
     function = event_file.split("/")[0]
-    handler = load_handler(ROOT / "functions" / function, "app.lambda_handler")
+    folder = ROOT / "functions" / function  # a sluice function, else an example workload's consumer
+    handler = load_handler(folder if folder.is_dir() else ROOT / "examples" / function, "app.lambda_handler")
     event = seal_envelopes(json.loads((EVENTS / event_file).read_text()))  # as sluice wrote them
     capsys.readouterr()
 

@@ -443,7 +443,7 @@ def test_given_a_redriver_crash_then_half_of_them_land_between_its_send_and_its_
     for seed in range(200):
         plan = faults.FaultPlan(seed=seed, lambda_rate=1.0, only=(faults.CRASH,), crash_points=CRASH_POINTS)
         injector = faults.Injector(plan)
-        _, inner = injector.invocation("RedriverFunction")
+        _, inner = injector.invocation("OrdersRedriverFunction")
         points.append(inner.crash_before)
     share = points.count("DeleteMessageBatch") / len(points)
     assert 0.35 < share < 0.65

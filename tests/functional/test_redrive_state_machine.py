@@ -66,6 +66,7 @@ from sluice.redrive.plan import REFUSED
 from sluice.redrive.settings import RedriveSettings
 from sluice.redrive.steps import FETCH_VISIBILITY_SECONDS, SEND_REFUSALS, plan_step, refusal_step
 from sluice.sqs import queue_url_from_arn
+from sluice_local.emulation.language_extensions import expand
 from sluice_local.emulation.moto_adapter import install_aws_sdk_casing
 from tests.conftest import create_task_role, envelope_key_secret
 from tests.doubles import RecordingMetrics, envelope_of, sealed
@@ -583,9 +584,12 @@ def test_given_the_send_refusal_choice_when_read_then_it_isolates_exactly_the_sq
 
 def test_given_the_batch_report_when_read_then_it_writes_what_the_redrive_failures_alarm_reads():
     # Given the ReportBatch task and the template's RedriveFailuresAlarm
-    template = yaml_parse(TEMPLATE.read_text(encoding="utf-8"))
-    alarm = template["Resources"]["RedriveFailuresAlarm"]["Properties"]
-    substitutions = template["Resources"]["RedriveStateMachine"]["Properties"]["DefinitionSubstitutions"]
+    # (a workload's: the loop's copy for the example workload Orders)
+    template = expand(yaml_parse(TEMPLATE.read_text(encoding="utf-8")), {})
+    alarm = template["Resources"]["OrdersRedriveFailuresAlarm"]["Properties"]
+    substitutions = template["Resources"]["OrdersRedriveStateMachine"]["Properties"][
+        "DefinitionSubstitutions"
+    ]
     definition = json.loads(DEFINITION.read_text())
     report = definition["States"]["ReportBatch"]
     # (the dimension's value as the template substitutes it: the stack's name, as the alarm's)

@@ -43,8 +43,23 @@ REQUIRED = object()
 
 
 def load_template() -> Template:
-    """template.yaml with its ``Fn::ForEach`` loops expanded (as CloudFormation reads it)."""
-    return expand(yaml_parse(TEMPLATE.read_text(encoding="utf-8")), {})
+    """template.yaml with its ``Fn::ForEach`` loops expanded (as CloudFormation reads it), its
+    ``Fn::FindInMap`` kept: a workload's setting is its own value or a parameter's (:func:`unwrapped`)."""
+    return expand(yaml_parse(TEMPLATE.read_text(encoding="utf-8")), {}, resolve_mappings=False)
+
+
+def unwrapped(template: Template, value: Any, *, own: bool = True) -> Any:
+    """A workload's setting (``Fn::FindInMap [Workloads, <name>, <key>, {DefaultValue: X}]``) as the
+    value it takes: the workload's own when its block sets one (``own``), else X; anything else as it is."""
+    if not (isinstance(value, dict) and set(value) == {"Fn::FindInMap"}):
+        return value
+    mapping, name, key, *options = value["Fn::FindInMap"]
+    if mapping != "Workloads" or not isinstance(name, str):
+        return value
+    workload = template.get("Mappings", {}).get(mapping, {}).get(name, {})
+    if own and key in workload:
+        return workload[key]
+    return options[0].get("DefaultValue") if options and isinstance(options[0], dict) else value
 
 
 def parameter_default(template: Template, name: str) -> Any:
@@ -103,7 +118,8 @@ def function_env(
         **template["Resources"][function]["Properties"].get("Environment", {}).get("Variables", {}),
     }
     env: dict[str, str] = {}
-    for name, value in variables.items():
+    for name, written in variables.items():
+        value = unwrapped(template, written)
         if isinstance(value, str | int | float):
             env[name] = str(value)
         elif isinstance(value, dict) and set(value) == {"Ref"} and isinstance(value["Ref"], str):
@@ -125,7 +141,8 @@ def parameter_fed(template: Template) -> dict[str, str]:
         if resource.get("Type") != "AWS::Serverless::Function":
             continue
         variables = resource["Properties"].get("Environment", {}).get("Variables", {})
-        for name, value in variables.items():
+        for name, written in variables.items():
+            value = unwrapped(template, written, own=False)  # a workload's: the parameter it defaults to
             if name.startswith(ENV_PREFIX) and isinstance(value, dict) and value.get("Ref") in parameters:
                 fed[name] = value["Ref"]
     return fed

@@ -1,12 +1,12 @@
-"""The template's business key fits no example; the example's stacks set theirs as the example's own
-configuration (Given / When / Then)."""
+"""The template's business key fits no example; the example workloads set theirs in their own block of
+template.yaml's Mappings.Workloads, as a team's workload does (Given / When / Then)."""
 
 from __future__ import annotations
 
 from sluice.consumer.settings import ConsumerSettings
-from sluice_local.app.messages import EXAMPLE_PARAMETERS, order
+from sluice_local.app.messages import ORDERS, REFUNDS, order
 from sluice_local.app.stack import local_cloud
-from tests.unit.settings_sources import load_template, parameter_default
+from tests.unit.settings_sources import function_env, load_template, parameter_default
 
 KEY_PATH = "IdempotencyKeyJmesPath"
 
@@ -17,22 +17,23 @@ def test_given_the_template_then_its_key_path_defaults_to_message_identity() -> 
     assert ConsumerSettings.model_fields["idempotency_key_jmespath"].default == ""
 
 
-def test_given_the_example_then_its_key_path_names_its_orders_id() -> None:
-    # Given the example's configuration, Then its key path finds the id of every order it sends
-    assert EXAMPLE_PARAMETERS == {KEY_PATH: "order_id"}
+def test_given_the_example_workloads_then_each_names_its_own_key_path_in_its_block() -> None:
+    # Given the template as deployed, Then each example's consumer keys by its own id field
+    template = load_template()
+    assert template["Mappings"]["Workloads"][ORDERS]["KeyPath"] == "order_id"
+    assert template["Mappings"]["Workloads"][REFUNDS]["KeyPath"] == "refund_id"
+    assert (
+        function_env(template, f"{ORDERS}ConsumerFunction")["SLUICE_IDEMPOTENCY_KEY_JMESPATH"] == "order_id"
+    )
+    assert (
+        function_env(template, f"{REFUNDS}ConsumerFunction")["SLUICE_IDEMPOTENCY_KEY_JMESPATH"] == "refund_id"
+    )
     assert order("o-1")["order_id"] == "o-1"
 
 
-def test_given_a_local_stack_when_built_then_it_deploys_with_the_examples_key_path() -> None:
+def test_given_a_local_stack_when_built_then_it_adds_nothing_for_the_examples() -> None:
     # When the stack the demo, the soak, the e2e tests and `python -m sluice_local up` start is built
     cloud = local_cloud({"LogLevel": "INFO"})
-    # Then it carries the example's key path beside the caller's parameters
-    assert cloud.parameters[KEY_PATH] == "order_id"
+    # Then its parameters are samconfig.toml's and the caller's: the examples need no stack parameter
+    assert KEY_PATH not in cloud.parameters
     assert cloud.parameters["LogLevel"] == "INFO"
-
-
-def test_given_a_callers_key_path_when_a_local_stack_is_built_then_the_caller_wins() -> None:
-    # When a caller deploys the stack with its own key path (here: none)
-    cloud = local_cloud({KEY_PATH: ""})
-    # Then the example's does not replace it
-    assert cloud.parameters[KEY_PATH] == ""

@@ -13,7 +13,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted(
-    [*(ROOT / "layers" / "common" / "sluice").rglob("*.py"), *(ROOT / "functions").rglob("*.py")]
+    [
+        *(ROOT / "layers" / "common" / "sluice").rglob("*.py"),
+        *(ROOT / "functions").rglob("*.py"),
+        *(ROOT / "examples").rglob("*.py"),
+    ]
 )
 PROCESS_WIDE = {"append_keys", "remove_keys"}
 

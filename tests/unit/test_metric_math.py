@@ -69,7 +69,7 @@ def traffic(**overrides: list[float | None]) -> dict[str, list[float | None]]:
 
 
 def test_given_steady_traffic_then_every_message_is_accounted_for_and_conservation_is_ok():
-    result, values = state("WorkQueueConservationAlarm", **traffic())
+    result, values = state("OrdersQueueConservationAlarm", **traffic())
     assert values[1:] == [-100.0] * (PERIODS - 1)  # 0 unaccounted, less the 10 % tolerance of 1000 sent
     assert result == "OK"
 
@@ -79,17 +79,17 @@ def test_given_records_deleted_without_an_outcome_then_conservation_alarms_after
     # (no outcome, no DLQ), from the third period on
     processed: list[float | None] = [1000.0, 1000.0, 700.0, 700.0, 700.0, 700.0]
     # When the alarm evaluates, then the excess (300 - 10 % of 1000 = 200 > 10) breaches every period
-    result, values = state("WorkQueueConservationAlarm", **traffic(processed=processed))
+    result, values = state("OrdersQueueConservationAlarm", **traffic(processed=processed))
     assert values[2:] == [200.0] * 4
     assert result == "ALARM"
     # ... but two periods of it are not yet three of three
-    result, _ = state("WorkQueueConservationAlarm", **traffic(processed=[*processed[:4], 1000.0, 1000.0]))
+    result, _ = state("OrdersQueueConservationAlarm", **traffic(processed=[*processed[:4], 1000.0, 1000.0]))
     assert result == "OK"
 
 
 def test_given_a_loss_below_the_tolerance_then_conservation_cannot_see_it():
     # 5 % of the traffic lost: under ConservationTolerancePercent (10) — what the runbook says it misses
-    result, _ = state("WorkQueueConservationAlarm", **traffic(processed=[950.0] * PERIODS))
+    result, _ = state("OrdersQueueConservationAlarm", **traffic(processed=[950.0] * PERIODS))
     assert result == "OK"
 
 
@@ -100,7 +100,7 @@ def test_given_a_backlog_that_builds_and_drains_then_the_queue_holds_the_differe
     processed: list[float | None] = [1000.0, 1000.0, 1000.0, 1500.0, 1500.0, 1000.0]
     visible: list[float | None] = [50.0, 550.0, 1050.0, 550.0, 50.0, 50.0]
     result, values = state(
-        "WorkQueueConservationAlarm", **traffic(sent=sent, processed=processed, wvisible=visible)
+        "OrdersQueueConservationAlarm", **traffic(sent=sent, processed=processed, wvisible=visible)
     )
     assert [v for v in values[1:] if v is not None and v > 0] == []
     assert result == "OK"
@@ -110,7 +110,7 @@ def test_given_messages_moved_to_the_dlq_and_redriven_then_they_are_accounted_fo
     # 100 records per period exhaust their receives: SQS moves them to the DLQ (its depth rises by 100),
     # the redrive takes them out again (100 deleted from the DLQ): accounted for as dead-lettered
     result, values = state(
-        "WorkQueueConservationAlarm",
+        "OrdersQueueConservationAlarm",
         **traffic(
             processed=[900.0] * PERIODS,
             dvisible=[0.0, 100.0, 100.0, 100.0, 100.0, 100.0],
@@ -123,14 +123,14 @@ def test_given_messages_moved_to_the_dlq_and_redriven_then_they_are_accounted_fo
 
 def test_given_redeliveries_then_duplicates_count_as_outcomes_and_never_alarm():
     # at-least-once: 200 redelivered copies per period skipped as duplicates: over-accounted, never lost
-    result, values = state("WorkQueueConservationAlarm", **traffic(duplicates=[200.0] * PERIODS))
+    result, values = state("OrdersQueueConservationAlarm", **traffic(duplicates=[200.0] * PERIODS))
     assert all(v is not None and v < 0 for v in values[1:])
     assert result == "OK"
 
 
 def test_given_no_traffic_then_there_is_no_datapoint_and_conservation_is_ok():
     quiet: dict[str, list[float | None]] = {k: [None] * PERIODS for k in traffic()}
-    result, values = state("WorkQueueConservationAlarm", **quiet)
+    result, values = state("OrdersQueueConservationAlarm", **quiet)
     assert result == "OK"
     assert values[1:] == [0.0] * (PERIODS - 1)  # FILL makes it 0, never a breach
 
@@ -140,7 +140,7 @@ def test_given_no_traffic_then_there_is_no_datapoint_and_conservation_is_ok():
 
 def test_given_a_small_steady_backlog_then_it_drains_within_a_period_and_does_not_warn():
     result, values = state(
-        "WorkQueueTimeToDrainAlarm", visible=[50.0] * 3, sent=[1000.0] * 3, deleted=[1000.0] * 3
+        "OrdersQueueTimeToDrainAlarm", visible=[50.0] * 3, sent=[1000.0] * 3, deleted=[1000.0] * 3
     )
     assert values == [15.0] * 3  # 50 waiting at 1000 per 300 s
     assert result == "OK"
@@ -148,7 +148,7 @@ def test_given_a_small_steady_backlog_then_it_drains_within_a_period_and_does_no
 
 def test_given_producers_outpacing_the_consumer_then_the_backlog_never_drains_and_it_warns():
     result, values = state(
-        "WorkQueueTimeToDrainAlarm",
+        "OrdersQueueTimeToDrainAlarm",
         visible=[5000.0, 6000.0, 7000.0],
         sent=[1200.0] * 3,
         deleted=[1000.0] * 3,
@@ -160,19 +160,19 @@ def test_given_producers_outpacing_the_consumer_then_the_backlog_never_drains_an
 def test_given_a_large_backlog_draining_slowly_then_it_warns_and_draining_fast_it_does_not():
     # net drain 1000 per 300 s: 10000 waiting takes 3000 s (> 900), 2000 waiting 600 s
     slow, values = state(
-        "WorkQueueTimeToDrainAlarm", visible=[10000.0] * 3, sent=[1000.0] * 3, deleted=[2000.0] * 3
+        "OrdersQueueTimeToDrainAlarm", visible=[10000.0] * 3, sent=[1000.0] * 3, deleted=[2000.0] * 3
     )
     assert values == [3000.0] * 3
     assert slow == "ALARM"
     fast, _ = state(
-        "WorkQueueTimeToDrainAlarm", visible=[2000.0] * 3, sent=[1000.0] * 3, deleted=[2000.0] * 3
+        "OrdersQueueTimeToDrainAlarm", visible=[2000.0] * 3, sent=[1000.0] * 3, deleted=[2000.0] * 3
     )
     assert fast == "OK"
 
 
 def test_given_an_empty_idle_queue_then_time_to_drain_is_zero():
     result, values = state(
-        "WorkQueueTimeToDrainAlarm", visible=[0.0] * 3, sent=[None] * 3, deleted=[None] * 3
+        "OrdersQueueTimeToDrainAlarm", visible=[0.0] * 3, sent=[None] * 3, deleted=[None] * 3
     )
     assert values == [0.0] * 3
     assert result == "OK"
@@ -182,12 +182,12 @@ def test_given_an_empty_idle_queue_then_time_to_drain_is_zero():
 
 
 def test_given_failed_executions_while_the_breaker_is_open_then_they_do_not_page():
-    result, _ = state("RedriveStateMachineExecutionsFailedAlarm", failed=[2.0], breaker=[1.0])
+    result, _ = state("OrdersRedriveStateMachineExecutionsFailedAlarm", failed=[2.0], breaker=[1.0])
     assert result == "OK"  # CircuitBreakerOpen ends an execution as Failed, by design
 
 
 def test_given_failed_executions_with_the_breaker_closed_then_it_pages():
-    result, values = state("RedriveStateMachineExecutionsFailedAlarm", failed=[1.0], breaker=[None])
+    result, values = state("OrdersRedriveStateMachineExecutionsFailedAlarm", failed=[1.0], breaker=[None])
     assert values == [1.0]
     assert result == "ALARM"
 
@@ -220,10 +220,15 @@ def test_every_expression_in_the_template_is_one_the_evaluator_reads():
         for lid, r in template["Resources"].items()
         if r["Type"] == "AWS::CloudWatch::Alarm" and "Metrics" in (props := r["Properties"])
     }
-    assert set(math) == {
-        "WorkQueueConservationAlarm",
-        "WorkQueueTimeToDrainAlarm",
-        "RedriveStateMachineExecutionsFailedAlarm",
+    workloads = load_template()["Parameters"]["Workloads"]["Default"].split(",")
+    assert set(math) == {  # each workload's three (one loop body: the tests read the first one's)
+        f"{name}{alarm_id}"
+        for name in workloads
+        for alarm_id in (
+            "QueueConservationAlarm",
+            "QueueTimeToDrainAlarm",
+            "RedriveStateMachineExecutionsFailedAlarm",
+        )
     }
     for lid in math:
         props = alarm(lid)

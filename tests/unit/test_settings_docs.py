@@ -208,14 +208,20 @@ def _column_problems(
 def table_problems(table: Table, text: str, template: Template) -> list[str]:
     """Every default ``table`` (in ``text``) states that its model or the template does not have."""
 
+    workloads = str(template["Parameters"]["Workloads"]["Default"]).split(",")
+
+    def resource(cell: Any) -> bool:  # a resource of the template's, or each workload's (<Workload>X)
+        names = [str(cell).replace("<Workload>", w) for w in workloads]
+        return all(n in template["Resources"] for n in names)
+
     def parameter(name: str, default: Any, where: str) -> list[str]:
-        if default in template["Resources"]:
+        if resource(default):
             return []  # set from that resource: no default to compare
         return _parameter_problems(template, name, default, where)
 
     def env(name: str, default: Any, where: str) -> list[str]:
         assert table.model is not None
-        return [] if default in template["Resources"] else _env_problems(table.model, name, default, where)
+        return [] if resource(default) else _env_problems(table.model, name, default, where)
 
     problems = []
     for row in rows(text, table.header):

@@ -39,15 +39,22 @@ REGION = "us-east-1"
 Template = dict[str, Any]
 Check = Callable[[Template, Template], list[str]]
 
-WORK_QUEUE = "WorkQueue"
-DEAD_LETTER_QUEUE = "WorkDeadLetterQueue"
-CONSUMER = "ConsumerFunction"
+WORKLOAD = "Orders"  # every workload's resources come from one loop body: the first one's are checked
+WORK_QUEUE = f"{WORKLOAD}Queue"
+DEAD_LETTER_QUEUE = f"{WORKLOAD}DeadLetterQueue"
+CONSUMER = f"{WORKLOAD}ConsumerFunction"
+CONSUMER_ROLE = f"{WORKLOAD}ConsumerRole"
+EVENT_SOURCE = f"{WORKLOAD}QueueSource"
 VISIBILITY_MAPPING = "VisibilityTimeout"
 TIMEOUT_PARAMETER = "ConsumerTimeoutSeconds"
 WINDOW_PARAMETER = "MaximumBatchingWindowInSeconds"
-VISIBILITY_LOOKUP = {
-    "Fn::FindInMap": [VISIBILITY_MAPPING, {"Ref": TIMEOUT_PARAMETER}, {"Ref": WINDOW_PARAMETER}]
+TIMEOUT_LOOKUP = {
+    "Fn::FindInMap": ["Workloads", WORKLOAD, "Timeout", {"DefaultValue": {"Ref": TIMEOUT_PARAMETER}}]
 }
+WINDOW_LOOKUP = {
+    "Fn::FindInMap": ["Workloads", WORKLOAD, "BatchingWindow", {"DefaultValue": {"Ref": WINDOW_PARAMETER}}]
+}
+VISIBILITY_LOOKUP = {"Fn::FindInMap": [VISIBILITY_MAPPING, TIMEOUT_LOOKUP, WINDOW_LOOKUP]}
 
 # Actions for which AWS offers no resource-level permissions: a statement may grant them on "*".
 WILDCARD_RESOURCE_ACTIONS: dict[str, str] = {
@@ -103,8 +110,9 @@ def translate(raw: Template) -> Template:
     for resource in sam.get("Resources", {}).values():
         properties = resource.get("Properties", {})
         for key in ("CodeUri", "ContentUri", "DefinitionUri"):
-            if isinstance(properties.get(key), str) and not properties[key].startswith("s3://"):
-                properties[key] = "s3://bucket/value"
+            value = properties.get(key)
+            if isinstance(value, dict) or (isinstance(value, str) and not value.startswith("s3://")):
+                properties[key] = "s3://bucket/value"  # a workload's CodeUri is a Fn::FindInMap
     with pytest.MonkeyPatch.context() as env:
         env.delenv("AWS_PROFILE", raising=False)
         translator = Translator(
@@ -159,6 +167,16 @@ def _arn(logical_id: str) -> dict[str, list[str]]:
     return {"Fn::GetAtt": [logical_id, "Arn"]}
 
 
+def _default(value: Any) -> Any:
+    """A workload setting's stack-wide default: ``Fn::FindInMap [Workloads, <name>, <key>,
+    {DefaultValue: X}]`` → X; anything else as it is."""
+    if isinstance(value, dict) and set(value) == {"Fn::FindInMap"}:
+        args = value["Fn::FindInMap"]
+        if args[0] == "Workloads" and len(args) == 4 and isinstance(args[3], dict):
+            return args[3].get("DefaultValue")
+    return value
+
+
 def _consumer_env(cfn: Template) -> dict[str, Any]:
     return _properties(cfn, CONSUMER).get("Environment", {}).get("Variables", {})
 
@@ -202,22 +220,31 @@ def check_visibility_timeout(raw: Template, cfn: Template) -> list[str]:  # noqa
     ):
         if value != VISIBILITY_LOOKUP:
             problems.append(f"{where} must be {VISIBILITY_LOOKUP}, is {value}")
-    for where, value, parameter in (
-        (f"{CONSUMER}.Timeout", _properties(cfn, CONSUMER).get("Timeout"), TIMEOUT_PARAMETER),
+    for where, value, lookup in (
+        (f"{CONSUMER}.Timeout", _properties(cfn, CONSUMER).get("Timeout"), TIMEOUT_LOOKUP),
         (
             "SQS event MaximumBatchingWindowInSeconds",
             _consumer_mapping(cfn).get(WINDOW_PARAMETER),
-            WINDOW_PARAMETER,
+            WINDOW_LOOKUP,
         ),
-        (
-            "SLUICE_BATCH_WINDOW_SECONDS",
-            _consumer_env(cfn).get("SLUICE_BATCH_WINDOW_SECONDS"),
-            WINDOW_PARAMETER,
-        ),
+        ("SLUICE_BATCH_WINDOW_SECONDS", _consumer_env(cfn).get("SLUICE_BATCH_WINDOW_SECONDS"), WINDOW_LOOKUP),
     ):
-        if value != _ref(parameter):
-            problems.append(f"{where} must be Ref {parameter}, is {value}")
+        if value != lookup:
+            problems.append(f"{where} must be {lookup}, is {value}")
     return problems
+
+
+def check_workload_visibility(raw: Template, cfn: Template) -> list[str]:
+    """A workload's own Timeout and BatchingWindow have their visibility cell (6 x timeout + window)."""
+    table = raw.get("Mappings", {}).get(VISIBILITY_MAPPING, {})
+    default_timeout = _parameter(raw, TIMEOUT_PARAMETER).get("Default")
+    default_window = _parameter(raw, WINDOW_PARAMETER).get("Default")
+    return [
+        f"workload {name}: no {VISIBILITY_MAPPING} cell for its Timeout and BatchingWindow"
+        for name, workload in raw.get("Mappings", {}).get("Workloads", {}).items()
+        if str(workload.get("BatchingWindow", default_window))
+        not in table.get(str(workload.get("Timeout", default_timeout)), {})
+    ]
 
 
 def check_dead_letter_retention(raw: Template, cfn: Template) -> list[str]:
@@ -382,7 +409,13 @@ def check_no_wildcard_resources(raw: Template, cfn: Template) -> list[str]:
 def check_managed_policies(raw: Template, cfn: Template) -> list[str]:
     problems: list[str] = []
     for name, role in _of_type(cfn, "AWS::IAM::Role").items():
-        for arn in role.get("Properties", {}).get("ManagedPolicyArns", []):
+        attached = role.get("Properties", {}).get("ManagedPolicyArns", [])
+        if _default(attached) == [] and attached != []:  # a workload's own: the team's, none by default
+            examples = raw.get("Mappings", {}).get("Workloads", {})
+            attached = [
+                arn for workload in examples.values() for arn in workload.get("ManagedPolicyArns", [])
+            ]
+        for arn in attached:
             text = arn.get("Fn::Sub", "") if isinstance(arn, dict) else str(arn)
             if text.partition(":policy/")[2] not in ALLOWED_MANAGED_POLICIES:
                 problems.append(f"{name} attaches managed policy {arn} (not in ALLOWED_MANAGED_POLICIES)")
@@ -396,7 +429,7 @@ def check_consumer_event(raw: Template, cfn: Template) -> list[str]:
         problems.append(f"{CONSUMER} must consume {WORK_QUEUE}")
     if "ReportBatchItemFailures" not in mapping.get("FunctionResponseTypes", []):
         problems.append("SQS event lacks FunctionResponseTypes: [ReportBatchItemFailures]")
-    concurrency = mapping.get("ScalingConfig", {}).get("MaximumConcurrency")
+    concurrency = _default(mapping.get("ScalingConfig", {}).get("MaximumConcurrency"))
     if not isinstance(concurrency, dict) or "Ref" not in concurrency:
         problems.append(f"ScalingConfig.MaximumConcurrency must Ref a parameter, is {concurrency}")
     else:
@@ -425,9 +458,9 @@ def check_redrive(raw: Template, cfn: Template) -> list[str]:
         problems.append(f"{DEAD_LETTER_QUEUE} RedriveAllowPolicy must be byQueue")
     work_name = _properties(cfn, WORK_QUEUE).get("QueueName", {}).get("Fn::Sub")
     sources = allow.get("sourceQueueArns", [])
-    names_work = [
+    names_work = [  # the workload's queue: its ARN given (an existing queue), else the one it creates
         s
-        for s in sources
+        for s in map(_default, sources)
         if s == _arn(WORK_QUEUE)
         or (
             isinstance(s, dict)
@@ -488,6 +521,16 @@ def check_outputs(raw: Template, cfn: Template) -> list[str]:
     required: list[Any] = []
     for name in _of_type(raw, "AWS::SQS::Queue"):
         required += [_ref(name), _arn(name)]
+    # a workload's queue ARN is given (an existing queue) or the one it creates: the output says either
+    queue_names = {
+        _properties(raw, name).get("QueueName", {}).get("Fn::Sub"): name
+        for name in _of_type(raw, "AWS::SQS::Queue")
+    }
+    for value in map(_default, values):
+        text = value.get("Fn::Sub", "") if isinstance(value, dict) else ""
+        prefix = "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:"
+        if text.startswith(prefix) and text.removeprefix(prefix) in queue_names:
+            values.append(_arn(queue_names[text.removeprefix(prefix)]))
     for name in _of_type(raw, "AWS::Serverless::Function"):
         required += [_ref(name), _arn(name)]
     for resource_type in ("AWS::DynamoDB::Table", "AWS::S3::Bucket", "AWS::Serverless::LayerVersion"):
@@ -509,26 +552,29 @@ def check_settings_variables(raw: Template, cfn: Template) -> list[str]:
 
 
 REDRIVE_MODES = {  # logical id → the Condition that must guard it (exactly one mode is wired)
-    "RedriverFunction": "RedriveWithLambda",
-    "RedriverRole": "RedriveWithLambda",
-    "RedrivePlanFunction": "RedriveWithStepFunctions",
-    "RedrivePlanRole": "RedriveWithStepFunctions",
-    "RedriveStateMachine": "RedriveWithStepFunctions",
+    f"{WORKLOAD}RedriverFunction": "RedriveWithLambda",
+    f"{WORKLOAD}RedriverRole": "RedriveWithLambda",
+    f"{WORKLOAD}RedrivePlanFunction": "RedriveWithStepFunctions",
+    f"{WORKLOAD}RedrivePlanRole": "RedriveWithStepFunctions",
+    f"{WORKLOAD}RedriveStateMachine": "RedriveWithStepFunctions",
 }
 
 
 def _redrive_trigger_problems(raw: Template) -> list[str]:
     """Both modes start on the DLQ alarm's state change; the alarm itself notifies people only."""
     problems: list[str] = []
-    if _properties(raw, "WorkDeadLetterDepthAlarm").get("AlarmActions") != [{"Ref": "CriticalTopic"}]:
+    if _properties(raw, f"{WORKLOAD}DeadLetterDepthAlarm").get("AlarmActions") != [{"Ref": "CriticalTopic"}]:
         problems.append("WorkDeadLetterDepthAlarm must notify CriticalTopic in both modes")
     pattern = {
         "source": ["aws.cloudwatch"],
         "detail-type": ["CloudWatch Alarm State Change"],
-        "resources": [{"Fn::GetAtt": ["WorkDeadLetterDepthAlarm", "Arn"]}],
+        "resources": [{"Fn::GetAtt": [f"{WORKLOAD}DeadLetterDepthAlarm", "Arn"]}],
         "detail": {"state": {"value": ["ALARM"]}},
     }
-    for logical_id in ("RedriverFunction", "RedriveStateMachine"):  # the same trigger in both modes
+    for logical_id in (
+        f"{WORKLOAD}RedriverFunction",
+        f"{WORKLOAD}RedriveStateMachine",
+    ):  # the same trigger in both modes
         event = _properties(raw, logical_id).get("Events", {}).get("DeadLetterAlarm", {})
         if event.get("Type") != "EventBridgeRule" or event.get("Properties", {}).get("Pattern") != pattern:
             problems.append(f"{logical_id} must start on the DLQ alarm entering ALARM (EventBridge rule)")
@@ -554,12 +600,12 @@ def check_redrive_modes(raw: Template, cfn: Template) -> list[str]:
             problems.append(f"{logical_id} must have Condition {condition}")
     env = [
         _properties(raw, name).get("Environment", {}).get("Variables")
-        for name in ("RedriverFunction", "RedrivePlanFunction")
+        for name in (f"{WORKLOAD}RedriverFunction", f"{WORKLOAD}RedrivePlanFunction")
     ]
     if env[0] != env[1] or not env[0]:
         problems.append("RedriverFunction and RedrivePlanFunction must have the same SLUICE_* settings")
     fields = {ENV_PREFIX + name.upper(): info for name, info in RedriveSettings.model_fields.items()}
-    for name in sorted(set(env[0] or {}) - fields.keys()):
+    for name in sorted({n for n in env[0] or {} if n.startswith(ENV_PREFIX)} - fields.keys()):
         problems.append(f"{name} is set on the redriver but is no RedriveSettings field")
     shared = raw.get("Globals", {}).get("Function", {}).get("Environment", {}).get("Variables", {})
     for name, info in sorted(fields.items()):
@@ -578,34 +624,41 @@ def check_redrive_modes(raw: Template, cfn: Template) -> list[str]:
     return problems
 
 
+WORKLOAD_ROLES = "workload roles"
+WORKLOAD_ROLE_PATTERN = "arn:${AWS::Partition}:iam::${AWS::AccountId}:role/${AWS::StackName}/*"
+WORKLOAD_ROLE_PATH = {"Fn::Sub": "/${AWS::StackName}/"}
+SENDING_WORKLOAD_ROLES = ("ConsumerRole", "RedriverRole")
 SEALING_ROLES = (  # every role whose function reads or writes envelopes
-    "ConsumerRole",
+    f"{WORKLOAD}ConsumerRole",
     "BatchDelayRole",
     "RehydratorRole",
     "PoisonIsolatorRole",
-    "RedriverRole",
-    "RedrivePlanRole",
+    f"{WORKLOAD}RedriverRole",
+    f"{WORKLOAD}RedrivePlanRole",
 )
 SENDERS = {  # queue → the only principals that may send to it (a Deny for everyone else)
-    "WorkDeadLetterQueue": ["ConsumerRole"],
+    DEAD_LETTER_QUEUE: [CONSUMER_ROLE],
+    # WORKLOAD_ROLES: every workload's consumer and redriver, by the stack's role path
     "PoisonPillQueue": [
-        "ConsumerRole",
+        WORKLOAD_ROLES,
         "BatchDelayRole",
         "RehydratorRole",
         "PoisonIsolatorRole",
-        "RedriverRole",
         "JobConsumerRole",
         "OperatorArns",
     ],
-    "DelayQueue": ["ConsumerRole", "RedriverRole", "TrustedSenderArns", "OperatorArns"],
+    "DelayQueue": [WORKLOAD_ROLES, "TrustedSenderArns", "OperatorArns"],
     "DelayDeadLetterQueue": [],  # only SQS's own move (not a SendMessage) puts messages there
 }
 
 
 def _named(node: Any) -> set[str]:
-    """Every logical id or parameter a (sub)tree names through GetAtt or Ref."""
+    """Every logical id or parameter a (sub)tree names through GetAtt or Ref (and WORKLOAD_ROLES for the
+    ARN pattern of the stack's workload roles)."""
     if isinstance(node, dict):
         found: set[str] = set()
+        if node.get("Fn::Sub") == WORKLOAD_ROLE_PATTERN:
+            found.add(WORKLOAD_ROLES)
         if "Fn::GetAtt" in node:
             found.add(str(node["Fn::GetAtt"][0]))
         if "Ref" in node and node["Ref"] != "AWS::NoValue":
@@ -660,6 +713,14 @@ def check_envelope_key_and_queue_policies(raw: Template, cfn: Template) -> list[
         }
         if len(denies) != 1 or allowed != set(senders):
             problems.append(f"{queue} must deny SendMessage to all but {senders}, got {sorted(allowed)}")
+    workloads = _parameter(raw, "Workloads").get("Default", "").split(",")
+    workload_roles = {f"{name}{role}" for name in workloads for role in SENDING_WORKLOAD_ROLES}
+    for role in _of_type(raw, "AWS::IAM::Role"):  # the path admits exactly the workloads' senders
+        on_path = _properties(raw, role).get("Path") == WORKLOAD_ROLE_PATH
+        if on_path != (role in workload_roles):
+            problems.append(
+                f"{role}: only a workload's consumer and redriver roles are on the stack's role path"
+            )
     return problems
 
 
@@ -689,6 +750,7 @@ def check_dead_letter_queues_alarm(raw: Template, cfn: Template) -> list[str]:
 
 RULES: list[Check] = [
     check_visibility_timeout,
+    check_workload_visibility,
     check_dead_letter_retention,
     check_queues_encrypted,
     check_tables,
@@ -766,7 +828,7 @@ def _add_consumer_statement(statement: dict[str, Any] | str) -> Callable[[Templa
     def mutate(template: Template) -> None:
         function = template["Resources"][CONSUMER]["Properties"]
         if isinstance(statement, dict) and "Statement" in statement and "Role" in function:
-            role = template["Resources"]["ConsumerRole"]["Properties"]
+            role = template["Resources"][f"{WORKLOAD}ConsumerRole"]["Properties"]
             role["Policies"][0]["PolicyDocument"]["Statement"].extend(statement["Statement"])
         else:
             function.pop("Role", None)
@@ -789,7 +851,7 @@ MUTATIONS: dict[str, tuple[Callable[[Template], None], Check]] = {
     ),
     "a producer may write to the DLQ": (
         _set(
-            "Resources.WorkDeadLetterQueuePolicy.Properties.PolicyDocument.Statement.0.Condition.ArnNotEquals"
+            f"Resources.{WORKLOAD}DeadLetterQueuePolicy.Properties.PolicyDocument.Statement.0.Condition.ArnNotEquals"
             ".aws:PrincipalArn.0",
             {"Fn::GetAtt": ["BatchDelayRole", "Arn"]},
         ),
@@ -803,21 +865,25 @@ MUTATIONS: dict[str, tuple[Callable[[Template], None], Check]] = {
         _delete("Globals.Function.Environment.Variables.SLUICE_ENVELOPE_KEY_SECRET"),
         check_envelope_key_and_queue_policies,
     ),
-    "redriver in both modes": (_delete("Resources.RedriverFunction.Condition"), check_redrive_modes),
+    "redriver in both modes": (
+        _delete(f"Resources.{WORKLOAD}RedriverFunction.Condition"),
+        check_redrive_modes,
+    ),
     "redrive settings differ": (
         _set(
-            "Resources.RedrivePlanFunction.Properties.Environment.Variables.SLUICE_REDRIVE_MAX_ATTEMPTS", "9"
+            f"Resources.{WORKLOAD}RedrivePlanFunction.Properties.Environment.Variables.SLUICE_REDRIVE_MAX_ATTEMPTS",
+            "9",
         ),
         check_redrive_modes,
     ),
     "pace cell wrong": (_set("Mappings.RedrivePace.2.seconds", 1), check_redrive_modes),
     "dlq alarm notifies nobody": (
-        _delete("Resources.WorkDeadLetterDepthAlarm.Properties.AlarmActions"),
+        _delete(f"Resources.{WORKLOAD}DeadLetterDepthAlarm.Properties.AlarmActions"),
         check_redrive_modes,
     ),
     "redriver started by another alarm": (
         _set(
-            "Resources.RedriverFunction.Properties.Events.DeadLetterAlarm.Properties.Pattern.resources",
+            f"Resources.{WORKLOAD}RedriverFunction.Properties.Events.DeadLetterAlarm.Properties.Pattern.resources",
             [{"Fn::GetAtt": ["PoisonPillDepthAlarm", "Arn"]}],
         ),
         check_redrive_modes,
@@ -845,7 +911,7 @@ MUTATIONS: dict[str, tuple[Callable[[Template], None], Check]] = {
         check_visibility_timeout,
     ),
     "batching window literal": (
-        _set(f"Resources.{CONSUMER}.Properties.Events.Work.Properties.MaximumBatchingWindowInSeconds", 5),
+        _set(f"Resources.{EVENT_SOURCE}.Properties.MaximumBatchingWindowInSeconds", 5),
         check_visibility_timeout,
     ),
     "dlq retention at work maximum": (
@@ -904,7 +970,7 @@ MUTATIONS: dict[str, tuple[Callable[[Template], None], Check]] = {
     ),
     "broad managed policy": (_add_consumer_statement("AmazonSQSFullAccess"), check_managed_policies),
     "no partial batch responses": (
-        _delete(f"Resources.{CONSUMER}.Properties.Events.Work.Properties.FunctionResponseTypes"),
+        _delete(f"Resources.{EVENT_SOURCE}.Properties.FunctionResponseTypes"),
         check_consumer_event,
     ),
     "maximum concurrency of one": (_set("Parameters.MaximumConcurrency.MinValue", 1), check_consumer_event),
@@ -919,8 +985,8 @@ MUTATIONS: dict[str, tuple[Callable[[Template], None], Check]] = {
     "untraced functions": (_delete("Globals.Function.Tracing"), check_globals),
     "no log level": (_delete("Globals.Function.Environment.Variables.LOG_LEVEL"), check_globals),
     "layer built by pip": (_delete("Resources.CommonLayer.Metadata"), check_common_layer),
-    "no dead-letter queue url": (_delete("Outputs.WorkDeadLetterQueueUrl"), check_outputs),
-    "no function arn": (_delete("Outputs.ConsumerFunctionArn"), check_outputs),
+    "no dead-letter queue url": (_delete(f"Outputs.{WORKLOAD}DeadLetterQueueUrl"), check_outputs),
+    "no function arn": (_delete(f"Outputs.{WORKLOAD}ConsumerFunctionArn"), check_outputs),
     "misspelt setting": (_set(f"{CONSUMER_ENV}.SLUICE_CONCURENCY", "4"), check_settings_variables),
     "required setting unset": (_delete(f"{CONSUMER_ENV}.SLUICE_POISON_QUEUE_URL"), check_settings_variables),
 }

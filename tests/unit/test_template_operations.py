@@ -7,6 +7,7 @@ Every check runs on the template as CloudFormation would resolve it for each com
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
@@ -83,31 +84,61 @@ def watched(props: dict[str, Any]) -> tuple[str, str, str]:
         [returned] = [m for m in props["Metrics"] if m.get("ReturnData")]
         return "math", str(returned["Id"]), ""
     [dimension] = props.get("Dimensions") or [{"Value": ""}]
-    value = dimension["Value"]
-    about = value.get("Ref") or value.get("Fn::GetAtt", [""])[0] if isinstance(value, dict) else str(value)
-    return str(props["Namespace"]), str(props["MetricName"]), str(about)
+    return str(props["Namespace"]), str(props["MetricName"]), about(dimension["Value"])
+
+
+def about(value: Any) -> str:
+    """What a dimension value names: a resource (Ref, GetAtt), a Fn::Sub's text (a workload's service),
+    or the queue name an ARN ends in (a workload's queue, created or existing)."""
+    if not isinstance(value, dict):
+        return str(value)
+    if "Ref" in value or "Fn::GetAtt" in value:
+        return str(value.get("Ref") or value["Fn::GetAtt"][0])
+    if "Fn::Sub" in value:
+        return str(value["Fn::Sub"])
+    if "Fn::Select" in value:  # !Select [5, !Split [":", <the queue's ARN>]]
+        arn = value["Fn::Select"][1]["Fn::Split"][1]
+        text = str(arn.get("Fn::Sub", arn) if isinstance(arn, dict) else arn)
+        return re.split(r":(?![^{]*\})", text)[-1]  # the last segment (a ${AWS::...} holds colons)
+    return ""
+
+
+def workloads(template: Template) -> list[str]:
+    return [name for name in WORKLOADS if f"{name}ConsumerFunction" in template["Resources"]]
 
 
 # --- the expected alarms ----------------------------------------------------------------------------
 
+WORKLOADS = str(load_template()["Parameters"]["Workloads"]["Default"]).split(",")
 DEAD_ENDS = {  # queue → alarm prefix: a message waiting there is critical
-    "WorkDeadLetterQueue": "WorkDeadLetter",
+    **{f"{name}DeadLetterQueue": f"{name}DeadLetter" for name in WORKLOADS},
     "DelayDeadLetterQueue": "DelayDeadLetter",
     "PoisonPillQueue": "PoisonPill",
     "JobDeadLetterQueue": "JobDeadLetter",
 }
+
+
+def workload_alarms(name: str) -> dict[str, tuple[str, str, str, Any, str]]:
+    """A workload's own alarms: on its queue, and on sluice's metrics of its service."""
+    service = "${AWS::StackName}/" + name
+    return {
+        f"{name}QueueAgeAlarm": (
+            "AWS/SQS", "ApproximateAgeOfOldestMessage", f"${{AWS::StackName}}-{name}-work",
+            {"Ref": "OldestMessageAlarmSeconds"}, "WarningTopic",
+        ),
+        f"{name}QueueTimeToDrainAlarm": (
+            "math", "drain", "", {"Ref": "TimeToDrainAlarmSeconds"}, "WarningTopic",
+        ),
+        f"{name}QueueConservationAlarm": (
+            "math", "excess", "", {"Ref": "ConservationToleranceMessages"}, "CriticalTopic",
+        ),
+        f"{name}NearDeadLetterAlarm": ("Sluice", metrics.NEAR_DEAD_LETTER, service, 0, "WarningTopic"),
+        f"{name}BreakerOpenAlarm": ("Sluice", metrics.BREAKER_OPEN, service, 0, "WarningTopic"),
+        f"{name}RedriveFailuresAlarm": ("Sluice", metrics.REDRIVE_FAILURES, service, 0, "CriticalTopic"),
+    }  # fmt: skip
+
+
 NAMED = {  # alarm → (namespace, metric or math id, about, threshold, topic)
-    "WorkQueueAgeAlarm": (
-        "AWS/SQS", "ApproximateAgeOfOldestMessage", "WorkQueue", {"Ref": "OldestMessageAlarmSeconds"},
-        "WarningTopic",
-    ),
-    "WorkQueueTimeToDrainAlarm": ("math", "drain", "", {"Ref": "TimeToDrainAlarmSeconds"}, "WarningTopic"),
-    "WorkQueueConservationAlarm": (
-        "math", "excess", "", {"Ref": "ConservationToleranceMessages"}, "CriticalTopic",
-    ),
-    "NearDeadLetterAlarm": ("Sluice", metrics.NEAR_DEAD_LETTER, "AWS::StackName", 0, "WarningTopic"),
-    "BreakerOpenAlarm": ("Sluice", metrics.BREAKER_OPEN, "AWS::StackName", 0, "WarningTopic"),
-    "RedriveFailuresAlarm": ("Sluice", metrics.REDRIVE_FAILURES, "AWS::StackName", 0, "CriticalTopic"),
     "DelayedObjectsQuarantinedAlarm": (
         "Sluice", metrics.DELAYED_OBJECTS_QUARANTINED, "AWS::StackName", 0, "CriticalTopic",
     ),
@@ -145,8 +176,16 @@ def expected_alarms(template: Template) -> dict[str, tuple[str, str, str, Any, s
     for machine in of_type(template, "AWS::Serverless::StateMachine"):
         for metric in STATE_MACHINE_METRICS:
             out[f"{machine}{metric}Alarm"] = ("AWS/States", metric, machine, 0, "CriticalTopic")
-    if "RedriveStateMachine" in resources:  # a breaker-open run ends in Fail: not counted (the warning is)
-        out["RedriveStateMachineExecutionsFailedAlarm"] = ("math", "failedclosed", "", 0, "CriticalTopic")
+    for name in workloads(template):
+        out |= workload_alarms(name)
+        if f"{name}RedriveStateMachine" in resources:  # a breaker-open run ends in Fail: not counted
+            out[f"{name}RedriveStateMachineExecutionsFailedAlarm"] = (
+                "math",
+                "failedclosed",
+                "",
+                0,
+                "CriticalTopic",
+            )
     jobs = "JobQueue" in resources
     out |= {k: v for k, v in NAMED.items() if jobs or not k.startswith(("JobStore", "Jobs"))}
     return out
@@ -188,14 +227,16 @@ def test_given_the_template_then_every_alarm_has_a_unique_name_and_says_why_it_t
 
 
 def test_given_the_work_dlq_alarm_then_it_starts_the_redrive_by_its_state_change_in_both_modes() -> None:
-    for mode, starter in (("lambda", "RedriverFunction"), ("stepfunctions", "RedriveStateMachine")):
+    for (mode, starter), name in itertools.product(
+        (("lambda", "RedriverFunction"), ("stepfunctions", "RedriveStateMachine")), WORKLOADS
+    ):
         template = resolved({"RedriveMode": mode})
         [rule] = [
             e["Properties"]["Pattern"]
-            for e in template["Resources"][starter]["Properties"]["Events"].values()
+            for e in template["Resources"][f"{name}{starter}"]["Properties"]["Events"].values()
             if e["Type"] == "EventBridgeRule"
         ]
-        assert rule["resources"] == [{"Fn::GetAtt": ["WorkDeadLetterDepthAlarm", "Arn"]}]
+        assert rule["resources"] == [{"Fn::GetAtt": [f"{name}DeadLetterDepthAlarm", "Arn"]}]  # its own DLQ
         assert rule["detail"] == {"state": {"value": ["ALARM"]}}
         topics = of_type(template, "AWS::SNS::Topic")
         assert sorted(topics) == sorted(TOPICS)  # no topic of its own: the alarm notifies people only
@@ -206,13 +247,27 @@ def test_given_the_work_dlq_alarm_then_it_starts_the_redrive_by_its_state_change
 
 
 def dashboard(template: Template) -> dict[str, Any]:
-    """The dashboard's body as CloudFormation renders it, ``${X}`` left as ``<X>``."""
-    [props] = of_type(template, "AWS::CloudWatch::Dashboard").values()
-    separator, parts = props["DashboardBody"]["Fn::Join"]
-    text = separator.join(
-        re.sub(r"\$\{([^}]+)\}", r"<\1>", p["Fn::Sub"] if isinstance(p, dict) else p) for p in parts
-    )
-    return dict(json.loads(text))
+    """The dashboards' widgets (the stack's and each workload's) as CloudFormation renders them, ``${X}``
+    left as ``<X>`` (a Fn::Sub variable as what it names: ``<Resource>``, ``<Resource.Attribute>``)."""
+    widgets: list[Any] = []
+    for props in of_type(template, "AWS::CloudWatch::Dashboard").values():
+        separator, parts = props["DashboardBody"]["Fn::Join"]
+        widgets += json.loads(separator.join(_rendered(p) for p in parts))["widgets"]
+    return {"widgets": widgets}
+
+
+def _rendered(part: Any) -> str:
+    if not isinstance(part, dict):
+        return str(part)
+    sub = part["Fn::Sub"]
+    text, variables = (sub, {}) if isinstance(sub, str) else sub
+    for name, value in variables.items():
+        if "Fn::GetAtt" in value:
+            shown = ".".join(value["Fn::GetAtt"])
+        else:
+            shown = value.get("Ref") or about(value).replace("${", "").replace("}", "")
+        text = text.replace("${" + name + "}", "<" + shown + ">")
+    return re.sub(r"\$\{([^}]+)\}", r"<\1>", text)
 
 
 def published() -> set[str]:
@@ -236,7 +291,12 @@ def test_given_each_mode_then_the_dashboard_shows_every_queue_metric_and_alarm(
             shown.add(tuple(x for x in line if isinstance(x, str)))
         alarms_shown |= set(widget["properties"].get("alarms", []))
 
-    queues = {f"<{q}.QueueName>" for q in of_type(template, "AWS::SQS::Queue")}
+    queues = {  # a workload's queue is shown by the name its ARN ends in (created or existing)
+        f"<AWS::StackName-{q.removesuffix('Queue')}-work>"
+        if q.removesuffix("Queue") in WORKLOADS
+        else f"<{q}.QueueName>"
+        for q in of_type(template, "AWS::SQS::Queue")
+    }
     per_queue = {
         "ApproximateNumberOfMessagesVisible", "ApproximateNumberOfMessagesNotVisible",
         "ApproximateAgeOfOldestMessage", "NumberOfMessagesSent", "NumberOfMessagesDeleted",
@@ -258,52 +318,79 @@ def test_given_each_mode_then_the_dashboard_shows_every_queue_metric_and_alarm(
     assert alarms_shown == expected
     machines = {line[3] for line in shown if line[:1] == ("AWS/States",)}
     assert machines == {f"<{m}>" for m in of_type(template, "AWS::Serverless::StateMachine")}
-    consumer = {line[1] for line in shown if line[:1] == ("AWS/Lambda",) and "<ConsumerFunction>" in line}
-    assert consumer >= {"ConcurrentExecutions", "Errors", "Throttles", "Duration"}
+    for name in workloads(template):
+        consumer = {
+            line[1] for line in shown if line[:1] == ("AWS/Lambda",) and f"<{name}ConsumerFunction>" in line
+        }
+        assert consumer >= {"ConcurrentExecutions", "Errors", "Throttles", "Duration"}, name
 
 
 # --- one stack's own metrics ------------------------------------------------------------------------
 
 STACK_SERVICE = [{"Name": "service", "Value": {"Ref": "AWS::StackName"}}]
-"""The dimension every read of sluice's metrics selects: the stack's name, as its functions write it."""
+"""The dimension every read of sluice's metrics selects: the stack's name, as its functions write it;
+or, for a workload's resources, the stack's name and the workload's (:func:`service_of`)."""
+
+
+def service_of(lid: str) -> Any:
+    """The ``service`` of a resource's metrics: ``<stack>/<workload>`` for a workload's, else the stack's."""
+    for name in WORKLOADS:
+        if lid.startswith(name) and lid.removeprefix(name)[:1].isupper():
+            return {"Fn::Sub": "${AWS::StackName}/" + name}
+    return {"Ref": "AWS::StackName"}
 
 
 def service_problems(raw: Template, definitions: dict[str, dict[str, Any]]) -> list[str]:
-    """Where a reader or writer of sluice's metrics is not scoped to the stack (``service`` = its name)."""
+    """Where a reader or writer of sluice's metrics is not scoped to the stack (``service`` = its name) or,
+    for a workload's resource, to the stack and the workload."""
     problems: list[str] = []
     shared = raw["Globals"]["Function"]["Environment"]["Variables"]
     if shared.get("POWERTOOLS_SERVICE_NAME") != {"Ref": "AWS::StackName"}:
         problems.append(f"Globals POWERTOOLS_SERVICE_NAME is {shared.get('POWERTOOLS_SERVICE_NAME')!r}")
     for lid, resource in raw["Resources"].items():
-        props = resource.get("Properties", {})
-        if resource["Type"] == "AWS::CloudWatch::Alarm":
-            stats = (
-                [props]
-                if "MetricName" in props
-                else [m["MetricStat"]["Metric"] for m in props["Metrics"] if "MetricStat" in m]
-            )
-            problems += [
-                f"{lid} reads {stat['MetricName']} with {stat.get('Dimensions')}"
-                for stat in stats
-                if stat.get("Namespace") == "Sluice" and stat.get("Dimensions") != STACK_SERVICE
-            ]
-        if resource["Type"] == "AWS::Serverless::StateMachine":
-            name = Path(str(props.get("DefinitionUri", ""))).name
-            text = json.dumps(definitions.get(name, {}))
-            if "putMetricData" in text and props["DefinitionSubstitutions"].get("MetricsService") != {
-                "Ref": "AWS::StackName"
-            }:
-                problems.append(f"{lid} puts metrics without MetricsService = the stack's name")
+        problems += _resource_service_problems(lid, resource, definitions)
     for name, definition in definitions.items():
         for metric in _metric_data(definition):
             if metric.get("Dimensions") != [{"Name": "service", "Value": "${MetricsService}"}]:
                 problems.append(f"{name} puts {metric['MetricName']} with {metric.get('Dimensions')}")
-    body = raw["Resources"]["Dashboard"]["Properties"]["DashboardBody"]
-    for text in _strings(body):
-        for metric, service in re.findall(r'\["Sluice", "(\w+)"(?:, "service", "([^"]*)")?', text):
-            if service != "${AWS::StackName}":
-                problems.append(f"the dashboard shows {metric} with service {service!r}")
     return problems
+
+
+def _resource_service_problems(lid: str, resource: Template, definitions: dict[str, Any]) -> list[str]:
+    props, kind, own = resource.get("Properties", {}), resource["Type"], service_of(lid)
+    if kind == "AWS::CloudWatch::Alarm":
+        stats = (
+            [props]
+            if "MetricName" in props
+            else [m["MetricStat"]["Metric"] for m in props["Metrics"] if "MetricStat" in m]
+        )
+        return [
+            f"{lid} reads {stat['MetricName']} with {stat.get('Dimensions')}"
+            for stat in stats
+            if stat.get("Namespace") == "Sluice"
+            and stat.get("Dimensions") != [{"Name": "service", "Value": own}]
+        ]
+    if kind == "AWS::Serverless::Function":
+        written = props.get("Environment", {}).get("Variables", {}).get("POWERTOOLS_SERVICE_NAME")
+        inherits = written is None and own == STACK_SERVICE[0]["Value"]  # Globals' (checked above)
+        return [] if inherits or written == own else [f"{lid} writes its metrics as service {written!r}"]
+    if kind == "AWS::Serverless::StateMachine":
+        text = json.dumps(definitions.get(Path(str(props.get("DefinitionUri", ""))).name, {}))
+        given = props["DefinitionSubstitutions"].get("MetricsService")
+        return (
+            [f"{lid} puts metrics without MetricsService = its service"]
+            if "putMetricData" in text and given != own
+            else []
+        )
+    if kind == "AWS::CloudWatch::Dashboard":
+        expected = own.get("Fn::Sub") or "${AWS::StackName}"
+        return [
+            f"{lid} shows {metric} with service {service!r}"
+            for text in _strings(props["DashboardBody"])
+            for metric, service in re.findall(r'\["Sluice", "(\w+)"(?:, "service", "([^"]*)")?', text)
+            if service != expected
+        ]
+    return []
 
 
 def _metric_data(node: Any) -> list[dict[str, Any]]:
@@ -340,7 +427,7 @@ def test_given_the_template_then_every_metric_of_sluices_is_written_and_read_as_
 def test_given_a_metric_not_scoped_to_the_stack_then_the_check_names_it(where: str) -> None:
     raw, definitions = load_template(), _definitions()
     if where == "alarm":
-        raw["Resources"]["BreakerOpenAlarm"]["Properties"]["Dimensions"] = [
+        raw["Resources"][f"{WORKLOADS[0]}BreakerOpenAlarm"]["Properties"]["Dimensions"] = [
             {"Name": "service", "Value": "sluice"}
         ]
     elif where == "globals":
@@ -349,12 +436,12 @@ def test_given_a_metric_not_scoped_to_the_stack_then_the_check_names_it(where: s
         report = definitions["redrive.asl.json"]["States"]["ReportBatch"]["Parameters"]["MetricData"][0]
         report["Dimensions"] = [{"Name": "service", "Value": "sluice"}]
     else:
-        dashboard_props = raw["Resources"]["Dashboard"]["Properties"]
+        dashboard_props = raw["Resources"][f"{WORKLOADS[0]}Dashboard"]["Properties"]
         text = json.dumps(dashboard_props["DashboardBody"])
-        shown = '\\"BreakerOpen\\", \\"service\\", \\"${AWS::StackName}\\"'
+        shown = f'\\"BreakerOpen\\", \\"service\\", \\"${{AWS::StackName}}/{WORKLOADS[0]}\\"'
         assert text.count(shown) == 1
         dashboard_props["DashboardBody"] = json.loads(
-            text.replace(shown, shown.replace("${AWS::StackName}", "sluice"))
+            text.replace(shown, shown.replace(f"${{AWS::StackName}}/{WORKLOADS[0]}", "sluice"))
         )
     found = service_problems(raw, definitions)
     assert len(found) == 1, found
@@ -378,7 +465,12 @@ def test_given_the_template_then_every_stateful_resource_is_retained_unless_the_
     source = yaml_parse((ROOT / "template.yaml").read_text(encoding="utf-8"))
     assert "AWS::LanguageExtensions" in source["Transform"]  # what lets the policies name a parameter
     assert (parameter["Default"], sorted(parameter["AllowedValues"])) == ("Retain", ["Delete", "Retain"])
-    assert {"WorkDeadLetterQueue", "PoisonPillQueue", "IdempotencyTable", "ClaimCheckBucket"} <= set(stateful)
+    assert {
+        f"{WORKLOADS[0]}DeadLetterQueue",
+        "PoisonPillQueue",
+        "IdempotencyTable",
+        "ClaimCheckBucket",
+    } <= set(stateful)
     for lid, resource in stateful.items():
         # a conditional resource cannot Ref a parameter here (cfn-language-discussion#124): it is kept
         expected = "Retain" if "Condition" in resource else {"Ref": "StatefulResourcePolicy"}
@@ -416,7 +508,7 @@ def test_given_each_state_machine_then_it_logs_to_its_own_group_without_bodies_b
         group = destination["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"][0]
         assert raw["Resources"][group]["Type"] == "AWS::Logs::LogGroup", lid
         groups.add(group)
-    assert len(groups) == len(machines) == 2
+    assert len(groups) == len(machines) == 1 + len(WORKLOADS)  # the delay machine, a redrive one each
 
 
 def test_given_a_checkov_suppression_then_it_sits_on_its_resource_with_its_reason() -> None:

@@ -97,6 +97,7 @@ class _SeenStack:
 
     def __init__(self, lines: list[dict[str, Any]], queues: dict[str, list[dict[str, Any]]]) -> None:
         self.lines, self.queues = lines, queues
+        self.outputs = {"WorkloadNames": "Orders,Refunds"}
 
     def logged(self, *events: LogEvent) -> list[dict[str, Any]]:
         return [line for line in self.lines if line.get("event") in events]
@@ -121,7 +122,9 @@ def _moved(message_id: str, origin: str, error: str) -> dict[str, Any]:
 
 
 def test_given_a_message_in_the_dead_letter_queue_when_looked_for_then_its_last_error_is_the_reason() -> None:
-    queues = {"WorkDeadLetterQueueUrl": [_moved("dlq-1", "first-hop", "ledger unreachable")]}
+    queues = {
+        "RefundsDeadLetterQueueUrl": [_moved("dlq-1", "first-hop", "ledger unreachable")]
+    }  # any workload's
     ended = _ended([], queues, "first-hop")
     assert (ended.kind, ended.message_id, ended.reason, ended.error_type) == (
         "dead-lettered", "dlq-1", "ledger unreachable", "ConnectionError",

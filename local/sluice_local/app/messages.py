@@ -7,14 +7,14 @@ from typing import Any
 
 from sluice import claimcheck
 
-EXAMPLE_PARAMETERS = {"IdempotencyKeyJmesPath": "order_id"}
-"""The example's own configuration of the template, which defaults to no business key: an order is
-deduplicated by its ``order_id`` (the soak's duplicate orders, the demo's duplicate scenario rely on it).
-Every local stack deploys with it (:func:`sluice_local.app.stack.local_cloud`); a caller's parameters win."""
+ORDERS = "Orders"
+"""The example workload (examples/orders/): its outputs are ``Orders<Output>`` (``OrdersQueueUrl``, ...)."""
+REFUNDS = "Refunds"
+"""The second example workload (examples/refunds/): refunds whose ids take the orders' values."""
 
 
 def order(order_id: str, **extra: Any) -> dict[str, Any]:
-    """A valid order for the example processor (functions/consumer/processor.py ``Order``)."""
+    """A valid order for the example processor (examples/orders/processor.py ``Order``)."""
     return {
         "order_id": order_id,
         "customer_id": "cust-demo",

@@ -3,7 +3,7 @@
 What it reads:
 
 - the example processor's **ledger table** (output ``LedgerTableName``): one item per side effect
-  performed (``functions/consumer/processor.py``), so a charge that really happened twice shows as two
+  performed (``examples/orders/processor.py``), so a charge that really happened twice shows as two
   items — this is how scenarios tell what was charged, and when;
 - **queues** (peeked with visibility 0), their depths, **S3** objects;
 - the redrive state machine's **executions and history** (``RedriveMode=stepfunctions``): the Plan
@@ -29,6 +29,7 @@ from sluice.envelope import ATTRIBUTE, Envelope, Seal
 from sluice.logevents import EVENT, LogEvent
 from sluice.redrive.contracts import Action
 from sluice.sealing import load_seal
+from sluice_local.app.messages import ORDERS
 
 CHARGE = "charge"
 """The example processor's charge, as its ledger names it (``processor.CHARGE``)."""
@@ -294,13 +295,13 @@ class Stack:
         """Start a redrive run now, as the backstop schedule does (Lambda Invoke / StartExecution API)."""
         if self.redrive_mode == "stepfunctions":
             self.client("stepfunctions").start_execution(
-                stateMachineArn=self.outputs["RedriveStateMachineArn"],
+                stateMachineArn=self.outputs[ORDERS + "RedriveStateMachineArn"],
                 name=f"manual-{uuid.uuid4()}",
                 input='{"manual": true}',
             )
         else:
             self.client("lambda").invoke(
-                FunctionName=self.outputs["RedriverFunctionName"],
+                FunctionName=self.outputs[ORDERS + "RedriverFunctionName"],
                 InvocationType="Event",
                 Payload=b'{"manual": true}',
             )
@@ -310,7 +311,7 @@ class Stack:
         sfn = self.client("stepfunctions")
         out: list[dict[str, Any]] = []
         kwargs: dict[str, Any] = {
-            "stateMachineArn": self.outputs["RedriveStateMachineArn"],
+            "stateMachineArn": self.outputs[ORDERS + "RedriveStateMachineArn"],
             "maxResults": 1000,
         }
         while True:
@@ -323,7 +324,7 @@ class Stack:
 
     def _executions_seen(self) -> list[_Execution]:
         """Every execution's decisions and sends (a finished execution's history is read once)."""
-        plan_function = self.outputs["RedrivePlanFunctionName"]
+        plan_function = self.outputs[ORDERS + "RedrivePlanFunctionName"]
         out: list[_Execution] = []
         for execution in self.executions():
             arn = execution["executionArn"]

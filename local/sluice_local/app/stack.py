@@ -1,9 +1,9 @@
 """A sluice stack deployed locally, as ``sam deploy`` would deploy it from this repository.
 
 The emulation deploys whatever template and parameters it is given; this is where the app's own
-choices come in: the example's configuration (``EXAMPLE_PARAMETERS``, beside its messages) beneath
-samconfig.toml's ``parameter_overrides`` beneath the caller's (read by the operator CLI's reader, the one
-place samconfig.toml is read), and the job store attached when a PostgreSQL is.
+choices come in: samconfig.toml's ``parameter_overrides`` (read by the operator CLI's reader, the one
+place samconfig.toml is read) beneath the caller's, and the job store attached when a PostgreSQL is.
+The example workloads configure themselves in template.yaml's ``Mappings.Workloads``, as a team's do.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from pathlib import Path
 
 from sluice_cli.samconfig import parameter_overrides
 from sluice_local.app.jobstore import JobStoreAttachment
-from sluice_local.app.messages import EXAMPLE_PARAMETERS
 from sluice_local.emulation.cloud import ROOT, Attachment, LocalCloud
 
 __all__ = ["local_cloud", "samconfig_parameters"]
@@ -44,7 +43,6 @@ def local_cloud(
         project,
         template=template,
         parameters={
-            **EXAMPLE_PARAMETERS,
             **samconfig_parameters(project, config_env),
             **(parameters or {}),
         },

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from sluice_local.app import postgres
 from sluice_local.app.fast import FAST
+from sluice_local.app.messages import ORDERS
 from sluice_local.app.observer import SENT_BACK, Stack
 from sluice_local.app.stack import local_cloud
 from sluice_local.demo import report
@@ -26,8 +27,8 @@ from sluice_local.demo.scenarios.runner import Outcome, run
 from sluice_local.emulation.up import function_output
 
 QUEUES = (
-    ("work", "WorkQueueUrl"),
-    ("dead-letter", "WorkDeadLetterQueueUrl"),
+    ("work", ORDERS + "QueueUrl"),
+    ("dead-letter", ORDERS + "DeadLetterQueueUrl"),
     ("poison", "PoisonPillQueueUrl"),
     ("delay", "DelayQueueUrl"),
     ("delay dead-letter", "DelayDeadLetterQueueUrl"),

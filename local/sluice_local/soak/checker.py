@@ -13,6 +13,7 @@ from typing import Any
 from sluice.envelope import split
 from sluice.logevents import EVENT, LogEvent
 from sluice_local.app.fast import FAST
+from sluice_local.app.messages import ORDERS
 from sluice_local.app.observer import Stack
 from sluice_local.emulation import faults
 from sluice_local.soak.logtail import LogTail
@@ -148,7 +149,7 @@ class Checker:
         exhausted: list[str] = []
         poisoned = self._in_queue("PoisonPillQueueUrl", by_message)
         delay_dead = self._in_queue("DelayDeadLetterQueueUrl", by_message)
-        work_dead = self._in_queue("WorkDeadLetterQueueUrl", by_message)
+        work_dead = self._in_queue(ORDERS + "DeadLetterQueueUrl", by_message)
         isolated = {**work_dead, **delay_dead, **poisoned}
         for s in sent:
             performed = {effect: self._ledger(s.order_id, effect) for effect in EFFECTS}

@@ -18,6 +18,7 @@ from typing import Any
 
 from sluice_local.app import postgres
 from sluice_local.app.fast import FAST
+from sluice_local.app.messages import ORDERS
 from sluice_local.app.observer import Stack
 from sluice_local.app.stack import local_cloud
 from sluice_local.emulation import faults
@@ -52,7 +53,7 @@ outlasted it on a machine at load average 15, and seed 213 of a 500-seed run was
 POLL_SECONDS = 0.3
 IDLE_POLLS = 2
 ZOMBIE_SECONDS = 60.0  # timed-out handler threads still running after the drain: they end at their next call
-CRASH_POINTS = (("RedriverFunction", "DeleteMessageBatch"),)
+CRASH_POINTS = ((ORDERS + "RedriverFunction", "DeleteMessageBatch"),)
 """Where half of a function's crashes land instead of after a random number of calls: points a random
 count rarely reaches (the redriver between its send and its delete: it seldom has messages in hand)."""
 
@@ -71,13 +72,13 @@ class Soak:
         self.stack = Stack(cloud.endpoint, cloud.outputs, log_path)
         self.checker = Checker(self.stack, log_path, mode=mode, no_jobs=no_jobs)
         self._log = LogTail(log_path)  # the drain's reader: what the held claim-check orders went through
-        consumer = cloud.functions["ConsumerFunction"].spec.environment
+        consumer = cloud.functions[ORDERS + "ConsumerFunction"].spec.environment
         self._max_receives = int(consumer["SLUICE_MAX_RECEIVE_COUNT"])
         self._compress_time()
 
     def _compress_time(self) -> None:
         sqs = self.stack.client("sqs")
-        for output in ("WorkQueueUrl", "DelayQueueUrl", "JobQueueUrl"):
+        for output in (ORDERS + "QueueUrl", "DelayQueueUrl", "JobQueueUrl"):
             if output not in self.stack.outputs:  # no job store without a PostgreSQL
                 continue
             sqs.set_queue_attributes(
@@ -89,7 +90,7 @@ class Soak:
         for poller in self.cloud.pollers:  # as AWS requires of an SQS trigger: timeout ≤ visibility
             spec = poller.spec.function.spec
             spec.timeout = min(spec.timeout, VISIBILITY_SECONDS - 1)
-        if arn := self.stack.outputs.get("RedriveStateMachineArn"):
+        if arn := self.stack.outputs.get(ORDERS + "RedriveStateMachineArn"):
             compress_fetch(self.stack.client("stepfunctions"), arn, FETCH_VISIBILITY_SECONDS)
 
     # --- one seed ------------------------------------------------------------------------------
@@ -169,7 +170,7 @@ class Soak:
             "ApproximateNumberOfMessagesDelayed",
         ]  # fmt: skip
         # The delay DLQ is an end (alarmed; drained by an operator): what lands there counts as dead-lettered.
-        for output in ("WorkQueueUrl", "DelayQueueUrl", "WorkDeadLetterQueueUrl"):
+        for output in (ORDERS + "QueueUrl", "DelayQueueUrl", ORDERS + "DeadLetterQueueUrl"):
             attributes = sqs.get_queue_attributes(QueueUrl=self.stack.outputs[output], AttributeNames=names)
             depth = {k: int(v) for k, v in attributes["Attributes"].items()}
             if any(depth.values()):

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sluice_local.app.messages import ORDERS
 from sluice_local.emulation import faults
 
 
@@ -40,15 +41,18 @@ NAMED_POINTS: tuple[tuple[str, Any], ...] = (
         "SendMessageBatch/DeleteMessageBatch: partial",
         _site(("SendMessageBatch", "DeleteMessageBatch"), ("partial",)),
     ),
-    ("claim-check GetObject: NoSuchKey", _site(("GetObject",), ("no-such-key",), "ConsumerFunction")),
-    ("consumer died before a guard's commit", _site(("UpdateItem",), DIED, "ConsumerFunction")),
+    (
+        "claim-check GetObject: NoSuchKey",
+        _site(("GetObject",), ("no-such-key",), ORDERS + "ConsumerFunction"),
+    ),
+    ("consumer died before a guard's commit", _site(("UpdateItem",), DIED, ORDERS + "ConsumerFunction")),
     (
         "rehydrator died part-way through an object",
         _site(("SendMessageBatch", "PutObject", "DeleteObject"), DIED, "Rehydrator"),
     ),
     (
         "redriver died between its send and its delete",
-        _site(("DeleteMessageBatch",), DIED, "RedriverFunction"),
+        _site(("DeleteMessageBatch",), DIED, ORDERS + "RedriverFunction"),
     ),
     ("job store: connection dropped before a statement", _site(DB_SITES, (faults.DB_DROPPED,))),
     ("job store: statement committed, response lost", _site(DB_SITES, (faults.DB_LOST_RESPONSE,))),

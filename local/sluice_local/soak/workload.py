@@ -14,6 +14,7 @@ from sluice.delay import send_delayed
 from sluice.jobs import job_message
 from sluice.logevents import EVENT, LogEvent
 from sluice_local.app import messages
+from sluice_local.app.messages import ORDERS
 from sluice_local.app.observer import Stack
 from sluice_local.emulation import faults
 
@@ -69,7 +70,7 @@ class SentJob:
 def send_orders(stack: Stack, plan: faults.FaultPlan) -> list[Sent]:
     """The seed's orders, sent (of :data:`KINDS`, as the seed picks them)."""
     outputs, sqs = stack.outputs, stack.client("sqs")
-    work, bucket = outputs["WorkQueueUrl"], outputs["ClaimCheckBucketName"]
+    work, bucket = outputs[ORDERS + "QueueUrl"], outputs["ClaimCheckBucketName"]
     out: list[Sent] = []
     for n in range(ORDERS_PER_SEED):
         kind = plan.pick(KINDS, "workload", n)

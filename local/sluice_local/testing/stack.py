@@ -2,14 +2,15 @@
 
 :func:`start_stack` deploys a SAM template (yours; the project's template.yaml by default) into the
 embedded AWS as ``sluice local up`` does, in a process of its own, so its moto state never mixes with a
-test's in-process mocks. :meth:`RunningStack.send` sends a message to one of its queues;
+test's in-process mocks. :meth:`RunningStack.send` sends a message to one of its workloads' queues
+(``workload=``, needed when the stack runs several);
 :meth:`RunningStack.outcome` waits until the message has an end:
 
 - ``processed``: your processor ran it to success (the consumer's ``consumer.record_processed`` line,
   logged at DEBUG: the stack runs with ``LogLevel=DEBUG`` unless told otherwise);
 - ``duplicate``: it had been processed before (same idempotency key), and was skipped;
 - ``poison``: isolated in the poison queue, with the reason recorded in its envelope;
-- ``dead-lettered``: in the work dead-letter queue, with the last error recorded.
+- ``dead-lettered``: in a workload's dead-letter queue, with the last error recorded.
 """
 
 from __future__ import annotations
@@ -54,17 +55,36 @@ class RunningStack:
     port: int
     output: Path
 
+    @property
+    def workloads(self) -> list[str]:
+        """The stack's workloads (its ``WorkloadNames`` output), in the template's order."""
+        return [name for name in self.stack.outputs.get("WorkloadNames", "").split(",") if name]
+
+    def queue_url(self, workload: str | None = None) -> str:
+        """The queue of ``workload``: the stack's only one when not named."""
+        names = self.workloads
+        if workload is None and len(names) == 1:
+            workload = names[0]
+        if workload not in names:
+            raise ValueError(
+                f"name a workload of the stack ({', '.join(names) or 'it has none'})"
+                if workload is None
+                else f"the stack runs no workload {workload!r} (it runs {', '.join(names) or 'none'})"
+            )
+        return self.stack.outputs[f"{workload}QueueUrl"]
+
     def send(
         self,
         body: str | dict[str, Any] | list[Any],
         *,
-        queue: str = "WorkQueueUrl",
+        workload: str | None = None,
         attributes: dict[str, str] | None = None,
     ) -> str:
-        """Send ``body`` (text, or sent as its JSON) to the queue of output ``queue``; its message id."""
+        """Send ``body`` (text, or sent as its JSON) to the queue of ``workload`` (the stack's only one
+        when not named); its message id."""
         return str(
             self.stack.client("sqs").send_message(
-                QueueUrl=self.stack.outputs[queue],
+                QueueUrl=self.queue_url(workload),
                 MessageBody=body if isinstance(body, str) else json.dumps(body),
                 MessageAttributes={
                     name: {"DataType": "String", "StringValue": value}
@@ -81,10 +101,10 @@ class RunningStack:
             if found is not None:
                 return found
             if time.monotonic() > deadline:
-                depths = self.stack.queue_depths("WorkQueueUrl")
+                depths = {name: self.stack.queue_depths(f"{name}QueueUrl") for name in self.workloads}
                 raise AssertionError(
                     f"message {message_id} reached no end within {timeout} s (processed, duplicate, poison "
-                    f"or dead-lettered); the work queue holds (visible, in flight) {depths}"
+                    f"or dead-lettered); the workloads' queues hold (visible, in flight) {depths}"
                 )
             time.sleep(POLL_SECONDS)
 
@@ -100,7 +120,7 @@ class RunningStack:
         # returns. The DLQ, which the redrive drains: looked at without holding anything (visibility 0).
         looks: tuple[tuple[Callable[[str], list[dict[str, Any]]], str, Kind], ...] = (
             (self.stack.every_message, "PoisonPillQueueUrl", "poison"),
-            (self.stack.peek, "WorkDeadLetterQueueUrl", "dead-lettered"),
+            *((self.stack.peek, f"{name}DeadLetterQueueUrl", "dead-lettered") for name in self.workloads),
         )
         for look, output, kind in looks:
             for message in look(output):

@@ -1,14 +1,18 @@
-"""The consumer's scenarios: work queue → event source mapping → consumer → the example processor."""
+"""The consumer's scenarios: a workload's queue → its event source mapping → its consumer → the examples."""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 from sluice import claimcheck
 from sluice.logevents import LogEvent
-from sluice_local.app.messages import claim_check, order
+from sluice_local.app.messages import ORDERS, REFUNDS, claim_check, order
 from sluice_local.app.observer import Stack, envelope_of, origin_ids
 from sluice_local.demo.scenarios.runner import Scenario
+
+REPAY = "repay"
+"""The refunds example's side effect (examples/refunds/processor.py), as its ledger items name it."""
 
 
 class Normal(Scenario):
@@ -45,6 +49,35 @@ class Duplicates(Scenario):
             ok,
             f"{len(charges)} orders charged (max {max(charges.values(), default=0)}x), "
             f"{skipped} duplicates skipped",
+        )
+
+
+class TwoWorkloads(Scenario):
+    name = "two-workloads"
+    count = 5
+    expected = (
+        f"{count} orders and {count} refunds with the same ids, each in its own workload → each order "
+        "charged once, each refund repaid once, none taken for the other's duplicate"
+    )
+
+    def start(self, stack: Stack) -> None:
+        self.sent: set[str] = set()
+        for i in range(self.count):
+            same = f"{self.prefix}{i}"
+            self.sent.add(self.send(stack, order(same)))
+            refund = {"refund_id": same, "order_id": same, "amount_cents": 500, "currency": "EUR"}
+            self.sent.add(self.send(stack, refund, workload=REFUNDS))
+
+    def observe(self, stack: Stack) -> tuple[bool, str]:
+        charges = stack.charges(self.prefix)
+        repaid = Counter(e.order_id for e in stack.side_effects(self.prefix, REPAY))
+        skipped = sum(1 for e in stack.logged(LogEvent.DUPLICATE_SKIPPED) if e.get("message_id") in self.sent)
+        ok = charges.keys() == repaid.keys() and len(charges) == self.count and skipped == 0
+        ok = ok and set(charges.values()) == set(repaid.values()) == {1}
+        return (
+            ok,
+            f"{len(charges)} orders charged (max {max(charges.values(), default=0)}x), {len(repaid)} refunds "
+            f"repaid (max {max(repaid.values(), default=0)}x), {skipped} taken for duplicates",
         )
 
 
@@ -108,7 +141,7 @@ class LargePayload(Scenario):
         claimcheck.send(
             stack.client("sqs"),
             stack.client("s3"),
-            queue_url=stack.outputs["WorkQueueUrl"],
+            queue_url=stack.outputs[ORDERS + "QueueUrl"],
             body=body,
             bucket=stack.outputs["ClaimCheckBucketName"],
             prefix=stack.outputs["ClaimCheckPrefix"],
@@ -124,7 +157,7 @@ def elsewhere(stack: Stack, ids: set[str]) -> str:
     """Where poison messages went instead (a wiring error shows up here)."""
     found = []
     # Never peek the work queue: a receive there would count against the messages' maxReceiveCount.
-    for output in ("WorkDeadLetterQueueUrl",):
+    for output in (ORDERS + "DeadLetterQueueUrl",):
         if output in stack.outputs and origin_ids(stack.peek(output)) & ids:
             found.append(output.removesuffix("Url"))
     return f"; found instead in {', '.join(found)}" if found else ""
@@ -134,6 +167,7 @@ def consumer_scenarios() -> list[Scenario]:
     return [
         Normal(),
         Duplicates(),
+        TwoWorkloads(),
         Poison(),
         TransientThenSuccess(),
         LargePayload(),

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from sluice.delay.schedule import Parked, bucket_of, bucket_prefix, encode_object, send_delayed
 from sluice.delay.settings import DelaySettings
 from sluice.envelope import Envelope, merge
-from sluice_local.app.messages import order
+from sluice_local.app.messages import ORDERS, order
 from sluice_local.app.observer import Stack
 from sluice_local.demo.scenarios.runner import Scenario
 
@@ -54,7 +54,7 @@ class Delayed(Scenario):
             send_delayed(
                 stack.client("sqs"),
                 delay_queue_url=stack.outputs["DelayQueueUrl"],
-                target=stack.outputs["WorkQueueUrl"],
+                target=stack.outputs[ORDERS + "QueueUrl"],
                 body=json.dumps(order(order_id)),
                 deliver_at=due,
             )
@@ -63,7 +63,7 @@ class Delayed(Scenario):
         control = f"{self.prefix}{name}"
         self.controls[control] = datetime.now(UTC)
         stack.client("sqs").send_message(
-            QueueUrl=stack.outputs["WorkQueueUrl"], MessageBody=json.dumps(order(control))
+            QueueUrl=stack.outputs[ORDERS + "QueueUrl"], MessageBody=json.dumps(order(control))
         )
 
     def observe(self, stack: Stack) -> tuple[bool, str]:
@@ -111,10 +111,12 @@ class SweptBucket(Scenario):
         self.order_id = f"{self.prefix}stranded"
         self.key = f"{bucket_prefix(settings.delay_prefix, bucket)}stranded.json"
         body = json.dumps(order(self.order_id))
-        envelope = Envelope(origin_id=self.order_id, deliver_at=now, target=stack.outputs["WorkQueueUrl"])
+        envelope = Envelope(
+            origin_id=self.order_id, deliver_at=now, target=stack.outputs[ORDERS + "QueueUrl"]
+        )
         parked = Parked(
             self.order_id,
-            stack.outputs["WorkQueueUrl"],
+            stack.outputs[ORDERS + "QueueUrl"],
             now,
             body,
             merge({}, envelope, body=body, seal=stack.seal()),

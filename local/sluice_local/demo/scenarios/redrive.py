@@ -21,7 +21,7 @@ from sluice.envelope import Envelope, merge
 from sluice.errors import TransientError
 from sluice.logevents import EVENT, LogEvent
 from sluice.redrive.breaker import Breaker
-from sluice_local.app.messages import claim_check, order
+from sluice_local.app.messages import ORDERS, claim_check, order
 from sluice_local.app.observer import SENT_BACK, Redrive, Stack, envelope_of, logged_at, origin_ids
 from sluice_local.demo.scenarios.runner import Scenario
 from sluice_local.emulation.emulated import rate_seconds
@@ -199,8 +199,10 @@ class KeepsFailing(_ClaimCheckMissing):
                 problems.append(f"last_error receives {error.receives}, expected {p.max_receive_count}")
             if env.first_failure is not None and env.first_failure > error.at:
                 problems.append("first_failure is after last_error.at")
-        if env.source != stack.outputs["WorkQueueArn"]:
-            problems.append(f"source {env.source}, expected the work queue {stack.outputs['WorkQueueArn']}")
+        if env.source != stack.outputs[ORDERS + "QueueArn"]:
+            problems.append(
+                f"source {env.source}, expected the work queue {stack.outputs[ORDERS + 'QueueArn']}"
+            )
         if self._tenant() != self.tenant:
             problems.append(
                 f"user attribute {self.tenant_attribute}={self._tenant()!r}, sent {self.tenant!r}"
@@ -269,7 +271,7 @@ class BreakerHolds(Scenario):
         self.depth: tuple[int, int] = (0, 0)
 
     def start(self, stack: Stack) -> None:
-        self.breaker = Breaker(stack.client("dynamodb"), stack.outputs["BreakerTableName"])
+        self.breaker = Breaker(stack.client("dynamodb"), stack.outputs["BreakerTableName"], name=ORDERS)
         self.breaker.open("e2e")
         self.opened_at = datetime.now(UTC)
 
@@ -291,7 +293,7 @@ class BreakerHolds(Scenario):
             self.origin_ids = [f"{self.prefix}{i}" for i in range(self.count)]
             send_to_dead_letter_queue(stack, [(o, order(o)) for o in self.origin_ids])
             self.sent_at = datetime.now(UTC)
-            self.depth = stack.queue_depths("WorkDeadLetterQueueUrl")
+            self.depth = stack.queue_depths(ORDERS + "DeadLetterQueueUrl")
             self.phase = "holding"
         ended = sum(1 for at, _ in stack.redrive_runs() if at > self.opened_at)
         waited = (datetime.now(UTC) - self.opened_at).total_seconds()
@@ -316,9 +318,9 @@ class BreakerHolds(Scenario):
             return False, shown + " while the breaker was open"
         if self.held_for < self.hold_seconds or self.blocked < self.cycles:
             return False, shown
-        present = origin_ids(stack.peek("WorkDeadLetterQueueUrl"))
+        present = origin_ids(stack.peek(ORDERS + "DeadLetterQueueUrl"))
         missing = [o for o in self.origin_ids if o not in present]
-        depth = stack.queue_depths("WorkDeadLetterQueueUrl")
+        depth = stack.queue_depths(ORDERS + "DeadLetterQueueUrl")
         if missing or depth[0] < self.depth[0]:
             self.failed = True
             return False, shown + f"; {len(missing)} gone from the DLQ, depth {self.depth[0]} → {depth[0]}"
@@ -448,7 +450,7 @@ def send_to_dead_letter_queue(stack: Stack, orders: list[tuple[str, dict[str, An
                 "MessageBody": json.dumps(body),
                 "MessageAttributes": merge(
                     {},
-                    Envelope(origin_id=origin_id, source=stack.outputs["WorkQueueArn"]),
+                    Envelope(origin_id=origin_id, source=stack.outputs[ORDERS + "QueueArn"]),
                     body=json.dumps(body),
                     seal=seal,
                 ),
@@ -456,7 +458,7 @@ def send_to_dead_letter_queue(stack: Stack, orders: list[tuple[str, dict[str, An
             for i, (origin_id, body) in enumerate(orders[start : start + 10])
         ]
         failed = sqs.send_message_batch(
-            QueueUrl=stack.outputs["WorkDeadLetterQueueUrl"], Entries=entries
+            QueueUrl=stack.outputs[ORDERS + "DeadLetterQueueUrl"], Entries=entries
         ).get("Failed")
         if failed:
             raise RuntimeError(f"the DLQ refused {failed}")

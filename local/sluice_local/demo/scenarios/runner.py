@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from sluice_local.app.messages import ORDERS
 from sluice_local.app.observer import Stack
 
 MAX_STRETCH = 3.0
@@ -75,10 +76,11 @@ class Scenario:
         more = f" (+{len(failures) - 1} more)" if len(failures) > 1 else ""
         return f"; redrive execution FAILED: {failures[0]}{more}"
 
-    def send(self, stack: Stack, body: Any, **kwargs: Any) -> str:
+    def send(self, stack: Stack, body: Any, *, workload: str = ORDERS, **kwargs: Any) -> str:
+        """Send ``body`` to the queue of ``workload`` (the orders example's unless named)."""
         text = body if isinstance(body, str) else json.dumps(body)
         response = stack.client("sqs").send_message(
-            QueueUrl=stack.outputs["WorkQueueUrl"], MessageBody=text, **kwargs
+            QueueUrl=stack.outputs[f"{workload}QueueUrl"], MessageBody=text, **kwargs
         )
         return str(response["MessageId"])
 

@@ -1,0 +1,28 @@
+"""The Refunds workload's consumer: wiring only. Business logic in processor.py; behaviour in the layer."""
+
+import os
+from typing import Any
+
+import boto3
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from sluice.consumer import Consumer
+
+import processor
+
+logger = Logger()
+metrics = Metrics()
+tracer = Tracer()
+
+# Cold start: a bad SLUICE_* setting fails here, naming the variable; so does a missing LEDGER_TABLE_NAME.
+refunds = processor.Refunds(os.environ["LEDGER_TABLE_NAME"], boto3.client("dynamodb"))
+consumer = Consumer.from_env(refunds.process, model=processor.Refund, logger=logger, metrics_sink=metrics)
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    refunds.request_id = context.aws_request_id
+    return consumer.handle(event, context)

@@ -1,0 +1,141 @@
+"""Three workloads in one stack, deployed locally from template.yaml plus one block of configuration:
+``Orders`` and ``Refunds`` on queues the stack creates (different models, the same id values), and
+``Invoices`` on a queue created outside the stack (docs/workloads.md, "Bringing an existing queue")."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sluice_local.app.fast import FAST
+from sluice_local.app.messages import ORDERS, REFUNDS, order
+from sluice_local.emulation.cloud import ROOT, LocalCloud
+from sluice_local.emulation.functions import Handler
+
+INVOICES = "Invoices"
+SHORT_VISIBILITY = 5
+NEEDED_VISIBILITY = 6 * int(FAST["ConsumerTimeoutSeconds"])  # + a batching window of 0
+
+
+def three_workloads(tmp: Path, existing_arn: str) -> Path:
+    """template.yaml with a third workload, Invoices, on the existing queue ``existing_arn`` (its code the
+    orders example's): the block docs/workloads.md shows, and its name in the Workloads list."""
+    for folder in ("functions", "examples", "layers", "statemachines"):
+        os.symlink(ROOT / folder, tmp / folder)
+    text = (ROOT / "template.yaml").read_text(encoding="utf-8")
+    listed = text.replace(
+        f'    Default: "{ORDERS},{REFUNDS}"\n', f'    Default: "{ORDERS},{REFUNDS},{INVOICES}"\n', 1
+    )
+    block = (
+        f"      KeyPath: refund_id\n    {INVOICES}:\n      Code: examples/orders/\n      KeyPath: order_id\n"
+    )
+    block += f"      Queue: existing\n      QueueArn: {existing_arn}\n"
+    configured = listed.replace("      KeyPath: refund_id\n", block, 1)
+    assert configured.count(INVOICES) == 2, "template.yaml no longer lists its workloads the expected way"
+    path = tmp / "template.yaml"
+    path.write_text(configured, encoding="utf-8")
+    return path
+
+
+class ExistingQueue:
+    """An Attachment: the queue a team already has, created before the stack (its own settings)."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.url = name, ""
+
+    def attach(self, cloud: LocalCloud) -> None:
+        self.url = cloud.client("sqs").create_queue(
+            QueueName=self.name, Attributes={"VisibilityTimeout": str(SHORT_VISIBILITY)}
+        )["QueueUrl"]
+
+    def environment_dropped(self, handler: Handler) -> None:
+        pass
+
+    def detach(self) -> None:
+        pass
+
+
+@pytest.fixture
+def stack(tmp_path: Path) -> Iterator[tuple[LocalCloud, ExistingQueue]]:
+    suffix = uuid.uuid4().hex[:6]
+    existing = ExistingQueue(f"invoices-outside-{suffix}")
+    arn = f"arn:aws:sqs:us-east-1:123456789012:{existing.name}"
+    cloud = LocalCloud(
+        template=three_workloads(tmp_path, arn),
+        parameters=dict(FAST),
+        stack_name=f"three-{suffix}",
+        attachments=[existing],
+    ).start()
+    try:
+        yield cloud, existing
+    finally:
+        cloud.stop()
+
+
+def wait_for(condition: Callable[[], Any], what: str, timeout: float = 90.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (found := condition()):
+        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
+        time.sleep(0.2)
+    return found
+
+
+def test_three_workloads_with_the_same_ids_and_an_existing_queue_too_short_to_consume(stack) -> None:
+    cloud, existing = stack
+    sqs, ledger = cloud.client("sqs"), cloud.outputs["LedgerTableName"]
+    # Given one id value, o-1, sent to each workload: an order, a refund, an invoice (an order body)
+    sqs.send_message(QueueUrl=cloud.outputs[f"{ORDERS}QueueUrl"], MessageBody=json.dumps(order("o-1")))
+    refund = {"refund_id": "o-1", "order_id": "o-1", "amount_cents": 500, "currency": "EUR"}
+    sqs.send_message(QueueUrl=cloud.outputs[f"{REFUNDS}QueueUrl"], MessageBody=json.dumps(refund))
+    sqs.send_message(QueueUrl=existing.url, MessageBody=json.dumps(order("o-1")))
+
+    def effects() -> dict[str, int]:
+        items = cloud.client("dynamodb").scan(TableName=ledger)["Items"]
+        keys = [item["effect_key"]["S"] for item in items]
+        return {key: keys.count(key) for key in keys}
+
+    # Then the two created queues' workloads each process theirs: no key of one meets the other's
+    wait_for(
+        lambda: effects().get("refund:o-1#repay") == 1 and effects().get("o-1#notify") == 1, "o-1 settled"
+    )
+    # ... while the existing queue's consumer refuses to start, naming the queue and both values
+    response = cloud.client("lambda").invoke(
+        FunctionName=cloud.outputs[f"{INVOICES}ConsumerFunctionName"], Payload=json.dumps({"Records": []})
+    )
+    error = json.loads(response["Payload"].read())
+    assert response.get("FunctionError") == "Unhandled"
+    assert error["errorType"] == "ConfigurationError"
+    assert f"source queue {existing.url}" in error["errorMessage"] or existing.name in error["errorMessage"]
+    assert f"VisibilityTimeout is {SHORT_VISIBILITY} s" in error["errorMessage"]
+    assert f"needs at least {NEEDED_VISIBILITY} s" in error["errorMessage"]
+    assert "has no redrive policy" in error["errorMessage"]
+    # ... and the invoice waits in its queue, neither processed nor lost
+    assert effects().get("o-1#charge") == 1
+
+    def held() -> int:
+        names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+        found = sqs.get_queue_attributes(QueueUrl=existing.url, AttributeNames=names)["Attributes"]
+        return sum(int(found[n]) for n in names)
+
+    assert held() == 1
+    # When the team sets what the stack cannot (docs/workloads.md): the visibility and the redrive policy
+    policy = {
+        "deadLetterTargetArn": cloud.outputs[f"{INVOICES}DeadLetterQueueArn"],
+        "maxReceiveCount": FAST["MaxReceiveCount"],
+    }
+    sqs.set_queue_attributes(
+        QueueUrl=existing.url,
+        Attributes={"VisibilityTimeout": str(NEEDED_VISIBILITY), "RedrivePolicy": json.dumps(policy)},
+    )
+    # Then the next cold start runs, and the invoice o-1 is charged as its own: a second charge of o-1,
+    # by another workload, not a duplicate of the order's
+    wait_for(lambda: effects().get("o-1#charge") == 2, f"the invoice charged; {effects()}", timeout=120)
+    wait_for(lambda: held() == 0, "the invoice deleted from its queue")
+    assert effects() == {"o-1#charge": 2, "o-1#notify": 2, "refund:o-1#repay": 1}

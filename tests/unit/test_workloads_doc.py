@@ -1,0 +1,74 @@
+"""docs/workloads.md's "Adding a workload" diff, applied to template.yaml as it is: the new workload gets
+every resource a workload has, with its own settings, and nothing else in the template changes."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from samtranslator.yaml_helper import yaml_parse
+
+from sluice_local.emulation.language_extensions import expand
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "workloads.md"
+TEMPLATE = ROOT / "template.yaml"
+
+
+def documented_diff() -> list[str]:
+    [block] = re.findall(r"```diff\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
+    return block.rstrip("\n").split("\n")
+
+
+def apply(diff: list[str], text: str) -> str:
+    """``text`` with the unified-diff-like ``diff`` applied: context lines are found in order (their
+    indentation kept), ``-`` lines must come next and go, ``+`` lines go in where they stand."""
+    lines, at = text.split("\n"), 0
+    for line in diff:
+        if line.startswith("@@"):
+            continue
+        mark, content = line[:1], line[1:]
+        if mark == "+":
+            lines.insert(at, content)
+            at += 1
+            continue
+        found = next((i for i in range(at, len(lines)) if lines[i] == content), None)
+        assert found is not None, f"the documented diff's line is not in template.yaml: {content!r}"
+        if mark == "-":
+            del lines[found]
+            at = found
+        else:
+            at = found + 1
+    return "\n".join(lines)
+
+
+def resources(text: str) -> dict[str, Any]:
+    return dict(expand(yaml_parse(text), {})["Resources"])
+
+
+def test_given_the_documented_diff_then_it_adds_a_workload_with_everything_one_has_and_its_settings() -> None:
+    before = TEMPLATE.read_text(encoding="utf-8")
+    diff = documented_diff()
+    # When the diff in the docs is applied to the template (config only: the folder is the code)
+    after = apply(diff, before)
+    old, new = resources(before), resources(after)
+    # Then the new workload has a resource for each of a workload's, and nothing else changed
+    added = sorted(set(new) - set(old))
+    assert added == sorted(lid.replace("Orders", "Shipments", 1) for lid in old if lid.startswith("Orders"))
+    assert all(new[lid] == old[lid] for lid in old)
+    # ... with its own folder and settings, and the stack-wide ones where it says nothing
+    consumer = new["ShipmentsConsumerFunction"]["Properties"]
+    assert consumer["CodeUri"] == "workloads/shipments/"
+    assert (consumer["Timeout"], consumer["MemorySize"]) == ("60", 512)
+    variables = consumer["Environment"]["Variables"]
+    assert variables["SLUICE_IDEMPOTENCY_KEY_JMESPATH"] == "shipment_id"
+    assert variables["SLUICE_VISIBILITY_TIMEOUT_SECONDS"] == 360  # 6 x 60 s, no batching window
+    assert new["ShipmentsQueue"]["Properties"]["VisibilityTimeout"] == 360
+    assert new["ShipmentsQueueSource"]["Properties"]["BatchSize"] == {
+        "Ref": "BatchSize"
+    }  # the stack-wide one
+    # ... and the change is as small as the docs say: the lines of the diff, nothing more
+    changed = [line for line in diff if line[:1] in "+-" and not line.startswith("@@")]
+    assert len(after.split("\n")) - len(before.split("\n")) == sum(1 if c[0] == "+" else -1 for c in changed)
+    assert len(changed) <= 8
