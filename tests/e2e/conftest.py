@@ -76,8 +76,10 @@ def job_stack(stack: Stack) -> Stack:
 
 @pytest.fixture(scope="session")
 def sfn_running_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    """The same template with ``RedriveMode=stepfunctions``: the redrive state machine drains the DLQ."""
-    yield from _session_stack(tmp_path_factory, "sluice-e2e-sfn", {"RedriveMode": "stepfunctions"})
+    """The same template with ``RedriveMode=stepfunctions``: the redrive state machine drains the DLQ (the
+    orders example's workload alone: its tests send to nothing else)."""
+    params = {"RedriveMode": "stepfunctions", "Workloads": ORDERS}
+    yield from _session_stack(tmp_path_factory, "sluice-e2e-sfn", params)
 
 
 @pytest.fixture(scope="session")

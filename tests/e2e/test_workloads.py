@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from sluice_local.app.fast import FAST
-from sluice_local.app.messages import ORDERS, REFUNDS, order
+from sluice_local.app.messages import ORDERS, REFUNDS, claim_check, order
+from sluice_local.app.observer import Stack, envelope_of
 from sluice_local.emulation.cloud import ROOT, LocalCloud
 from sluice_local.emulation.functions import Handler
 
@@ -62,17 +63,22 @@ class ExistingQueue:
         pass
 
 
-@pytest.fixture
-def stack(tmp_path: Path) -> Iterator[tuple[LocalCloud, ExistingQueue]]:
+def start(tmp_path: Path, **parameters: str) -> tuple[LocalCloud, ExistingQueue]:
     suffix = uuid.uuid4().hex[:6]
     existing = ExistingQueue(f"invoices-outside-{suffix}")
     arn = f"arn:aws:sqs:us-east-1:123456789012:{existing.name}"
     cloud = LocalCloud(
         template=three_workloads(tmp_path, arn),
-        parameters=dict(FAST),
+        parameters={**FAST, **parameters},
         stack_name=f"three-{suffix}",
         attachments=[existing],
-    ).start()
+    )
+    return cloud.start(), existing
+
+
+@pytest.fixture
+def stack(tmp_path: Path) -> Iterator[tuple[LocalCloud, ExistingQueue]]:
+    cloud, existing = start(tmp_path)
     try:
         yield cloud, existing
     finally:
@@ -139,3 +145,82 @@ def test_three_workloads_with_the_same_ids_and_an_existing_queue_too_short_to_co
     wait_for(lambda: effects().get("o-1#charge") == 2, f"the invoice charged; {effects()}", timeout=120)
     wait_for(lambda: held() == 0, "the invoice deleted from its queue")
     assert effects() == {"o-1#charge": 2, "o-1#notify": 2, "refund:o-1#repay": 1}
+
+
+def fix_existing_queue(cloud: LocalCloud, existing: ExistingQueue) -> None:
+    """What docs/workloads.md asks of a team once the stack is deployed: the visibility and the
+    redrive policy to the workload's DLQ, which the stack cannot set on a queue it does not own."""
+    policy = {
+        "deadLetterTargetArn": cloud.outputs[f"{INVOICES}DeadLetterQueueArn"],
+        "maxReceiveCount": FAST["MaxReceiveCount"],
+    }
+    cloud.client("sqs").set_queue_attributes(
+        QueueUrl=existing.url,
+        Attributes={"VisibilityTimeout": str(NEEDED_VISIBILITY), "RedrivePolicy": json.dumps(policy)},
+    )
+
+
+def alarms_in_alarm(cloud: LocalCloud, workload: str) -> set[str]:
+    assert cloud.alarms is not None
+    prefix = f"{cloud.stack_name}-{workload}-"
+    return {
+        alarm.name.removeprefix(prefix)
+        for alarm in cloud.alarms.alarms
+        if alarm.name.startswith(prefix) and any(new == "ALARM" for _, new in alarm.transitions)
+    }
+
+
+@pytest.mark.parametrize("mode", ["lambda", "stepfunctions"])
+def test_each_workloads_failures_go_through_its_own_dlq_and_redrive_back_to_its_own_queue(
+    tmp_path, mode
+) -> None:
+    # Given three workloads, the existing queue set up as the docs say, in this RedriveMode
+    cloud, existing = start(tmp_path, RedriveMode=mode)
+    try:
+        fix_existing_queue(cloud, existing)
+        sqs, outputs = cloud.client("sqs"), cloud.outputs
+        bucket, prefix = outputs["ClaimCheckBucketName"], outputs["ClaimCheckPrefix"]
+        # When a refund and an invoice point at payloads that never appear (they fail on every receive)
+        # while an order with the same id is fine
+        failing = {
+            REFUNDS: sqs.send_message(
+                QueueUrl=outputs[f"{REFUNDS}QueueUrl"], MessageBody=claim_check(bucket, f"{prefix}never-r")
+            )["MessageId"],
+            INVOICES: sqs.send_message(
+                QueueUrl=existing.url, MessageBody=claim_check(bucket, f"{prefix}never-i")
+            )["MessageId"],
+        }
+        sqs.send_message(QueueUrl=outputs[f"{ORDERS}QueueUrl"], MessageBody=json.dumps(order("o-7")))
+        sources = {REFUNDS: outputs[f"{REFUNDS}QueueArn"], INVOICES: outputs[f"{INVOICES}QueueArn"]}
+        seen = Stack(
+            cloud.endpoint, outputs, tmp_path / "no-log", cloud.region
+        )  # its queues, seen from outside
+
+        def isolated() -> dict[str, Any]:
+            found: dict[str, Any] = {}
+            for message in seen.every_message("PoisonPillQueueUrl"):
+                envelope = envelope_of(message)
+                for workload, message_id in failing.items():
+                    if envelope is not None and envelope.origin_id == message_id:
+                        found[workload] = envelope
+            return found
+
+        # Then each is dead-lettered to its own DLQ, re-driven to its own queue until its redrives run
+        # out, and isolated with its own queue as its source (an existing queue's too)
+        ended = wait_for(lambda: len(isolated()) == 2 and isolated(), "both isolated", timeout=240)
+        for workload, envelope in ended.items():
+            assert envelope.source == sources[workload], (workload, envelope.source)
+            assert envelope.attempts == int(FAST["RedriveMaxAttempts"]) + 1, (workload, envelope.attempts)
+        # ... each failing workload's DLQ alarm moved, and none of the healthy workload's alarms did
+        wait_for(
+            lambda: (
+                "dlq-depth" in alarms_in_alarm(cloud, REFUNDS)
+                and "dlq-depth" in alarms_in_alarm(cloud, INVOICES)
+            ),
+            "both failing workloads' dlq-depth alarms in ALARM",
+        )
+        assert alarms_in_alarm(cloud, ORDERS) == set()
+        charged = cloud.client("dynamodb").scan(TableName=outputs["LedgerTableName"])["Items"]
+        assert {item["effect_key"]["S"] for item in charged} >= {"o-7#charge", "o-7#notify"}
+    finally:
+        cloud.stop()
