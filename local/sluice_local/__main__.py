@@ -56,11 +56,26 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def _send_an_order(cloud: LocalCloud) -> str:
-    return (
+    """How to send to each workload of the running stack (the example's order body for its Orders)."""
+    names = [name for name in cloud.outputs.get("WorkloadNames", "").split(",") if name]
+    lines = [f"{name}: {cloud.outputs.get(f'{name}QueueUrl')}" for name in names]
+    body = (
+        '{"order_id":"o-1","customer_id":"c-1","amount_cents":100,"currency":"EUR"}'
+        if ORDERS in names
+        else "<your body>"
+    )
+    target = ORDERS if ORDERS in names else (names[0] if names else "")
+    send = (
         f"aws sqs send-message --endpoint-url {cloud.endpoint} "
-        f"--queue-url {cloud.outputs.get(ORDERS + 'QueueUrl')} --message-body "
-        '\'{"order_id":"o-1","customer_id":"c-1","amount_cents":100,"currency":"EUR"}\''
-        f"\nsluice --stack-name {cloud.stack_name} poison list   # the operator CLI, on this stack"
+        f"--queue-url {cloud.outputs.get(f'{target}QueueUrl')} --message-body '{body}'"
+    )
+    workload = f" --workload {target}" if len(names) > 1 else ""
+    return "\n".join(
+        [
+            *(["workloads' queues:", *(f"  {line}" for line in lines)] if lines else []),
+            send,
+            f"sluice --stack-name {cloud.stack_name}{workload} poison list   # the operator CLI, this stack",
+        ]
     )
 
 
