@@ -57,7 +57,8 @@ class Context:
         """The stack's envelope key (read once). Without it envelopes are shown unverified, with a
         warning; a command that writes envelopes (``required``) cannot run."""
         if self._seal is None:
-            secret = self.settings().settings.envelope_key_secret
+            # the stack's output names the key every workload shares; else the deployed settings do
+            secret = self.resources.envelope_key_secret or self.settings().settings.envelope_key_secret
             try:
                 self._seal = load_seal(secret, client=self.clients.secretsmanager)
             except (ConfigurationError, ClientError, BotoCoreError, LookupError) as exc:

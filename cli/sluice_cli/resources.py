@@ -71,11 +71,23 @@ class Resources:
     jobs_schema: str | None = None
     workload: str | None = None
     """The workload whose queue, DLQ and redrive the commands act on (``--workload``)."""
+    workloads: tuple[str, ...] = ()
+    """Every workload of the stack: with several and none chosen, a command on one of them refuses to
+    guess; one on the shared resources (the poison queue, the delay DLQ, the job store) runs."""
 
     @property
     def breaker_name(self) -> str:
         """The workload's breaker item (template.yaml names it after the workload)."""
+        self._chosen()
         return self.workload or DEFAULT_BREAKER
+
+    def _chosen(self) -> None:
+        if self.workload is None and len(self.workloads) > 1:
+            raise CliError(
+                f"stack {self.stack_name!r} runs the workloads {', '.join(self.workloads)}: "
+                "pass --workload NAME",
+                USAGE_ERROR,
+            )
 
     @classmethod
     def from_outputs(
@@ -84,14 +96,17 @@ class Resources:
         """The stack's resources, its workload ones those of ``workload``: required when the stack runs
         several (a redrive or replay acts on one workload's queues, never on a guess)."""
         chosen = choose_workload(stack_name, outputs, workload)
-        fields = {
+        fields: dict[str, str | None] = {
             name: outputs.get(key) or None for name, key in OUTPUTS.items() if name not in WORKLOAD_OUTPUTS
         }
         fields |= {name: outputs.get(f"{chosen}{key}") or None for name, key in WORKLOAD_OUTPUTS.items()}
-        return cls(stack_name, workload=chosen, **fields)
+        return cls(stack_name, workload=chosen, workloads=tuple(workloads_of(outputs)), **fields)
 
     def require(self, name: str) -> str:
-        """The value of field ``name``, or a clear error naming the missing stack output."""
+        """The value of field ``name``, or a clear error naming the missing stack output (or, for a
+        workload's, the workloads to choose from)."""
+        if name in WORKLOAD_OUTPUTS:
+            self._chosen()
         value = getattr(self, name)
         if not value:
             output = OUTPUTS[name].replace("<Workload>", self.workload or "<Workload>")
@@ -109,8 +124,8 @@ def workloads_of(outputs: Mapping[str, str]) -> list[str]:
 
 
 def choose_workload(stack_name: str, outputs: Mapping[str, str], workload: str | None) -> str | None:
-    """``workload`` when the stack runs it; the only one when it runs one; else a usage error naming
-    them (None for a stack with no workloads: only its shared resources are there)."""
+    """``workload`` when the stack runs it (a usage error naming them when it does not); the only one
+    when it runs one; else None (several, or none: only the shared resources are there)."""
     names = workloads_of(outputs)
     if workload is not None:
         if workload not in names:
@@ -119,12 +134,7 @@ def choose_workload(stack_name: str, outputs: Mapping[str, str], workload: str |
                 USAGE_ERROR,
             )
         return workload
-    if len(names) > 1:
-        raise CliError(
-            f"stack {stack_name!r} runs the workloads {', '.join(names)}: pass --workload NAME",
-            USAGE_ERROR,
-        )
-    return names[0] if names else None
+    return names[0] if len(names) == 1 else None  # several: chosen when a command needs one
 
 
 def stack_outputs(cloudformation: CloudFormationClient, stack_name: str) -> dict[str, str]:

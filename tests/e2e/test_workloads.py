@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -118,8 +119,8 @@ def test_three_workloads_with_the_same_ids_and_an_existing_queue_too_short_to_co
     error = json.loads(response["Payload"].read())
     assert response.get("FunctionError") == "Unhandled"
     assert error["errorType"] == "ConfigurationError"
-    assert f"source queue {existing.url}" in error["errorMessage"] or existing.name in error["errorMessage"]
-    assert f"VisibilityTimeout is {SHORT_VISIBILITY} s" in error["errorMessage"]
+    named = rf"source queue \S*/{existing.name}: VisibilityTimeout is {SHORT_VISIBILITY} s"
+    assert re.search(named, error["errorMessage"]), error["errorMessage"]
     assert f"needs at least {NEEDED_VISIBILITY} s" in error["errorMessage"]
     assert "has no redrive policy" in error["errorMessage"]
     # ... and the invoice waits in its queue, neither processed nor lost

@@ -887,6 +887,19 @@ def test_given_a_cloudformation_stack_when_commands_run_then_resources_come_from
     )
 
 
+def test_given_a_stack_of_two_workloads_when_a_shared_queue_is_listed_then_no_workload_is_needed(cfn_stack):
+    # Given a pill in the poison queue every workload shares
+    sqs = boto3.client("sqs", region_name=REGION)
+    attributes = merge(
+        {}, Envelope(origin_id="o-9", source=cfn_stack["RefundsQueueArn"]), body="b", seal=TEST_SEAL
+    )
+    sqs.send_message(QueueUrl=cfn_stack["PoisonPillQueueUrl"], MessageBody="b", MessageAttributes=attributes)  # type: ignore[arg-type]
+    # When it is listed without --workload, Then the command runs (it needs no workload's queue)
+    result = _run("--stack-name", "cli-stack", "--json", "poison", "list")
+    assert result.code == 0, result.stderr
+    assert result.json["count"] == 1
+
+
 @pytest.mark.parametrize(
     ("argv", "said"),
     [

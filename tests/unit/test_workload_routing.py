@@ -23,6 +23,8 @@ PATTERN = "arn:aws:sqs:us-east-1:123456789012:shop-*-work"
         ("arn:aws:sqs:us-east-1:210987654321:shop-Orders-work", False),  # another account
         ("arn:aws:sqs:eu-west-1:123456789012:shop-Orders-work", False),  # another region
         ("arn:aws:sqs:us-east-1:123456789012:other-Orders-work", False),  # another stack
+        ("arn:aws:sqs:us-east-1:123456789012:shop-dev-Orders-work", False),  # another stack named shop-…
+        ("arn:aws:sqs:us-east-1:123456789012:shop--work", False),  # no workload name at all
     ],
 )
 def test_given_the_stacks_queue_pattern_then_only_its_workload_queues_are_allowed(reference, allowed) -> None:

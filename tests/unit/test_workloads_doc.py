@@ -72,3 +72,22 @@ def test_given_the_documented_diff_then_it_adds_a_workload_with_everything_one_h
     changed = [line for line in diff if line[:1] in "+-" and not line.startswith("@@")]
     assert len(after.split("\n")) - len(before.split("\n")) == sum(1 if c[0] == "+" else -1 for c in changed)
     assert len(changed) <= 8
+
+
+def outputs_for(names: str) -> int:
+    template = yaml_parse(TEMPLATE.read_text(encoding="utf-8"))
+    return len(expand(template, {"Workloads": names})["Outputs"])
+
+
+def test_given_cloudformations_output_quota_then_the_docs_cap_on_workloads_is_the_templates() -> None:
+    # CloudFormation allows 200 outputs a template (every one declared counts, a conditional one too)
+    one, two = outputs_for("Orders"), outputs_for("Orders,Refunds")
+    per_workload, shared = two - one, one - (two - one)
+    cap = (200 - shared) // per_workload
+    said = re.search(
+        r"\*\*About (\w+) workloads a stack\*\*: each adds (\d+) outputs to the stack's (\d+)",
+        DOC.read_text(),
+    )
+    assert said is not None
+    words = {"eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}
+    assert (words[said.group(1)], int(said.group(2)), int(said.group(3))) == (cap, per_workload, shared)

@@ -6,7 +6,6 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
 
 from sluice.limits import MAX_ATTRIBUTES, MAX_MESSAGE_BYTES
@@ -61,8 +60,9 @@ def queue_url_from_arn(arn: str, *, endpoint: str | None = None) -> str:
 def allowlisted(reference: str, allowlist: Iterable[str]) -> bool:
     """True when ``reference`` (queue ARN or URL) names a queue of ``allowlist`` (ARNs or URLs).
 
-    An entry's queue name may hold ``*`` (any characters; a queue name never holds one): the stack
-    allows every workload queue it creates with one entry, ``arn:...:<stack>-*-work``."""
+    An entry's queue name may hold ``*``: one workload name (letters and digits, at least one), so the
+    stack allows every workload queue it creates with one entry, ``arn:...:<stack>-*-work``, and no queue
+    of another stack whose name merely starts with its own (``<stack>-dev-Orders-work``)."""
     identity = queue_identity(reference)
     return identity is not None and any(
         entry is not None and _matches(identity, entry) for entry in map(queue_identity, allowlist)
@@ -72,8 +72,9 @@ def allowlisted(reference: str, allowlist: Iterable[str]) -> bool:
 def _matches(identity: tuple[str | None, str, str], entry: tuple[str | None, str, str]) -> bool:
     if "*" not in entry[2]:
         return same_queue(identity, entry)
-    return same_queue((identity[0], identity[1], ""), (entry[0], entry[1], "")) and fnmatchcase(
-        identity[2], entry[2].replace("[", "[[]")
+    pattern = "[A-Za-z0-9]+".join(re.escape(part) for part in entry[2].split("*"))
+    return same_queue((identity[0], identity[1], ""), (entry[0], entry[1], "")) and bool(
+        re.fullmatch(pattern, identity[2])
     )
 
 
