@@ -1028,3 +1028,16 @@ def test_given_the_delay_queue_when_checked_then_its_visibility_covers_six_timeo
     }
     mapping = raw["Resources"]["BatchDelayFunction"]["Properties"]["Events"]["Delay"]["Properties"]
     assert mapping["MaximumBatchingWindowInSeconds"] == {"Ref": "DelayBatchingWindowInSeconds"}
+
+
+def test_given_each_workloads_redrive_roles_then_they_reach_only_its_own_breaker_item(raw: Template) -> None:
+    # The breaker table holds every workload's item: a workload's redrive may read and write its own
+    workloads = _parameter(raw, "Workloads").get("Default", "").split(",")
+    for name in workloads:
+        for role in ("CircuitBreakerRole", "RedriverRole", "RedrivePlanRole"):
+            statements = _properties(raw, f"{name}{role}")["Policies"][0]["PolicyDocument"]["Statement"]
+            on_table = [s for s in statements if s.get("Resource") == {"Fn::GetAtt": ["BreakerTable", "Arn"]}]
+            assert on_table, f"{name}{role} has no breaker statement"
+            for statement in on_table:
+                condition = statement.get("Condition", {}).get("ForAllValues:StringEquals", {})
+                assert condition == {"dynamodb:LeadingKeys": [name]}, (f"{name}{role}", statement)
