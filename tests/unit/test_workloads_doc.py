@@ -55,7 +55,19 @@ def test_given_the_documented_diff_then_it_adds_a_workload_with_everything_one_h
     old, new = resources(before), resources(after)
     # Then the new workload has a resource for each of a workload's, and nothing else changed
     added = sorted(set(new) - set(old))
-    assert added == sorted(lid.replace("Orders", "Shipments", 1) for lid in old if lid.startswith("Orders"))
+    example_only = {
+        "OrdersLedgerPolicy"
+    }  # the example ledger's writer: its block asks for it, a team's does not
+    every = sorted(lid.replace("Orders", "Shipments", 1) for lid in old if lid.startswith("Orders"))
+    assert added == [lid for lid in every if lid.replace("Shipments", "Orders", 1) not in example_only]
+    assert "ShipmentsLedgerPolicy" not in new
+    writer = old["OrdersLedgerPolicy"]["Properties"]
+    assert writer["Roles"] == [{"Ref": "OrdersConsumerRole"}]
+    [grant] = writer["PolicyDocument"]["Statement"]
+    assert (grant["Action"], grant["Resource"]) == (
+        ["dynamodb:PutItem"],
+        {"Fn::GetAtt": ["LedgerTable", "Arn"]},
+    )
     assert all(new[lid] == old[lid] for lid in old)
     # ... with its own folder and settings, and the stack-wide ones where it says nothing
     consumer = new["ShipmentsConsumerFunction"]["Properties"]
