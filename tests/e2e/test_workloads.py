@@ -90,7 +90,7 @@ def wait_for(condition: Callable[[], Any], what: str, timeout: float = 90.0) -> 
     deadline = time.monotonic() + timeout
     while not (found := condition()):
         assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
-        time.sleep(0.2)
+        time.sleep(0.2)  # between polls of the condition, under the deadline above
     return found
 
 
