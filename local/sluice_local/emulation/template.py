@@ -23,7 +23,7 @@ import io
 import json
 import re
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ from samtranslator.parser.parser import Parser
 from samtranslator.translator.translator import Translator
 from samtranslator.yaml_helper import yaml_parse
 
-from sluice_local.emulation import language_extensions
+from sluice_local.emulation import language_extensions, nested
 from sluice_local.emulation.language_extensions import resolve_find_in_map
 
 ARTIFACT_BUCKET = "sluice-local-artifacts"
@@ -62,7 +62,9 @@ class ParameterError(ValueError):
     """A parameter value breaks its template constraint: CloudFormation's ValidationError."""
 
 
-def parameter_problems(declared: dict[str, Any], given: dict[str, str]) -> list[str]:
+def parameter_problems(
+    declared: dict[str, Any], given: dict[str, str], deferred: Collection[str] = ()
+) -> list[str]:
     """Every parameter constraint the values break, worded as CloudFormation's ValidationError.
 
     CloudFormation checks ``AllowedValues``, ``AllowedPattern`` (the whole value), ``MinLength`` /
@@ -70,7 +72,11 @@ def parameter_problems(declared: dict[str, Any], given: dict[str, str]) -> list[
     or else the ``Default``; a parameter with neither is missing. moto checks none of it.
     """
     problems: list[str] = []
-    missing = [name for name, spec in declared.items() if name not in given and "Default" not in spec]
+    missing = [
+        name
+        for name, spec in declared.items()
+        if name not in given and name not in deferred and "Default" not in spec
+    ]
     if missing:
         problems.append(f"Parameters: [{', '.join(missing)}] must have values")
     for name, spec in declared.items():
@@ -134,39 +140,29 @@ def translate(
     template_path: Path, parameters: dict[str, str], region: str = "us-east-1"
 ) -> tuple[Translated, dict[str, bytes]]:
     """Returns the CloudFormation template and the artifacts (S3 key → zip) to upload first."""
+    translated, artifacts, _ = _translate(template_path, parameters, region)
+    return translated, artifacts
+
+
+def _translate(
+    template_path: Path,
+    parameters: dict[str, str],
+    region: str,
+    *,
+    deferred: frozenset[str] = frozenset(),
+    key_prefix: str = "",
+) -> tuple[Translated, dict[str, bytes], dict[str, bool]]:
+    """``deferred``: parameters a parent passes as expressions known only once its resources exist (a
+    nested template's); ``key_prefix`` keeps a nested template's artifact keys apart from its parent's."""
     base = template_path.resolve().parent
     sam = yaml_parse(template_path.read_text())
     sam = copy.deepcopy(sam)
-    problems = parameter_problems(sam.get("Parameters", {}), parameters)
+    problems = parameter_problems(sam.get("Parameters", {}), parameters, deferred)
     if problems:
         raise ParameterError("; ".join(problems))
     # Fn::ForEach and Fn::FindInMap (AWS::LanguageExtensions), before SAM's transform
     sam = language_extensions.expand(sam, parameters)
-    artifacts: dict[str, bytes] = {}
-    code_dirs: dict[str, Path] = {}
-    globals_fn = sam.get("Globals", {}).get("Function", {})
-    for logical_id, resource in sam.get("Resources", {}).items():
-        props = resource.setdefault("Properties", {})
-        kind = resource.get("Type")
-        if kind == "AWS::Serverless::Function":
-            uri = props.get("CodeUri", globals_fn.get("CodeUri"))
-            if isinstance(uri, str) and not uri.startswith("s3://"):
-                key = f"{logical_id}.zip"
-                code_dirs[key] = (base / uri).resolve()
-                artifacts[key] = _zip_of(code_dirs[key])
-                props["CodeUri"] = f"s3://{ARTIFACT_BUCKET}/{key}"
-        elif kind == "AWS::Serverless::LayerVersion":
-            uri = props.get("ContentUri")
-            if isinstance(uri, str) and not uri.startswith("s3://"):
-                key = f"{logical_id}.zip"
-                code_dirs[key] = (base / uri).resolve()
-                artifacts[key] = _zip_of(code_dirs[key])
-                props["ContentUri"] = f"s3://{ARTIFACT_BUCKET}/{key}"
-        elif kind == "AWS::Serverless::StateMachine" and "DefinitionUri" in props:
-            definition = json.loads((base / props.pop("DefinitionUri")).read_text())
-            substitutions = props.pop("DefinitionSubstitutions", {})
-            props["Definition"] = definition
-            props["DefinitionSubstitutions"] = substitutions
+    artifacts, code_dirs = _package(sam, base, key_prefix)
     translator = Translator(None, Parser(), boto_session=boto3.Session(region_name=region))
     cfn = translator.translate(
         sam, parameter_values=dict(parameters), get_managed_policy_map=_NoManagedPolicies().load
@@ -174,8 +170,21 @@ def translate(
     _inline_state_machines(cfn)
     values = {k: str(v.get("Default")) for k, v in cfn.get("Parameters", {}).items() if "Default" in v}
     values.update({k: str(v) for k, v in parameters.items()})
-    cfn["Resources"] = resolve_find_in_map(cfn["Resources"], cfn.get("Mappings", {}), values)
+    for name in deferred:
+        values.pop(name, None)
+    _refuse_deferred_conditions(cfn.get("Conditions", {}), deferred, template_path)
     conditions = evaluate_conditions(cfn.get("Conditions", {}), values)
+
+    try:
+        inlined = nested.inline(
+            cfn, base, values, conditions, _child_translator(region), key_prefix=key_prefix
+        )
+    except nested.NestedStackError as exc:
+        raise ParameterError(str(exc)) from exc
+    cfn = inlined.template
+    artifacts.update(inlined.artifacts)
+    code_dirs.update(inlined.code_dirs)
+    cfn["Resources"] = resolve_find_in_map(cfn["Resources"], cfn.get("Mappings", {}), values)
     emulated = {
         lid: res for lid, res in cfn.get("Resources", {}).items() if res.get("Type") in EMULATED_TYPES
     }
@@ -191,9 +200,85 @@ def translate(
         if conditions.get(str(res.get("Condition")), True) or "Condition" not in res
     }
     names = {lid: _emulated_name(lid, res) for lid, res in emulated.items()}
-    cfn = _replace_refs(cfn, names, _emulated_arns(emulated, names))
-    local_rates = _seconds_rates(cfn, values)
-    return Translated(cfn, code_dirs, emulated, local_rates), artifacts
+    arns = _emulated_arns(emulated, names)
+    cfn = _replace_refs(cfn, names, arns)
+    # a nested stack's, resolved in its own terms; a parent's alarm it was given is named as the parent's
+    emulated.update({lid: _replace_refs(res, names, arns) for lid, res in inlined.emulated.items()})
+    local_rates = {**_seconds_rates(cfn, values), **inlined.local_rates}
+    return Translated(cfn, code_dirs, emulated, local_rates), artifacts, conditions
+
+
+def _package(sam: dict[str, Any], base: Path, key_prefix: str) -> tuple[dict[str, bytes], dict[str, Path]]:
+    """What ``sam package`` uploads: each local code folder zipped (the folder remembered, so functions
+    run from the real source); state machine definitions read in."""
+    artifacts: dict[str, bytes] = {}
+    code_dirs: dict[str, Path] = {}
+    globals_fn = sam.get("Globals", {}).get("Function", {})
+    for logical_id, resource in sam.get("Resources", {}).items():
+        props = resource.setdefault("Properties", {})
+        kind = resource.get("Type")
+        if kind == "AWS::Serverless::Function":
+            uri = props.get("CodeUri", globals_fn.get("CodeUri"))
+            if isinstance(uri, str) and not uri.startswith("s3://"):
+                key = f"{key_prefix}{logical_id}.zip"
+                code_dirs[key] = (base / uri).resolve()
+                artifacts[key] = _zip_of(code_dirs[key])
+                props["CodeUri"] = f"s3://{ARTIFACT_BUCKET}/{key}"
+        elif kind == "AWS::Serverless::LayerVersion":
+            uri = props.get("ContentUri")
+            if isinstance(uri, str) and not uri.startswith("s3://"):
+                key = f"{key_prefix}{logical_id}.zip"
+                code_dirs[key] = (base / uri).resolve()
+                artifacts[key] = _zip_of(code_dirs[key])
+                props["ContentUri"] = f"s3://{ARTIFACT_BUCKET}/{key}"
+        elif kind == "AWS::Serverless::StateMachine" and "DefinitionUri" in props:
+            definition = json.loads((base / props.pop("DefinitionUri")).read_text())
+            substitutions = props.pop("DefinitionSubstitutions", {})
+            props["Definition"] = definition
+            props["DefinitionSubstitutions"] = substitutions
+    return artifacts, code_dirs
+
+
+def _child_translator(region: str) -> nested.TranslateChild:
+    def translate_child(
+        path: Path, literals: dict[str, str], later: frozenset[str], prefix: str
+    ) -> nested.Child:
+        child, blobs, conditions = _translate(path, literals, region, deferred=later, key_prefix=prefix)
+        outputs = _kept(child.template.get("Outputs", {}), conditions, path)
+        return nested.Child(
+            resources=_kept(child.template.get("Resources", {}), conditions, path),
+            outputs={name: out["Value"] for name, out in outputs.items()},
+            parameters=child.template.get("Parameters", {}),
+            emulated=child.emulated,
+            local_rates=child.local_rates,
+            code_dirs=child.code_dirs,
+            artifacts=blobs,
+        )
+
+    return translate_child
+
+
+def _refuse_deferred_conditions(conditions: dict[str, Any], deferred: frozenset[str], path: Path) -> None:
+    used = set(re.findall(r"'Ref': '([^']+)'", str(conditions))) & deferred
+    if used:
+        raise ParameterError(
+            f"{path.name}: its Conditions read {sorted(used)}, which its parent passes from a resource "
+            "that does not exist yet: the local runtime evaluates conditions before deploying (pass a "
+            "parameter's value instead)"
+        )
+
+
+def _kept(section: dict[str, Any], conditions: dict[str, bool], path: Path) -> dict[str, Any]:
+    """A nested template's resources or outputs whose condition holds, without their ``Condition``
+    (the parent's template does not declare the child's conditions)."""
+    kept = {
+        lid: {k: v for k, v in item.items() if k != "Condition"}
+        for lid, item in section.items()
+        if conditions.get(str(item.get("Condition")), True) or "Condition" not in item
+    }
+    if "Fn::FindInMap" in str(kept):
+        raise ParameterError(f"{path.name}: a Fn::FindInMap the local runtime could not resolve")
+    return kept
 
 
 def _seconds_rates(cfn: dict[str, Any], params: dict[str, str]) -> dict[str, str]:

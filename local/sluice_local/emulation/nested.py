@@ -1,0 +1,278 @@
+"""Nested stacks: an ``AWS::Serverless::Application`` (or ``AWS::CloudFormation::Stack``) whose
+template is a file beside the root template is deployed with the root, as ``sam build`` and
+``sam deploy`` package and CloudFormation creates it.
+
+CloudFormation creates a nested stack of its own; the local runtime inlines its resources into the
+one stack it gives moto, as CloudFormation would resolve them:
+
+- each ``Ref`` to one of the child's parameters becomes the expression the parent passes (a
+  ``CommaDelimitedList`` or ``List<…>`` parameter is split, as CloudFormation does), else the
+  parameter's ``Default``; a ``${Parameter}`` in a ``Fn::Sub`` text becomes a variable of that
+  ``Fn::Sub`` (a parameter neither passed nor defaulted is refused, as CloudFormation refuses it);
+- ``AWS::StackName`` in the child is the nested stack's own name, ``<parent>-<LogicalId>-<suffix>``
+  as CloudFormation names it (so a name the child builds from it is as long as it will be in AWS);
+- the child's conditions are evaluated with what the parent passes; a condition that depends on a value
+  only known once the parent's resources exist (an ARN, say) is refused with the parameter's name: the
+  local runtime cannot evaluate it before deploying;
+- ``Fn::GetAtt [<Application>, Outputs.<Name>]`` in the parent becomes the child's output expression.
+
+The one difference left: the child's logical ids share the root stack's namespace, so a logical id
+used in two of the files is refused with both names (CloudFormation would accept it).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "NESTED_TYPE",
+    "Child",
+    "NestedStackError",
+    "bind_parameters",
+    "inline",
+    "literal",
+    "local_template",
+    "nested_stack_suffix",
+]
+
+NESTED_TYPE = "AWS::CloudFormation::Stack"
+_SUB_REF = re.compile(r"\$\{([^!}][^}]*)\}")
+
+
+class NestedStackError(ValueError):
+    """A nested application the local runtime cannot deploy as CloudFormation would (or CloudFormation
+    would refuse it)."""
+
+
+@dataclass
+class Child:
+    """What a nested template became: CloudFormation resources in the child's own terms, plus what the
+    runtime keeps beside them."""
+
+    resources: dict[str, Any]
+    outputs: dict[str, Any]
+    parameters: dict[str, Any]
+    """The child's declared parameters (``Type``, ``Default``)."""
+    emulated: dict[str, dict[str, Any]] = field(default_factory=dict)
+    local_rates: dict[str, str] = field(default_factory=dict)
+    code_dirs: dict[str, Path] = field(default_factory=dict)
+    artifacts: dict[str, bytes] = field(default_factory=dict)
+
+
+TranslateChild = Callable[[Path, dict[str, str], frozenset[str], str], Child]
+"""(template path, literal parameter values, parameters passed as expressions, artifact key prefix)."""
+
+
+def local_template(resource: dict[str, Any]) -> str | None:
+    """The nested stack's template path when it is a local file (before ``sam package``), else None."""
+    if resource.get("Type") != NESTED_TYPE:
+        return None
+    url = resource.get("Properties", {}).get("TemplateURL")
+    if isinstance(url, str) and not re.match(r"^(https?|s3)://", url):
+        return url
+    return None
+
+
+def nested_stack_suffix(logical_id: str) -> str:
+    """``<LogicalId>-<12 characters>``: what CloudFormation appends to the parent's name (its 12 are
+    random; these are fixed, so a local stack's names are the same at every deploy)."""
+    digest = hashlib.sha256(logical_id.encode()).hexdigest().upper()[:12]
+    return f"{logical_id}-{digest}"
+
+
+def literal(expr: Any, values: dict[str, Any]) -> str | None:  # noqa: PLR0911 - one per function
+    """The text CloudFormation passes for ``expr`` when it is known before any resource exists (a
+    literal, a parameter, a pseudo parameter, a ``Fn::Join`` or ``Fn::Sub`` of those), else None."""
+    if isinstance(expr, bool):
+        return str(expr).lower()
+    if isinstance(expr, (str, int, float)):
+        return str(expr)
+    if not isinstance(expr, dict) or len(expr) != 1:
+        return None
+    [(key, arg)] = expr.items()
+    if key == "Ref":
+        value = values.get(str(arg))
+        return ",".join(map(str, value)) if isinstance(value, list) else value
+    if key == "Fn::Join" and isinstance(arg, list) and len(arg) == 2:
+        sep, parts = arg
+        if isinstance(parts, dict):
+            joined = literal(parts, values)
+            return None if joined is None else joined.replace(",", str(sep))
+        texts = [literal(p, values) for p in parts] if isinstance(parts, list) else [None]
+        return None if any(t is None for t in texts) else str(sep).join(str(t) for t in texts)
+    if key == "Fn::Sub" and isinstance(arg, str):
+        names = _SUB_REF.findall(arg)
+        found = {n: literal({"Ref": n}, values) for n in names}
+        if any(v is None for v in found.values()):
+            return None
+        return _SUB_REF.sub(lambda m: str(found[m.group(1)]), arg)
+    return None
+
+
+def _is_list(spec: dict[str, Any]) -> bool:
+    kind = str(spec.get("Type", "String"))
+    return kind == "CommaDelimitedList" or kind.startswith("List<")
+
+
+def _passed(declared: dict[str, Any], given: dict[str, Any], app: str) -> dict[str, Any]:
+    """What each of the child's ``Ref``\\s yields, as expressions in the parent's terms."""
+    unknown = sorted(set(given) - set(declared))
+    if unknown:
+        raise NestedStackError(f"{app}: parameters {unknown} are not declared by its template")
+    missing = sorted(n for n, spec in declared.items() if n not in given and "Default" not in spec)
+    if missing:
+        raise NestedStackError(f"{app}: Parameters: {missing} must have values")
+    bound: dict[str, Any] = {}
+    for name, spec in declared.items():
+        if name in given:
+            value = given[name]
+            value = value if isinstance(value, dict) else literal(value, {})
+            bound[name] = {"Fn::Split": [",", value]} if _is_list(spec) else value
+        else:
+            default = spec["Default"]
+            text = ",".join(map(str, default)) if isinstance(default, list) else literal(default, {})
+            bound[name] = [s.strip() for s in str(text).split(",")] if _is_list(spec) else text
+    return bound
+
+
+def bind_parameters(node: Any, params: dict[str, Any], suffix: str) -> Any:  # noqa: PLR0911 - one per form
+    """``node`` with the child's parameters and ``AWS::StackName`` replaced by the parent's terms."""
+    if isinstance(node, list):
+        return [bind_parameters(v, params, suffix) for v in node]
+    if not isinstance(node, dict):
+        return node
+    if set(node) == {"Ref"}:
+        name = node["Ref"]
+        if name in params:
+            return copy.deepcopy(params[name])
+        if name == "AWS::StackName":
+            return {"Fn::Join": ["-", [{"Ref": "AWS::StackName"}, suffix]]}
+        return node
+    if set(node) == {"Fn::Sub"}:
+        text, variables = _sub_parts(node["Fn::Sub"])
+        variables = {k: bind_parameters(v, params, suffix) for k, v in variables.items()}
+        for name in dict.fromkeys(_SUB_REF.findall(text)):
+            if name in params and name not in variables:
+                variables[name] = copy.deepcopy(params[name])
+        text = text.replace("${AWS::StackName}", "${AWS::StackName}-" + suffix)
+        return {"Fn::Sub": [text, variables] if variables else text}
+    return {k: bind_parameters(v, params, suffix) for k, v in node.items()}
+
+
+def _sub_parts(arg: Any) -> tuple[str, dict[str, Any]]:
+    if isinstance(arg, list):
+        return str(arg[0]), dict(arg[1]) if len(arg) > 1 else {}
+    return str(arg), {}
+
+
+def _use_outputs(node: Any, app: str, outputs: dict[str, Any]) -> Any:
+    """``node`` with every ``Fn::GetAtt [app, Outputs.X]`` (and ``${app.Outputs.X}``) resolved."""
+    if isinstance(node, list):
+        return [_use_outputs(v, app, outputs) for v in node]
+    if not isinstance(node, dict):
+        return node
+    if set(node) == {"Fn::GetAtt"}:
+        target = node["Fn::GetAtt"]
+        logical, attr = target if isinstance(target, list) else str(target).split(".", 1)
+        if logical == app:
+            return copy.deepcopy(_output(outputs, app, str(attr)))
+    if set(node) == {"Fn::Sub"}:
+        text, variables = _sub_parts(node["Fn::Sub"])
+        variables = {k: _use_outputs(v, app, outputs) for k, v in variables.items()}
+        for name in dict.fromkeys(_SUB_REF.findall(text)):
+            if name.startswith(app + ".") and name not in variables:
+                var = re.sub(r"[^A-Za-z0-9]", "", name)
+                variables[var] = copy.deepcopy(_output(outputs, app, name.split(".", 1)[1]))
+                text = text.replace("${" + name + "}", "${" + var + "}")
+        return {"Fn::Sub": [text, variables] if variables else text}
+    return {k: _use_outputs(v, app, outputs) for k, v in node.items()}
+
+
+def _output(outputs: dict[str, Any], app: str, attr: str) -> Any:
+    name = attr.removeprefix("Outputs.")
+    if not attr.startswith("Outputs.") or name not in outputs:
+        raise NestedStackError(f"Fn::GetAtt {app}.{attr}: its template has no output {name}")
+    return outputs[name]
+
+
+def _without_dependency(resource: dict[str, Any], app: str) -> dict[str, Any]:
+    depends = resource.get("DependsOn")
+    if depends is None:
+        return resource
+    kept = [d for d in ([depends] if isinstance(depends, str) else depends) if d != app]
+    out = {k: v for k, v in resource.items() if k != "DependsOn"}
+    return {**out, "DependsOn": kept} if kept else out
+
+
+@dataclass
+class Inlined:
+    """The parent's template with its nested stacks inlined, and what their children keep beside."""
+
+    template: dict[str, Any]
+    emulated: dict[str, dict[str, Any]] = field(default_factory=dict)
+    local_rates: dict[str, str] = field(default_factory=dict)
+    code_dirs: dict[str, Path] = field(default_factory=dict)
+    artifacts: dict[str, bytes] = field(default_factory=dict)
+
+
+def inline(
+    cfn: dict[str, Any],
+    base: Path,
+    values: dict[str, Any],
+    conditions: dict[str, bool],
+    translate_child: TranslateChild,
+    *,
+    key_prefix: str = "",
+) -> Inlined:
+    """``cfn`` (translated by SAM) with each nested stack whose template is a local file inlined.
+
+    ``values`` are the parent's parameter values (text; a list's items joined), ``conditions`` its
+    evaluated conditions: a nested stack whose condition is false is left out, as CloudFormation does.
+    """
+    result = Inlined(copy.deepcopy(cfn))
+    resources: dict[str, Any] = result.template.get("Resources", {})
+    for app, resource in list(resources.items()):
+        path = local_template(resource)
+        if path is None:
+            continue
+        del resources[app]
+        if "Condition" in resource and not conditions.get(str(resource["Condition"]), False):
+            continue
+        given = dict(resource.get("Properties", {}).get("Parameters", {}))
+        literals = {k: t for k, v in given.items() if (t := literal(v, values)) is not None}
+        deferred = frozenset(given) - set(literals)
+        child = translate_child((base / path).resolve(), literals, deferred, f"{key_prefix}{app}/")
+        params = _passed(child.parameters, given, app)
+        suffix = nested_stack_suffix(app)
+
+        def bind(node: Any, params: dict[str, Any] = params, suffix: str = suffix) -> Any:
+            return bind_parameters(node, params, suffix)
+
+        outputs = {name: bind(value) for name, value in child.outputs.items()}
+        for lid, res in child.resources.items():
+            if lid in resources:
+                raise NestedStackError(
+                    f"{app}: resource {lid} is also in the parent template: the local runtime deploys "
+                    "a nested stack's resources beside its parent's, so their logical ids must differ"
+                )
+            resources[lid] = bind(res)
+        for lid, res in child.emulated.items():
+            if lid in result.emulated:
+                raise NestedStackError(f"{app}: resource {lid} is also in another nested template")
+            result.emulated[lid] = bind(res)
+        result.local_rates.update(child.local_rates)
+        result.code_dirs.update(child.code_dirs)
+        result.artifacts.update(child.artifacts)
+        for lid in list(resources):
+            resources[lid] = _without_dependency(_use_outputs(resources[lid], app, outputs), app)
+        for lid in list(result.emulated):
+            result.emulated[lid] = _use_outputs(result.emulated[lid], app, outputs)
+        if "Outputs" in result.template:
+            result.template["Outputs"] = _use_outputs(result.template["Outputs"], app, outputs)
+    return result

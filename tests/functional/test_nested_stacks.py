@@ -1,0 +1,320 @@
+"""A template with nested applications (``AWS::Serverless::Application`` whose ``Location`` is a file
+beside it) deploys into the embedded cloud as ``sam deploy`` and CloudFormation deploy it: the child's
+resources exist with the parameters the parent passes, named by the nested stack's own name, its
+outputs reach the parent, a nested application whose condition is false is left out; what
+CloudFormation would refuse is refused (Given / When / Then)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sluice_local.emulation.cloud import DeployError, LocalCloud
+from sluice_local.emulation.nested import local_template, nested_stack_suffix
+from sluice_local.emulation.template import translate
+
+ROOT = """\
+AWSTemplateFormatVersion: "2010-09-09"
+Transform: [AWS::LanguageExtensions, AWS::Serverless-2016-10-31]
+Parameters:
+  Workloads:
+    Type: CommaDelimitedList
+    Default: invoices,sensors
+  Stage:
+    Type: String
+    Default: dev
+  WithAudit:
+    Type: String
+    Default: "yes"
+Conditions:
+  Audit: !Equals [!Ref WithAudit, "yes"]
+  Never: !Equals [!Ref Stage, never]
+Resources:
+  Done:
+    Type: AWS::SQS::Queue
+  Workers:
+    Type: AWS::Serverless::Application
+    Properties:
+      Location: stacks/workers.yaml
+      Parameters:
+        Names: !Join [",", !Ref Workloads]
+        DoneQueueUrl: !Ref Done
+        DoneQueueArn: !GetAtt Done.Arn
+        Stage: !Ref Stage
+  Audit:
+    Type: AWS::Serverless::Application
+    Condition: Audit
+    Properties:
+      Location: stacks/audit.yaml
+  Skipped:
+    Type: AWS::Serverless::Application
+    Condition: Never
+    Properties:
+      Location: stacks/missing.yaml
+  AuditCopy:
+    Type: AWS::SQS::Queue
+    Condition: Audit
+    Properties:
+      QueueName: !Sub "${Audit.Outputs.QueueName}-copy"
+Outputs:
+  Fn::ForEach::QueueUrl:
+    - Name
+    - !Ref Workloads
+    - ${Name}QueueUrl:
+        Value: !GetAtt [Workers, !Sub "Outputs.${Name}QueueUrl"]
+  DoneQueueUrl:
+    Value: !Ref Done
+"""
+
+WORKERS = """\
+AWSTemplateFormatVersion: "2010-09-09"
+Transform: [AWS::LanguageExtensions, AWS::Serverless-2016-10-31]
+Parameters:
+  Names:
+    Type: CommaDelimitedList
+  DoneQueueUrl:
+    Type: String
+  DoneQueueArn:
+    Type: String
+  Stage:
+    Type: String
+    AllowedValues: [dev, prod]
+  Memory:
+    Type: Number
+    Default: 256
+Conditions:
+  IsProd: !Equals [!Ref Stage, prod]
+Resources:
+  Fn::ForEach::Worker:
+    - Name
+    - !Ref Names
+    - ${Name}Queue:
+        Type: AWS::SQS::Queue
+        Properties:
+          QueueName: !Sub "${AWS::StackName}-${Name}"
+          VisibilityTimeout: 180
+      ${Name}Function:
+        Type: AWS::Serverless::Function
+        Properties:
+          Runtime: python3.13
+          Handler: app.handler
+          CodeUri: !Sub ../workloads/${Name}/
+          MemorySize: !If [IsProd, 1024, !Ref Memory]
+          Environment:
+            Variables:
+              DONE_QUEUE_URL: !Ref DoneQueueUrl
+              WORKLOAD: !Sub "${Stage}-${Name}"
+          Policies:
+            - SQSSendMessagePolicy: {QueueName: !Select [5, !Split [":", !Ref DoneQueueArn]]}
+          Events:
+            Work:
+              Type: SQS
+              Properties:
+                Queue: !GetAtt [!Sub "${Name}Queue", Arn]
+                BatchSize: 1
+      ${Name}DepthAlarm:
+        Type: AWS::CloudWatch::Alarm
+        Properties:
+          AlarmName: !Sub "${AWS::StackName}-${Name}-depth"
+          Namespace: AWS/SQS
+          MetricName: ApproximateNumberOfMessagesVisible
+          Dimensions: [{Name: QueueName, Value: !GetAtt [!Sub "${Name}Queue", QueueName]}]
+          Statistic: Maximum
+          Period: 60
+          EvaluationPeriods: 1
+          Threshold: 100
+          ComparisonOperator: GreaterThanThreshold
+Outputs:
+  Fn::ForEach::QueueUrl:
+    - Name
+    - !Ref Names
+    - ${Name}QueueUrl:
+        Value: !Ref
+          Fn::Sub: ${Name}Queue
+"""
+
+AUDIT = """\
+AWSTemplateFormatVersion: "2010-09-09"
+Resources:
+  AuditQueue:
+    Type: AWS::SQS::Queue
+    Properties:
+      QueueName: !Sub "${AWS::StackName}-audit"
+Outputs:
+  QueueName:
+    Value: !GetAtt AuditQueue.QueueName
+"""
+
+HANDLER = """\
+import os
+import boto3
+
+DONE_QUEUE_URL = os.environ["DONE_QUEUE_URL"]
+WORKLOAD = os.environ["WORKLOAD"]
+SQS = boto3.client("sqs")
+
+def handler(event, context):
+    for record in event["Records"]:
+        SQS.send_message(QueueUrl=DONE_QUEUE_URL, MessageBody=f"{WHO}|{WORKLOAD}|{record['body']}")
+"""
+
+
+def project(tmp_path: Path, root: str = ROOT, workers: str = WORKERS) -> Path:
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "template.yaml").write_text(root)
+    (tmp_path / "stacks" / "workers.yaml").write_text(workers)
+    (tmp_path / "stacks" / "audit.yaml").write_text(AUDIT)
+    for name in ("invoices", "sensors"):
+        folder = tmp_path / "workloads" / name
+        folder.mkdir(parents=True)
+        (folder / "app.py").write_text(f"WHO = {name!r}\n" + HANDLER)
+    return tmp_path / "template.yaml"
+
+
+def drain(cloud: LocalCloud, url: str, want: int, timeout: float = 120.0) -> list[str]:
+    sqs = cloud.client("sqs")
+    bodies: list[str] = []
+    deadline = time.monotonic() + timeout
+    while len(bodies) < want and time.monotonic() < deadline:
+        for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get(
+            "Messages", []
+        ):
+            bodies.append(m["Body"])
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+    return bodies
+
+
+@pytest.mark.timeout(300)
+def test_given_nested_applications_when_deployed_then_the_childs_resources_run_with_what_the_parent_passes(
+    tmp_path: Path,
+) -> None:
+    # Given a root template whose workers are a nested application looping over the root's workloads
+    template = project(tmp_path)
+    # When it is deployed and each worker's queue (a nested stack's output) gets one message
+    with LocalCloud(tmp_path, template=template, stack_name="nested-test") as cloud:
+        sqs = cloud.client("sqs")
+        for name in ("invoices", "sensors"):
+            sqs.send_message(QueueUrl=cloud.outputs[f"{name}QueueUrl"], MessageBody=f"hello {name}")
+        done = drain(cloud, cloud.outputs["DoneQueueUrl"], want=2)
+        queues = sorted(url.rsplit("/", 1)[-1] for url in sqs.list_queues()["QueueUrls"])
+        memory = {
+            f["FunctionName"]: f["MemorySize"]
+            for f in cloud.client("lambda").list_functions()["Functions"]
+            if f["FunctionName"].startswith("nested-test")
+        }
+        alarms = sorted(a.name for a in cloud.alarms.alarms) if cloud.alarms else []
+    # Then each child function ran its own code with the parent's values (the Stage, the Done queue)
+    assert sorted(done) == ["invoices|dev-invoices|hello invoices", "sensors|dev-sensors|hello sensors"]
+    assert set(memory.values()) == {256}  # the child parameter's Default
+    # And the child's names are built from the nested stack's own name, as CloudFormation names it
+    workers = f"nested-test-{nested_stack_suffix('Workers')}"
+    audit = f"nested-test-{nested_stack_suffix('Audit')}-audit"
+    assert {f"{workers}-invoices", f"{workers}-sensors", audit, f"{audit}-copy"} <= set(queues)
+    assert alarms == [f"{workers}-invoices-depth", f"{workers}-sensors-depth"]
+
+
+def test_given_parameters_that_choose_when_translated_then_conditions_and_lists_follow_them(
+    tmp_path: Path,
+) -> None:
+    # Given the same project, deployed for prod with one workload and without the audit stack
+    template = project(tmp_path)
+    translated, artifacts = translate(template, {"Stage": "prod", "Workloads": "sensors", "WithAudit": "no"})
+    resources: dict[str, Any] = translated.template["Resources"]
+    # Then only the sensors worker exists, with the prod memory; no audit, no skipped application
+    assert sorted(lid for lid in resources if lid.startswith(("invoices", "sensors"))) == [
+        "sensorsFunction",
+        "sensorsFunctionRole",
+        "sensorsFunctionWork",
+        "sensorsQueue",
+    ]
+    assert resources["sensorsFunction"]["Properties"]["MemorySize"] == 1024
+    assert not any(r.get("Type") == "AWS::CloudFormation::Stack" for r in resources.values())
+    assert "AuditQueue" not in resources
+    assert resources["AuditCopy"]["Condition"] == "Audit"  # the parent's own: moto leaves it out
+    assert list(translated.emulated) == ["sensorsDepthAlarm"]
+    # And the child's code is packaged from its own folder, under the nested application's key
+    assert list(artifacts) == ["Workers/sensorsFunction.zip"]
+    assert (
+        translated.code_dirs["Workers/sensorsFunction.zip"] == (tmp_path / "workloads" / "sensors").resolve()
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "refusal"),
+    [
+        # a value the child's AllowedValues refuse
+        (lambda root, workers: (root.replace("Default: dev", "Default: test"), workers), "AllowedValues"),
+        # a parameter the child does not declare
+        (
+            lambda root, workers: (
+                root.replace("Stage: !Ref Stage", "Stage: !Ref Stage\n        Tier: x"),
+                workers,
+            ),
+            r"\['Tier'\] are not declared",
+        ),
+        # a parameter the child needs and the parent does not pass
+        (
+            lambda root, workers: (root.replace("        DoneQueueUrl: !Ref Done\n", ""), workers),
+            "DoneQueueUrl",
+        ),
+        # a child condition on a value that exists only once the parent's resources do
+        (
+            lambda root, workers: (
+                root,
+                workers.replace("!Equals [!Ref Stage, prod]", "!Equals [!Ref DoneQueueArn, x]"),
+            ),
+            r"Conditions read \['DoneQueueArn'\]",
+        ),
+        # a child resource with a parent's logical id
+        (
+            lambda root, workers: (
+                root.replace("  Done:\n", "  AuditQueue:\n")
+                .replace("!Ref Done\n", "!Ref AuditQueue\n")
+                .replace("Done.Arn", "AuditQueue.Arn"),
+                workers,
+            ),
+            "AuditQueue is also in the parent",
+        ),
+        # an output the child does not have
+        (
+            lambda root, workers: (root.replace("Outputs.QueueName", "Outputs.Nope"), workers),
+            "has no output Nope",
+        ),
+    ],
+    ids=[
+        "allowed-values",
+        "undeclared",
+        "missing",
+        "deferred-condition",
+        "same-logical-id",
+        "no-such-output",
+    ],
+)
+def test_given_what_cloudformation_refuses_when_deployed_then_the_deploy_fails_naming_it(
+    tmp_path: Path, change: Any, refusal: str
+) -> None:
+    root, workers = change(ROOT, WORKERS)
+    template = project(tmp_path, root, workers)
+    with pytest.raises(DeployError, match=refusal):
+        LocalCloud(tmp_path, template=template, stack_name="nested-bad").start()
+
+
+def test_given_a_child_parameter_in_a_sub_text_when_translated_then_it_becomes_a_variable_of_that_sub(
+    tmp_path: Path,
+) -> None:
+    translated, _ = translate(project(tmp_path), {})
+    env = translated.template["Resources"]["invoicesFunction"]["Properties"]["Environment"]["Variables"]
+    assert env["WORKLOAD"] == {"Fn::Sub": ["${Stage}-invoices", {"Stage": {"Ref": "Stage"}}]}
+    assert env["DONE_QUEUE_URL"] == {"Ref": "Done"}
+
+
+def test_a_template_url_that_is_already_packaged_is_left_to_cloudformation() -> None:
+    stack = {
+        "Type": "AWS::CloudFormation::Stack",
+        "Properties": {"TemplateURL": "https://b.s3.amazonaws.com/t"},
+    }
+    assert local_template(stack) is None
+    assert local_template({**stack, "Properties": {"TemplateURL": "stacks/jobs.yaml"}}) == "stacks/jobs.yaml"
