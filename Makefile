@@ -52,6 +52,7 @@ typecheck: $(STAMP)
 
 validate: $(STAMP)
 	$(BIN)/sam validate --lint --region $(REGION)
+	$(BIN)/python scripts/lint_nested.py
 
 # Node tools (asl-validator) from package-lock.json; reinstalled only when the lock file changes.
 node_modules/.package-lock.json: package-lock.json

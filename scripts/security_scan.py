@@ -5,10 +5,11 @@ alone (RedriveMode=lambda, no job store, no e-mail, ...) leave the stepfunctions
 resources unscanned. This writes the template once per variant, with those defaults changed, and runs
 checkov on each: 0 failed checks in every variant, or the exit status says which failed.
 
-checkov does not expand ``Fn::ForEach`` (``AWS::LanguageExtensions``): it skips a loop's resources
-without a word. Each variant is therefore expanded first, by the project's virtualenv
-(``python -m sluice_local.emulation.language_extensions``, SAM CLI's own expansion), and checkov
-scans the expanded template; a loop left in it fails the scan.
+checkov does not expand ``Fn::ForEach`` (``AWS::LanguageExtensions``) nor read a nested application's
+template: it skips their resources without a word. Each variant is therefore expanded first, by the
+project's virtualenv (``python -m sluice_local.emulation.language_extensions``, SAM CLI's own
+expansion), with each nested template's resources expanded into it for the values the root passes,
+and checkov scans that one template; a loop left in it fails the scan.
 
 Run with the checkov virtualenv's Python (standard library only): ``make security``.
 """
@@ -82,10 +83,14 @@ def main() -> int:
     failed = []
     with tempfile.TemporaryDirectory(prefix="sluice-checkov-") as tmp:
         for n, (name, defaults) in enumerate(VARIANTS.items()):
-            source = Path(tmp) / f"template-{n}.yaml"
-            source.write_text(with_defaults(template, defaults), encoding="utf-8")
-            path = Path(tmp) / f"template-{n}.json"
-            path.write_text(expanded(source), encoding="utf-8")
+            # beside template.yaml: its nested applications' Locations are relative to it
+            source = ROOT / f".checkov-variant-{n}.yaml"
+            try:
+                source.write_text(with_defaults(template, defaults), encoding="utf-8")
+                path = Path(tmp) / f"template-{n}.json"
+                path.write_text(expanded(source), encoding="utf-8")
+            finally:
+                source.unlink(missing_ok=True)
             print(f"== checkov: template.yaml, {name}", flush=True)
             argv = [
                 str(checkov),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -118,6 +118,10 @@ class Resources:
         return str(value)
 
 
+WORKLOAD_STACK_OUTPUT = "WorkloadStack"
+"""The root stack's output naming the workloads' nested stack, whose outputs are the workloads'."""
+
+
 def workloads_of(outputs: Mapping[str, str]) -> list[str]:
     """The workloads a stack runs (its ``WorkloadNames`` output)."""
     return [name for name in outputs.get("WorkloadNames", "").split(",") if name]
@@ -152,7 +156,16 @@ def stack_outputs(cloudformation: CloudFormationClient, stack_name: str) -> dict
         raise
     if not stacks:
         raise CliError(f"stack {stack_name!r} not found; pass --stack-name", USAGE_ERROR)
-    return {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", []) if "OutputKey" in o}
+    outputs = _outputs_of(stacks[0])
+    nested = outputs.get(WORKLOAD_STACK_OUTPUT)
+    if nested:  # the workloads' outputs are their nested stack's (workloads.yaml)
+        [workloads] = cloudformation.describe_stacks(StackName=nested)["Stacks"]
+        outputs |= _outputs_of(workloads)
+    return outputs
+
+
+def _outputs_of(stack: Any) -> dict[str, str]:
+    return {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", []) if "OutputKey" in o}
 
 
 # --- samconfig.toml ----------------------------------------------------------------------------

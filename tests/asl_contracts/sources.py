@@ -10,9 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from samtranslator.yaml_helper import yaml_parse
-
-from sluice_local.emulation.language_extensions import expand
+from sluice_local.emulation.language_extensions import with_nested
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,9 +26,9 @@ class Handler:
 
 
 def load_template(path: Path = ROOT / "template.yaml") -> dict[str, Any]:
-    """The template as CloudFormation reads it after AWS::LanguageExtensions (each workload's redrive
-    state machine and its functions are a loop's copies)."""
-    return expand(yaml_parse(path.read_text(encoding="utf-8")), {})
+    """The application as CloudFormation reads it after AWS::LanguageExtensions, its nested templates
+    (workloads.yaml) in it (each workload's redrive state machine and its functions are a loop's copies)."""
+    return with_nested(path, {})
 
 
 def handler_contracts(code_uri: str, handler: str) -> tuple[Any, Any]:

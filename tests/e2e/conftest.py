@@ -34,9 +34,12 @@ def _session_stack(
     name: str,
     params: dict[str, str] | None = None,
     database_url: str | None = None,
+    workloads: tuple[str, ...] = (),
 ) -> Iterator[RunningStack]:
     """Start a stack for the session; on teardown it must stop cleanly and free its port."""
-    running = start_stack(factory.mktemp(name), stack_name=name, params=params, database_url=database_url)
+    running = start_stack(
+        factory.mktemp(name), stack_name=name, params=params, database_url=database_url, workloads=workloads
+    )
     yield running
     code = running.stop()
     assert code == 0, f"local stack exited with {code}:\n{running.output.read_text()[-4000:]}"
@@ -78,8 +81,8 @@ def job_stack(stack: Stack) -> Stack:
 def sfn_running_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
     """The same template with ``RedriveMode=stepfunctions``: the redrive state machine drains the DLQ (the
     orders example's workload alone: its tests send to nothing else)."""
-    params = {"RedriveMode": "stepfunctions", "Workloads": ORDERS}
-    yield from _session_stack(tmp_path_factory, "sluice-e2e-sfn", params)
+    params = {"RedriveMode": "stepfunctions"}
+    yield from _session_stack(tmp_path_factory, "sluice-e2e-sfn", params, workloads=(ORDERS,))
 
 
 @pytest.fixture(scope="session")

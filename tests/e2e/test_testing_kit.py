@@ -14,6 +14,8 @@ CONFTEST = 'pytest_plugins = ["sluice_local.testing.plugin"]\n'
 INI = f"""\
 [pytest]
 sluice_template = {ROOT / "template.yaml"}
+sluice_workloads =
+    Orders
 sluice_parameters =
     LogLevel=DEBUG
 """
@@ -23,7 +25,8 @@ def order(order_id, **extra):
 
 
 def test_an_order_is_processed_and_its_second_send_is_a_duplicate(sluice_stack):
-    first = sluice_stack.send(order("kit-1"), workload="Orders")
+    assert sluice_stack.workloads == ["Orders"]  # sluice_workloads: the stack runs this one alone
+    first = sluice_stack.send(order("kit-1"))  # so no workload= is needed
     assert sluice_stack.outcome(first).kind == "processed"
     again = sluice_stack.send(order("kit-1"), workload="Orders")
     ended = sluice_stack.outcome(again)
@@ -55,8 +58,8 @@ def test_a_handler_called_directly_gets_lambdas_shapes(sluice_context):
 def test_given_a_teams_own_test_session_when_it_uses_the_kit_then_its_outcomes_are_seen(
     tmp_path: Path,
 ) -> None:
-    # Given a project of a team's: the plugin in its conftest, the stack's template and a parameter in its
-    # pytest.ini, its tests using sluice_stack and sluice_context
+    # Given a project of a team's: the plugin in its conftest, the stack's template, its workload and a
+    # parameter in its pytest.ini, its tests using sluice_stack and sluice_context
     (tmp_path / "conftest.py").write_text(CONFTEST)
     (tmp_path / "pytest.ini").write_text(INI)
     (tmp_path / "test_orders.py").write_text(TESTS)

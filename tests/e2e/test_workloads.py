@@ -1,4 +1,5 @@
-"""Three workloads in one stack, deployed locally from template.yaml plus one block of configuration:
+"""Three workloads in one stack, deployed locally from template.yaml plus one block of configuration in
+workloads.yaml:
 ``Orders`` and ``Refunds`` on queues the stack creates (different models, the same id values), and
 ``Invoices`` on a queue created outside the stack (docs/workloads.md, "Bringing an existing queue")."""
 
@@ -27,23 +28,21 @@ NEEDED_VISIBILITY = 6 * int(FAST["ConsumerTimeoutSeconds"])  # + a batching wind
 
 
 def three_workloads(tmp: Path, existing_arn: str) -> Path:
-    """template.yaml with a third workload, Invoices, on the existing queue ``existing_arn`` (its code the
-    orders example's): the block docs/workloads.md shows, and its name in the Workloads list."""
+    """The project with a third workload, Invoices, on the existing queue ``existing_arn`` (its code the
+    orders example's): the block docs/workloads.md shows in workloads.yaml, and its name in its list."""
     for folder in ("functions", "examples", "layers", "statemachines"):
         os.symlink(ROOT / folder, tmp / folder)
-    text = (ROOT / "template.yaml").read_text(encoding="utf-8")
-    listed = text.replace(
-        f'    Default: "{ORDERS},{REFUNDS}"\n', f'    Default: "{ORDERS},{REFUNDS},{INVOICES}"\n', 1
-    )
+    (tmp / "template.yaml").write_text((ROOT / "template.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    text = (ROOT / "workloads.yaml").read_text(encoding="utf-8")
+    listed = text.replace(f"[{ORDERS}, {REFUNDS}]", f"[{ORDERS}, {REFUNDS}, {INVOICES}]", 1)
     block = (
         f"      KeyPath: refund_id\n    {INVOICES}:\n      Code: examples/orders/\n      KeyPath: order_id\n"
     )
     block += f"      Queue: existing\n      QueueArn: {existing_arn}\n"
     configured = listed.replace("      KeyPath: refund_id\n", block, 1)
-    assert configured.count(INVOICES) == 2, "template.yaml no longer lists its workloads the expected way"
-    path = tmp / "template.yaml"
-    path.write_text(configured, encoding="utf-8")
-    return path
+    assert configured.count(INVOICES) == 2, "workloads.yaml no longer lists its workloads the expected way"
+    (tmp / "workloads.yaml").write_text(configured, encoding="utf-8")
+    return tmp / "template.yaml"
 
 
 class ExistingQueue:
@@ -175,8 +174,9 @@ def alarms_in_alarm(cloud: LocalCloud, workload: str) -> set[str]:
 def test_each_workloads_failures_go_through_its_own_dlq_and_redrive_back_to_its_own_queue(
     tmp_path, mode
 ) -> None:
-    # Given three workloads, the existing queue set up as the docs say, in this RedriveMode
-    cloud, existing = start(tmp_path, RedriveMode=mode)
+    # Given three workloads, the existing queue set up as the docs say, in this RedriveMode, each redrive
+    # started by its workload's DLQ alarm alone (no backstop run empties a DLQ before the alarm sees it)
+    cloud, existing = start(tmp_path, RedriveMode=mode, RedriveBackstopRate="rate(1 hour)")
     try:
         fix_existing_queue(cloud, existing)
         sqs, outputs = cloud.client("sqs"), cloud.outputs

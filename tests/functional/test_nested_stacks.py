@@ -67,6 +67,8 @@ Outputs:
         Value: !GetAtt [Workers, !Sub "Outputs.${Name}QueueUrl"]
   DoneQueueUrl:
     Value: !Ref Done
+  WorkersStack:
+    Value: !Ref Workers
 """
 
 WORKERS = """\
@@ -206,6 +208,9 @@ def test_given_nested_applications_when_deployed_then_the_childs_resources_run_w
             if f["FunctionName"].startswith("nested-test")
         }
         alarms = sorted(a.name for a in cloud.alarms.alarms) if cloud.alarms else []
+        cfn = cloud.client("cloudformation")
+        [root] = cfn.describe_stacks(StackName="nested-test")["Stacks"]
+        [child] = cfn.describe_stacks(StackName=cloud.outputs["WorkersStack"])["Stacks"]
     # Then each child function ran its own code with the parent's values (the Stage, the Done queue)
     assert sorted(done) == ["invoices|dev-invoices|hello invoices", "sensors|dev-sensors|hello sensors"]
     assert set(memory.values()) == {256}  # the child parameter's Default
@@ -214,6 +219,14 @@ def test_given_nested_applications_when_deployed_then_the_childs_resources_run_w
     audit = f"nested-test-{nested_stack_suffix('Audit')}-audit"
     assert {f"{workers}-invoices", f"{workers}-sensors", audit, f"{audit}-copy"} <= set(queues)
     assert alarms == [f"{workers}-invoices-depth", f"{workers}-sensors-depth"]
+    # And the child's outputs are its own stack's, which the parent's Ref names, as in AWS
+    own = {o["OutputKey"] for o in root["Outputs"] if "." not in o["OutputKey"]}
+    assert own == {"invoicesQueueUrl", "sensorsQueueUrl", "DoneQueueUrl", "WorkersStack"}
+    assert cloud.outputs["WorkersStack"] == workers
+    assert {o["OutputKey"]: o["OutputValue"] for o in child["Outputs"]} == {
+        "invoicesQueueUrl": cloud.outputs["invoicesQueueUrl"],
+        "sensorsQueueUrl": cloud.outputs["sensorsQueueUrl"],
+    }
 
 
 def test_given_parameters_that_choose_when_translated_then_conditions_and_lists_follow_them(

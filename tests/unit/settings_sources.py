@@ -11,14 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from pydantic.fields import FieldInfo
-from samtranslator.yaml_helper import yaml_parse
 
 from sluice.consumer.settings import ConsumerSettings
 from sluice.delay.settings import DelaySettings
 from sluice.jobs.settings import JobConsumerSettings, JobSettings, JobStoreSettings
 from sluice.redrive.settings import BreakerSettings, RedriveSettings
 from sluice.settings import ENV_PREFIX, EnvSettings, split_csv
-from sluice_local.emulation.language_extensions import expand
+from sluice_local.emulation.language_extensions import with_nested
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
@@ -43,9 +42,10 @@ REQUIRED = object()
 
 
 def load_template() -> Template:
-    """template.yaml with its ``Fn::ForEach`` loops expanded (as CloudFormation reads it), its
+    """template.yaml with its nested templates (workloads.yaml) and ``Fn::ForEach`` loops expanded (as
+    CloudFormation reads it), its
     ``Fn::FindInMap`` kept: a workload's setting is its own value or a parameter's (:func:`unwrapped`)."""
-    return expand(yaml_parse(TEMPLATE.read_text(encoding="utf-8")), {}, resolve_mappings=False)
+    return with_nested(TEMPLATE, {}, resolve_mappings=False)
 
 
 def unwrapped(template: Template, value: Any, *, own: bool = True) -> Any:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from sluice_local.emulation.metric_math import MetricMathError, alarm_state, evaluate
-from tests.unit.test_template import load_template
+from tests.unit.test_template import load_template, workload_names
 from tests.unit.test_template_operations import resolved
 
 DEFAULTS = {"RedriveMode": "stepfunctions"}  # the redrive state machine's alarm exists in this mode
@@ -220,7 +220,7 @@ def test_every_expression_in_the_template_is_one_the_evaluator_reads():
         for lid, r in template["Resources"].items()
         if r["Type"] == "AWS::CloudWatch::Alarm" and "Metrics" in (props := r["Properties"])
     }
-    workloads = load_template()["Parameters"]["Workloads"]["Default"].split(",")
+    workloads = workload_names()
     assert set(math) == {  # each workload's three (one loop body: the tests read the first one's)
         f"{name}{alarm_id}"
         for name in workloads

@@ -36,6 +36,7 @@ from tests.unit.settings_sources import (
     parameter_default,
     same,
 )
+from tests.unit.test_template import workload_names
 
 NO_NAME = {"", "—", "-"}
 
@@ -208,7 +209,7 @@ def _column_problems(
 def table_problems(table: Table, text: str, template: Template) -> list[str]:
     """Every default ``table`` (in ``text``) states that its model or the template does not have."""
 
-    workloads = str(template["Parameters"]["Workloads"]["Default"]).split(",")
+    workloads = workload_names()
 
     def resource(cell: Any) -> bool:  # a resource of the template's, or each workload's (<Workload>X)
         names = [str(cell).replace("<Workload>", w) for w in workloads]

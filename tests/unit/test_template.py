@@ -30,10 +30,11 @@ from sluice.consumer.settings import ConsumerSettings
 from sluice.limits import MAX_VISIBILITY_SECONDS
 from sluice.redrive.settings import RedriveSettings
 from sluice.settings import ENV_PREFIX
-from sluice_local.emulation.language_extensions import expand
+from sluice_local.emulation.language_extensions import with_nested
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
+WORKLOADS_TEMPLATE = ROOT / "workloads.yaml"
 REGION = "us-east-1"
 
 Template = dict[str, Any]
@@ -92,10 +93,19 @@ ALLOWED_MANAGED_POLICIES: dict[str, str] = {
 
 
 def load_template() -> Template:
-    """template.yaml as CloudFormation reads it after ``AWS::LanguageExtensions``: its ``Fn::ForEach``
-    loops expanded for the parameters' defaults (the loops repeat resources; none depends on a
-    parameter, so every resource of every mode is here, each under its Condition)."""
-    return expand(yaml_parse(TEMPLATE.read_text(encoding="utf-8")), {}, resolve_mappings=False)
+    """The whole application as CloudFormation reads it after ``AWS::LanguageExtensions``: template.yaml
+    with its nested applications' templates (workloads.yaml, ...) in it, their ``Fn::ForEach`` loops
+    expanded for the parameters' defaults (the loops repeat resources; none depends on a parameter, so
+    every resource of every mode is here, each under its Condition)."""
+    return with_nested(TEMPLATE, {}, resolve_mappings=False)
+
+
+def workload_names() -> list[str]:
+    """The workloads workloads.yaml runs: the list its ``Fn::ForEach::Workload`` loops over."""
+    raw = yaml_parse(WORKLOADS_TEMPLATE.read_text(encoding="utf-8"))
+    names = raw["Resources"]["Fn::ForEach::Workload"][1]
+    assert isinstance(names, list), "workloads.yaml's loop no longer lists its workloads"
+    return [str(name) for name in names]
 
 
 class _StubManagedPolicyLoader:
@@ -587,7 +597,8 @@ def check_redrive_modes(raw: Template, cfn: Template) -> list[str]:
     conditions = raw.get("Conditions", {})
     expected = {
         "RedriveWithLambda": {"Fn::Equals": [{"Ref": "RedriveMode"}, "lambda"]},
-        "RedriveWithStepFunctions": {"Fn::Equals": [{"Ref": "RedriveMode"}, "stepfunctions"]},
+        # workloads.yaml: the root allows lambda and stepfunctions only, so one is the other's negation
+        "RedriveWithStepFunctions": {"Fn::Not": [{"Condition": "RedriveWithLambda"}]},
     }
     for name, body in expected.items():
         if conditions.get(name) != body:
@@ -713,7 +724,7 @@ def check_envelope_key_and_queue_policies(raw: Template, cfn: Template) -> list[
         }
         if len(denies) != 1 or allowed != set(senders):
             problems.append(f"{queue} must deny SendMessage to all but {senders}, got {sorted(allowed)}")
-    workloads = _parameter(raw, "Workloads").get("Default", "").split(",")
+    workloads = workload_names()
     workload_roles = {f"{name}{role}" for name in workloads for role in SENDING_WORKLOAD_ROLES}
     for role in _of_type(raw, "AWS::IAM::Role"):  # the path admits exactly the workloads' senders
         on_path = _properties(raw, role).get("Path") == WORKLOAD_ROLE_PATH
@@ -1032,7 +1043,7 @@ def test_given_the_delay_queue_when_checked_then_its_visibility_covers_six_timeo
 
 def test_given_each_workloads_redrive_roles_then_they_reach_only_its_own_breaker_item(raw: Template) -> None:
     # The breaker table holds every workload's item: a workload's redrive may read and write its own
-    workloads = _parameter(raw, "Workloads").get("Default", "").split(",")
+    workloads = workload_names()
     for name in workloads:
         for role in ("CircuitBreakerRole", "RedriverRole", "RedrivePlanRole"):
             statements = _properties(raw, f"{name}{role}")["Policies"][0]["PolicyDocument"]["Statement"]

@@ -17,9 +17,9 @@ import pytest
 from samtranslator.yaml_helper import yaml_parse
 
 from sluice import metrics
+from sluice_local.emulation.conditions import evaluate_conditions, resolve_if
 from sluice_local.emulation.language_extensions import resolve_find_in_map as _resolve_find_in_map
-from sluice_local.emulation.template import _resolve_if, evaluate_conditions
-from tests.unit.test_template import load_template
+from tests.unit.test_template import load_template, workload_names
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPICS = ("WarningTopic", "CriticalTopic")
@@ -43,7 +43,7 @@ def resolved(parameters: dict[str, str]) -> Template:
     conditions = evaluate_conditions(raw.get("Conditions", {}), values)
     mappings = raw.get("Mappings", {})
     resources = {
-        lid: _literal_sub_variables(_resolve_find_in_map(_resolve_if(res, conditions), mappings, values))
+        lid: _literal_sub_variables(_resolve_find_in_map(resolve_if(res, conditions), mappings, values))
         for lid, res in raw["Resources"].items()
         if conditions.get(res.get("Condition", ""), True)
     }
@@ -109,7 +109,7 @@ def workloads(template: Template) -> list[str]:
 
 # --- the expected alarms ----------------------------------------------------------------------------
 
-WORKLOADS = str(load_template()["Parameters"]["Workloads"]["Default"]).split(",")
+WORKLOADS = workload_names()
 DEAD_ENDS = {  # queue → alarm prefix: a message waiting there is critical
     **{f"{name}DeadLetterQueue": f"{name}DeadLetter" for name in WORKLOADS},
     "DelayDeadLetterQueue": "DelayDeadLetter",

@@ -1,5 +1,6 @@
-"""docs/workloads.md's "Adding a workload" diff, applied to template.yaml as it is: the new workload gets
-every resource a workload has, with its own settings, and nothing else in the template changes."""
+"""docs/workloads.md's "Adding a workload" diff, applied to workloads.yaml as it is: the new workload gets
+every resource a workload has, with its own settings, and nothing else changes; the cap on workloads
+the docs state is CloudFormation's quotas divided by what one workload declares."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ from typing import Any
 
 from samtranslator.yaml_helper import yaml_parse
 
-from sluice_local.emulation.language_extensions import expand
+from sluice_local.emulation.language_extensions import expand, nested_sources
+from sluice_local.emulation.template import translate
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "workloads.md"
 TEMPLATE = ROOT / "template.yaml"
+WORKLOADS = ROOT / "workloads.yaml"
 
 
 def documented_diff() -> list[str]:
@@ -34,7 +37,7 @@ def apply(diff: list[str], text: str) -> str:
             at += 1
             continue
         found = next((i for i in range(at, len(lines)) if lines[i] == content), None)
-        assert found is not None, f"the documented diff's line is not in template.yaml: {content!r}"
+        assert found is not None, f"the documented diff's line is not in workloads.yaml: {content!r}"
         if mark == "-":
             del lines[found]
             at = found
@@ -43,12 +46,18 @@ def apply(diff: list[str], text: str) -> str:
     return "\n".join(lines)
 
 
+def passed() -> dict[str, str]:
+    """What template.yaml passes workloads.yaml with its defaults (its timeout, window, ...)."""
+    [values] = [known for _, path, known in nested_sources(TEMPLATE, {}) if path == WORKLOADS]
+    return values
+
+
 def resources(text: str) -> dict[str, Any]:
-    return dict(expand(yaml_parse(text), {})["Resources"])
+    return dict(expand(yaml_parse(text), passed())["Resources"])
 
 
 def test_given_the_documented_diff_then_it_adds_a_workload_with_everything_one_has_and_its_settings() -> None:
-    before = TEMPLATE.read_text(encoding="utf-8")
+    before = WORKLOADS.read_text(encoding="utf-8")
     diff = documented_diff()
     # When the diff in the docs is applied to the template (config only: the folder is the code)
     after = apply(diff, before)
@@ -66,7 +75,7 @@ def test_given_the_documented_diff_then_it_adds_a_workload_with_everything_one_h
     [grant] = writer["PolicyDocument"]["Statement"]
     assert (grant["Action"], grant["Resource"]) == (
         ["dynamodb:PutItem"],
-        {"Fn::GetAtt": ["LedgerTable", "Arn"]},
+        {"Ref": "LedgerTableArn"},  # the root passes LedgerTable.Arn
     )
     assert all(new[lid] == old[lid] for lid in old)
     # ... with its own folder and settings, and the stack-wide ones where it says nothing
@@ -86,20 +95,39 @@ def test_given_the_documented_diff_then_it_adds_a_workload_with_everything_one_h
     assert len(changed) <= 8
 
 
-def outputs_for(names: str) -> int:
-    template = yaml_parse(TEMPLATE.read_text(encoding="utf-8"))
-    return len(expand(template, {"Workloads": names})["Outputs"])
+def declared(tmp: Path, names: str) -> tuple[int, int]:
+    """(resources, outputs) the workloads' nested stack declares with the workloads ``names`` (a YAML
+    list), after SAM's transform, every RedriveMode's: CloudFormation counts a conditional one too."""
+    for folder in ("functions", "examples", "layers", "statemachines"):
+        (tmp / folder).symlink_to(ROOT / folder)
+    (tmp / "template.yaml").write_text(TEMPLATE.read_text(encoding="utf-8"), encoding="utf-8")
+    text = WORKLOADS.read_text(encoding="utf-8")
+    assert "&workloads [" in text, "workloads.yaml no longer lists its workloads the expected way"
+    listed = re.sub(r"&workloads \[[^\]]*\]", f"&workloads {names}", text, count=1)
+    (tmp / "workloads.yaml").write_text(listed, encoding="utf-8")
+    resources: set[str] = set()
+    outputs: set[str] = set()
+    for mode in ("lambda", "stepfunctions"):
+        translated, _ = translate(tmp / "template.yaml", {"RedriveMode": mode})
+        ours = [*translated.template["Resources"], *translated.emulated]
+        resources |= {lid for lid in ours if lid.startswith(("Orders", "Refunds"))}
+        outputs |= {key for key in translated.template["Outputs"] if key.startswith("WorkloadStack.")}
+    return len(resources), len(outputs)
 
 
-def test_given_cloudformations_output_quota_then_the_docs_cap_on_workloads_is_the_templates() -> None:
-    # CloudFormation allows 200 outputs a template (every one declared counts, a conditional one too)
-    one, two = outputs_for("Orders"), outputs_for("Orders,Refunds")
-    per_workload, shared = two - one, one - (two - one)
-    cap = (200 - shared) // per_workload
+def test_given_cloudformations_quotas_then_the_docs_cap_on_workloads_is_the_templates(tmp_path: Path) -> None:
+    # CloudFormation allows 500 resources and 200 outputs a template (a conditional one counts too);
+    # the workloads' nested stack holds nothing else
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    one, two = declared(tmp_path / "one", "[Orders]"), declared(tmp_path / "two", "[Orders, Refunds]")
+    resources, outputs = two[0] - one[0], two[1] - one[1]
+    shared_outputs = one[1] - outputs
+    cap = min(500 // resources, (200 - shared_outputs) // outputs)
     said = re.search(
-        r"\*\*About (\w+) workloads a stack\*\*: each adds (\d+) outputs to the stack's (\d+)",
+        r"\*\*About (\w+) workloads a stack\*\*: each declares (\d+) resources and (\d+) outputs",
         DOC.read_text(),
     )
     assert said is not None
     words = {"eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}
-    assert (words[said.group(1)], int(said.group(2)), int(said.group(3))) == (cap, per_workload, shared)
+    assert (words[said.group(1)], int(said.group(2)), int(said.group(3))) == (cap, resources, outputs)

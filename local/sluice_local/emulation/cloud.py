@@ -26,6 +26,7 @@ from sluice_local.emulation.emulated import Resolver, Schedules, Ticker
 from sluice_local.emulation.endpoint import endpoint_client, free_port
 from sluice_local.emulation.functions import FunctionHost, FunctionSpec, Handler
 from sluice_local.emulation.language_extensions import LanguageExtensionError, MappingError
+from sluice_local.emulation.nested import publish_outputs
 from sluice_local.emulation.pollers import MappingSpec, SqsPoller
 from sluice_local.emulation.template import (
     ARTIFACT_BUCKET,
@@ -286,7 +287,10 @@ class LocalCloud:
                 if "FAILED" in e["ResourceStatus"]
             ]
             raise DeployError(f"stack {self.stack_name} is {stack['StackStatus']}: " + "; ".join(failed))
-        self.outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+        # every stack's outputs in one place, for the local tools (the operator CLI reads a nested
+        # stack's from its own stack, as in AWS)
+        outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+        self.outputs = publish_outputs(cfn, self.stack_name, outputs)
         for res in cfn.list_stack_resources(StackName=self.stack_name)["StackResourceSummaries"]:
             self.resources[res["LogicalResourceId"]] = res.get("PhysicalResourceId", "")
         self._register_functions(translated)

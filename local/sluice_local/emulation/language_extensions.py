@@ -16,6 +16,8 @@ which nothing here resolves, are refused with a message that names them rather t
 from __future__ import annotations
 
 import copy
+import re
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -182,15 +184,84 @@ def _unsupported(node: Any) -> set[str]:
     return found
 
 
+NESTED_TYPES = {"AWS::Serverless::Application": "Location", "AWS::CloudFormation::Stack": "TemplateURL"}
+
+
+def nested_sources(
+    path: Path, given: dict[str, str], *, every: bool = False
+) -> list[tuple[str, Path, dict[str, str]]]:
+    """Each nested application of the template at ``path`` whose template is a local file: its logical
+    id, its template and the parameter values the parent passes that are known before deploying (what
+    ``cfn-lint`` and ``checkov`` are given for it), for the parent's parameters ``given`` (else their
+    defaults). One whose ``Condition`` is false is left out unless ``every``."""
+    from samtranslator.yaml_helper import yaml_parse  # noqa: PLC0415
+
+    from sluice_local.emulation.conditions import evaluate_conditions  # noqa: PLC0415
+    from sluice_local.emulation.nested import literal  # noqa: PLC0415
+
+    template = expand(yaml_parse(path.read_text(encoding="utf-8")), given)
+    values = parameter_values(template.get("Parameters", {}), given)
+    texts = {k: ",".join(v) if isinstance(v, list) else v for k, v in values.items()}
+    conditions = evaluate_conditions(template.get("Conditions", {}), texts)
+    found = []
+    for logical_id, resource in template.get("Resources", {}).items():
+        key = NESTED_TYPES.get(str(resource.get("Type")))
+        location = resource.get("Properties", {}).get(key) if key else None
+        if not isinstance(location, str) or re.match(r"^(https?|s3)://", location):
+            continue
+        if not every and not conditions.get(str(resource.get("Condition")), True):
+            continue
+        passed = resource["Properties"].get("Parameters", {})
+        known = {k: t for k, v in passed.items() if (t := literal(v, values)) is not None}
+        found.append((logical_id, (path.parent / location).resolve(), known))
+    return found
+
+
+def with_nested(path: Path, given: dict[str, str], *, resolve_mappings: bool = True) -> dict[str, Any]:
+    """The template at ``path`` expanded, with each nested application's template in it as deployed
+    (expanded for what the parent passes, its parameters bound to the parent's expressions as the local
+    runtime binds them, its conditions, resources, mappings and outputs joined to the parent's): the
+    whole application as one template, what checkov scans and what a template test reads."""
+    from samtranslator.yaml_helper import yaml_parse  # noqa: PLC0415
+
+    from sluice_local.emulation.nested import (  # noqa: PLC0415
+        bind_parameters,
+        nested_stack_suffix,
+        passed_parameters,
+    )
+
+    merged = expand(yaml_parse(path.read_text(encoding="utf-8")), given, resolve_mappings=resolve_mappings)
+    for app, child_path, known in nested_sources(path, given):
+        resource = merged["Resources"].pop(app)
+        child = with_nested(child_path, known, resolve_mappings=resolve_mappings)
+        passed = resource.get("Properties", {}).get("Parameters", {})
+        params = passed_parameters(child.get("Parameters", {}), passed, app)
+        bound = bind_parameters(
+            {k: v for k, v in child.items() if k in ("Conditions", "Resources", "Outputs")},
+            params,
+            nested_stack_suffix(app),
+        )
+        for mapping, rows in child.get("Mappings", {}).items():
+            ours = merged.setdefault("Mappings", {}).setdefault(mapping, {})
+            for key, row in rows.items():
+                if ours.setdefault(key, row) != row:
+                    raise LanguageExtensionError(f"{app}: Mappings {mapping}.{key} differs from its parent's")
+        for section in ("Conditions", "Resources", "Outputs"):
+            ours = merged.setdefault(section, {})
+            for name, item in bound.get(section, {}).items():
+                if name in ours and ours[name] != item:
+                    raise LanguageExtensionError(f"{app}: {section} {name} is also its parent's, differently")
+                ours[name] = item
+    return merged
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m sluice_local.emulation.language_extensions TEMPLATE [Name=Value ...]``: the template
-    with its loops expanded, as JSON on stdout (what scripts/security_scan.py hands checkov, which
-    skips the resources of an ``Fn::ForEach`` without a word)."""
+    with its loops expanded and its nested applications' resources in it, as JSON on stdout (what
+    scripts/security_scan.py hands checkov, which skips the resources of an ``Fn::ForEach`` and of a
+    nested template without a word)."""
     import json  # noqa: PLC0415
     import sys  # noqa: PLC0415
-    from pathlib import Path  # noqa: PLC0415
-
-    from samtranslator.yaml_helper import yaml_parse  # noqa: PLC0415
 
     args = sys.argv[1:] if argv is None else argv
     if not args or any("=" not in a for a in args[1:]):
@@ -198,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     given = dict(a.split("=", 1) for a in args[1:])
     try:
-        expanded = expand(yaml_parse(Path(args[0]).read_text(encoding="utf-8")), given)
+        expanded = with_nested(Path(args[0]), given)
     except LanguageExtensionError as exc:
         print(exc, file=sys.stderr)
         return 1

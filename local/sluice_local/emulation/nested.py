@@ -14,7 +14,11 @@ one stack it gives moto, as CloudFormation would resolve them:
 - the child's conditions are evaluated with what the parent passes; a condition that depends on a value
   only known once the parent's resources exist (an ARN, say) is refused with the parameter's name: the
   local runtime cannot evaluate it before deploying;
-- ``Fn::GetAtt [<Application>, Outputs.<Name>]`` in the parent becomes the child's output expression.
+- ``Fn::GetAtt [<Application>, Outputs.<Name>]`` in the parent becomes the child's output expression;
+  ``Ref`` to the application, the nested stack's name;
+- the child's outputs are its own stack's: the runtime creates a stack of that name holding just them
+  (``DescribeStacks`` on the name the parent's ``Ref`` gives answers with them, as in AWS); the root's
+  own ``DescribeStacks`` shows them too, as ``<Application>.<Name>`` (local only).
 
 The one difference left: the child's logical ids share the root stack's namespace, so a logical id
 used in two of the files is refused with both names (CloudFormation would accept it).
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,10 +43,16 @@ __all__ = [
     "inline",
     "literal",
     "local_template",
+    "nested_stack_name",
     "nested_stack_suffix",
+    "passed_parameters",
+    "publish_outputs",
+    "split_outputs",
 ]
 
 NESTED_TYPE = "AWS::CloudFormation::Stack"
+NESTED_OUTPUT = "."
+"""Separates a nested stack's logical id from its output's name in the root's outputs (local only)."""
 _SUB_REF = re.compile(r"\$\{([^!}][^}]*)\}")
 
 
@@ -120,7 +131,7 @@ def _is_list(spec: dict[str, Any]) -> bool:
     return kind == "CommaDelimitedList" or kind.startswith("List<")
 
 
-def _passed(declared: dict[str, Any], given: dict[str, Any], app: str) -> dict[str, Any]:
+def passed_parameters(declared: dict[str, Any], given: dict[str, Any], app: str) -> dict[str, Any]:
     """What each of the child's ``Ref``\\s yields, as expressions in the parent's terms."""
     unknown = sorted(set(given) - set(declared))
     if unknown:
@@ -157,12 +168,32 @@ def bind_parameters(node: Any, params: dict[str, Any], suffix: str) -> Any:  # n
     if set(node) == {"Fn::Sub"}:
         text, variables = _sub_parts(node["Fn::Sub"])
         variables = {k: bind_parameters(v, params, suffix) for k, v in variables.items()}
+        # the child's own stack name first: a parameter's value may name the parent's
+        text = text.replace("${AWS::StackName}", "${AWS::StackName}-" + suffix)
         for name in dict.fromkeys(_SUB_REF.findall(text)):
             if name in params and name not in variables:
-                variables[name] = copy.deepcopy(params[name])
-        text = text.replace("${AWS::StackName}", "${AWS::StackName}-" + suffix)
+                inline = _in_sub(params[name])
+                if inline is None:
+                    variables[name] = copy.deepcopy(params[name])
+                else:
+                    text = text.replace("${" + name + "}", inline)
         return {"Fn::Sub": [text, variables] if variables else text}
     return {k: bind_parameters(v, params, suffix) for k, v in node.items()}
+
+
+def _in_sub(value: Any) -> str | None:
+    """How a ``Fn::Sub`` text writes ``value`` itself, where it can: a literal, ``${Name}`` for a
+    ``Ref``, ``${Resource.Attribute}`` for a ``Fn::GetAtt``; else None (it becomes a variable)."""
+    if isinstance(value, str) and "${" not in value:
+        return value
+    if isinstance(value, dict) and set(value) == {"Ref"} and isinstance(value["Ref"], str):
+        return "${" + value["Ref"] + "}"
+    if isinstance(value, dict) and set(value) == {"Fn::GetAtt"}:
+        target = value["Fn::GetAtt"]
+        parts = target if isinstance(target, list) else str(target).split(".", 1)
+        if all(isinstance(p, str) for p in parts):
+            return "${" + ".".join(parts) + "}"
+    return None
 
 
 def _sub_parts(arg: Any) -> tuple[str, dict[str, Any]]:
@@ -248,7 +279,7 @@ def inline(
         literals = {k: t for k, v in given.items() if (t := literal(v, values)) is not None}
         deferred = frozenset(given) - set(literals)
         child = translate_child((base / path).resolve(), literals, deferred, f"{key_prefix}{app}/")
-        params = _passed(child.parameters, given, app)
+        params = passed_parameters(child.parameters, given, app)
         suffix = nested_stack_suffix(app)
 
         def bind(node: Any, params: dict[str, Any] = params, suffix: str = suffix) -> Any:
@@ -269,10 +300,67 @@ def inline(
         result.local_rates.update(child.local_rates)
         result.code_dirs.update(child.code_dirs)
         result.artifacts.update(child.artifacts)
-        for lid in list(resources):
-            resources[lid] = _without_dependency(_use_outputs(resources[lid], app, outputs), app)
-        for lid in list(result.emulated):
-            result.emulated[lid] = _use_outputs(result.emulated[lid], app, outputs)
-        if "Outputs" in result.template:
-            result.template["Outputs"] = _use_outputs(result.template["Outputs"], app, outputs)
+        # what the parent reads of the child's outputs; a resource or output whose condition is false
+        # is not evaluated (CloudFormation leaves it out), so it may read an output the child lacks
+        name = {"Fn::Join": ["-", [{"Ref": "AWS::StackName"}, suffix]]}
+        for section in (resources, result.emulated, result.template.get("Outputs", {})):
+            for lid, item in section.items():
+                if conditions.get(str(item.get("Condition")), True) or "Condition" not in item:
+                    read = _use_outputs(_replace_ref(item, app, name), app, outputs)
+                    section[lid] = _without_dependency(read, app)
+        # the child's own outputs, for its stack of outputs (NESTED_OUTPUT): "<app>.<output>"
+        result.template.setdefault("Outputs", {}).update(
+            {f"{app}{NESTED_OUTPUT}{key}": {"Value": value} for key, value in outputs.items()}
+        )
     return result
+
+
+def _replace_ref(node: Any, logical_id: str, value: Any) -> Any:
+    """``node`` with each ``Ref`` to ``logical_id`` (a nested stack: its name, as the local runtime names
+    it; CloudFormation gives its ARN, which ``DescribeStacks`` takes alike) replaced by ``value``."""
+    if isinstance(node, list):
+        return [_replace_ref(v, logical_id, value) for v in node]
+    if not isinstance(node, dict):
+        return node
+    if node == {"Ref": logical_id}:
+        return copy.deepcopy(value)
+    return {k: _replace_ref(v, logical_id, value) for k, v in node.items()}
+
+
+def split_outputs(outputs: dict[str, str]) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    """A deployed root's outputs: its own, and each nested stack's (by its path of logical ids, e.g.
+    ``WorkloadStack``) that :func:`inline` carried up as ``<path>.<output>``."""
+    own: dict[str, str] = {}
+    nested: dict[str, dict[str, str]] = {}
+    for key, value in outputs.items():
+        path, dot, name = key.rpartition(NESTED_OUTPUT)
+        if dot:
+            nested.setdefault(path, {})[name] = value
+        else:
+            own[key] = value
+    return own, nested
+
+
+def nested_stack_name(root: str, path: str) -> str:
+    """The name of the nested stack at ``path`` (logical ids joined by dots) under the root stack."""
+    return "-".join([root, *(nested_stack_suffix(part) for part in path.split(NESTED_OUTPUT))])
+
+
+def publish_outputs(cloudformation: Any, root: str, outputs: dict[str, str]) -> dict[str, str]:
+    """After the root stack ``root`` is created with ``outputs``: each nested stack's outputs in a stack
+    of its own name (``DescribeStacks`` on the name the parent's ``Ref`` gives answers with them, as in
+    AWS). Returns every stack's outputs in one mapping, for the local tools."""
+    own, nested = split_outputs(outputs)
+    for path, values in nested.items():
+        cloudformation.create_stack(
+            StackName=nested_stack_name(root, path),
+            TemplateBody=json.dumps(
+                {
+                    "Description": f"{path} of {root}: its resources are deployed in {root} by the local "
+                    "runtime; its outputs are here",
+                    "Resources": {},
+                    "Outputs": {key: {"Value": value} for key, value in values.items()},
+                }
+            ),
+        )
+    return {**own, **{key: value for values in nested.values() for key, value in values.items()}}

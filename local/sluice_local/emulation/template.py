@@ -23,7 +23,7 @@ import io
 import json
 import re
 import zipfile
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from samtranslator.translator.translator import Translator
 from samtranslator.yaml_helper import yaml_parse
 
 from sluice_local.emulation import language_extensions, nested
+from sluice_local.emulation.conditions import evaluate_conditions, resolve_if
 from sluice_local.emulation.language_extensions import resolve_find_in_map
 
 ARTIFACT_BUCKET = "sluice-local-artifacts"
@@ -67,11 +68,15 @@ def parameter_problems(
 ) -> list[str]:
     """Every parameter constraint the values break, worded as CloudFormation's ValidationError.
 
-    CloudFormation checks ``AllowedValues``, ``AllowedPattern`` (the whole value), ``MinLength`` /
-    ``MaxLength``, ``MinValue`` / ``MaxValue`` and that a ``Number`` is a number, against the given value
-    or else the ``Default``; a parameter with neither is missing. moto checks none of it.
+    CloudFormation refuses a value for a parameter the template does not declare, and checks
+    ``AllowedValues``, ``AllowedPattern`` (the whole value), ``MinLength`` / ``MaxLength``, ``MinValue`` /
+    ``MaxValue`` and that a ``Number`` is a number, against the given value or else the ``Default``; a
+    parameter with neither is missing. moto checks none of it.
     """
     problems: list[str] = []
+    unknown = [name for name in given if name not in declared]
+    if unknown:
+        problems.append(f"Parameters: [{', '.join(unknown)}] do not exist in the template")
     missing = [
         name
         for name, spec in declared.items()
@@ -192,10 +197,10 @@ def _translate(
         del cfn["Resources"][lid]
     # Fn::If with the known conditions, as CloudFormation resolves them (the runtime reads resolved
     # properties, e.g. ReservedConcurrentExecutions).
-    cfn["Resources"] = _resolve_if(cfn["Resources"], conditions)
+    cfn["Resources"] = resolve_if(cfn["Resources"], conditions)
     # CloudFormation skips a resource whose Condition is false; so does the emulation.
     emulated = {
-        lid: _resolve_if(res, conditions)
+        lid: resolve_if(res, conditions)
         for lid, res in emulated.items()
         if conditions.get(str(res.get("Condition")), True) or "Condition" not in res
     }
@@ -244,7 +249,7 @@ def _child_translator(region: str) -> nested.TranslateChild:
         path: Path, literals: dict[str, str], later: frozenset[str], prefix: str
     ) -> nested.Child:
         child, blobs, conditions = _translate(path, literals, region, deferred=later, key_prefix=prefix)
-        outputs = _kept(child.template.get("Outputs", {}), conditions, path)
+        outputs = resolve_if(_kept(child.template.get("Outputs", {}), conditions, path), conditions)
         return nested.Child(
             resources=_kept(child.template.get("Resources", {}), conditions, path),
             outputs={name: out["Value"] for name, out in outputs.items()},
@@ -376,60 +381,3 @@ def _replace_refs(node: Any, names: dict[str, Any], arns: dict[str, Any] | None 
         if logical in arns and attr == "Arn":
             return arns[logical]
     return {k: _replace_refs(v, names, arns) for k, v in node.items()}
-
-
-def evaluate_conditions(conditions: dict[str, Any], params: dict[str, str]) -> dict[str, bool]:
-    """The template's Conditions, evaluated with the parameter values (Equals/Not/And/Or/Condition)."""
-    done: dict[str, bool] = {}
-
-    def value(node: Any) -> Any:
-        if isinstance(node, dict) and set(node) == {"Ref"}:
-            return params.get(node["Ref"], "")
-        if isinstance(node, dict) and set(node) == {"Fn::Join"}:
-            sep, parts = node["Fn::Join"]
-            flat = [value(p) for p in parts]
-            return sep.join(",".join(v) if isinstance(v, list) else str(v) for v in flat)
-        return node
-
-    def truth(node: Any) -> bool:
-        if isinstance(node, dict) and len(node) == 1:
-            [(operator, arg)] = node.items()
-            if operator in operators:
-                return operators[operator](arg)
-        raise ValueError(f"condition not understood by the local runtime: {node!r}")
-
-    def named(name: str) -> bool:
-        if name not in done:
-            done[name] = truth(conditions[name])
-        return done[name]
-
-    operators: dict[str, Callable[[Any], bool]] = {
-        "Condition": named,
-        "Fn::Equals": lambda arg: str(value(arg[0])) == str(value(arg[1])),
-        "Fn::Not": lambda arg: not truth(arg[0]),
-        "Fn::And": lambda arg: all(truth(n) for n in arg),
-        "Fn::Or": lambda arg: any(truth(n) for n in arg),
-    }
-
-    for name in conditions:
-        named(name)
-    return done
-
-
-def _resolve_if(node: Any, conditions: dict[str, bool]) -> Any:
-    """``Fn::If`` with known conditions; ``AWS::NoValue`` removes the key or list item."""
-    if isinstance(node, list):
-        items = [_resolve_if(v, conditions) for v in node]
-        return [v for v in items if v is not _NO_VALUE]
-    if not isinstance(node, dict):
-        return node
-    if set(node) == {"Fn::If"}:
-        name, yes, no = node["Fn::If"]
-        return _resolve_if(yes if conditions[name] else no, conditions)
-    if node == {"Ref": "AWS::NoValue"}:
-        return _NO_VALUE
-    out = {k: _resolve_if(v, conditions) for k, v in node.items()}
-    return {k: v for k, v in out.items() if v is not _NO_VALUE}
-
-
-_NO_VALUE = object()

@@ -271,9 +271,7 @@ def run_worker(seeds: Iterable[int], *, mode: str, log_dir: Path, options: Optio
     logging.getLogger("sluice_local.emulation.faults").addHandler(faults_log)  # every fault, with its seed
     logging.getLogger("sluice_local.emulation.faults").setLevel(logging.INFO)
     failed = 0
-    # the orders example's workload alone: the soak's orders and its checker are that workload's (a second
-    # workload's stack would only poll its empty queue and run its redrive's backstop)
-    params = {**FAST, "RedriveMode": mode, "Workloads": ORDERS}
+    params = {**FAST, "RedriveMode": mode}
     database = postgres.database_url()
     no_jobs = (
         "not in this workload"

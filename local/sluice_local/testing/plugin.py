@@ -4,7 +4,8 @@ root conftest.py, then ask for ``sluice_stack``.
 ``sluice_stack`` (one per test session) deploys the template named by the ``sluice_template`` ini
 option (default: template.yaml beside pytest's rootdir) with the local runtime's fast settings,
 ``LogLevel=DEBUG`` (what :meth:`RunningStack.outcome` waits for) and the ``sluice_parameters`` ini
-lines (``Name=Value``) over them, and stops it at the end, asserting it stopped cleanly.
+lines (``Name=Value``) over them, with only the workloads the ``sluice_workloads`` ini lines name (all
+of workloads.yaml's when none), and stops it at the end, asserting it stopped cleanly.
 """
 
 from __future__ import annotations
@@ -26,6 +27,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini(
         "sluice_parameters", "Name=Value parameter overrides for sluice_stack", type="linelist", default=[]
     )
+    parser.addini(
+        "sluice_workloads",
+        "only these workloads of workloads.yaml (default: all)",
+        type="linelist",
+        default=[],
+    )
 
 
 @pytest.fixture(scope="session")
@@ -41,7 +48,11 @@ def sluice_stack(
             raise pytest.UsageError(f"sluice_parameters: {line!r} is not Name=Value")
         params[name.strip()] = value.strip()
     running = start_stack(
-        tmp_path_factory.mktemp("sluice-stack"), stack_name="sluice-test", template=template, params=params
+        tmp_path_factory.mktemp("sluice-stack"),
+        stack_name="sluice-test",
+        template=template,
+        params=params,
+        workloads=[str(name) for name in pytestconfig.getini("sluice_workloads")],
     )
     yield running
     code = running.stop()

@@ -22,7 +22,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -30,6 +30,7 @@ from typing import Any, Literal
 from sluice.logevents import LogEvent
 from sluice_local.app.observer import Stack, envelope_of
 from sluice_local.emulation.cloud import ROOT
+from sluice_local.testing.project import with_workloads
 
 __all__ = ["Outcome", "RunningStack", "port_is_closed", "start_stack"]
 
@@ -156,10 +157,14 @@ def start_stack(
     params: dict[str, str] | None = None,
     database_url: str | None = None,
     project: Path = ROOT,
+    workloads: Sequence[str] = (),
     timeout: float = 180,  # a deadline, not a wait
 ) -> RunningStack:
     """Deploy ``template`` (default: ``project``/template.yaml) with the local runtime's fast settings
-    and ``params`` over them, in its own process; returns once its endpoint answers."""
+    and ``params`` over them, in its own process; returns once its endpoint answers. ``workloads``:
+    only these of its workloads (a copy of the project whose workloads.yaml lists them)."""
+    if workloads:
+        template = with_workloads(template or project / "template.yaml", workloads, workdir / "project")
     ready = workdir / f"{stack_name}.ready.json"
     log = workdir / f"{stack_name}.functions.log"
     output = workdir / f"{stack_name}.out"

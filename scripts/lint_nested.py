@@ -1,0 +1,61 @@
+"""cfn-lint on each nested application's template, with the parameter values template.yaml passes it.
+
+``sam validate --lint`` lints template.yaml alone. A nested template (workloads.yaml, stacks/*.yaml)
+loops over and looks up what its parent passes (the workload names, the consumer timeout, ...), which
+has no default of its own there; cfn-lint's own ``Fn::ForEach`` expansion reads only a parameter's
+``Default``. Each nested template is therefore linted as a copy beside it whose parameters default to
+the values the root passes with its defaults
+(``sluice_local.emulation.language_extensions.nested_sources``), in each RedriveMode. A nested
+template declares each parameter on one line (``Name: {Type: String}``), which the copy extends.
+
+Run with the project's virtualenv: ``make validate``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from sluice_local.emulation.language_extensions import nested_sources
+
+ROOT = Path(__file__).resolve().parents[1]
+VARIANTS = ({}, {"RedriveMode": "stepfunctions"})
+
+
+def with_defaults(text: str, values: dict[str, str]) -> str:
+    """``text`` with each one-line parameter declaration ``  Name: {Type: T}`` given ``Default: value``."""
+    for name, value in values.items():
+        pattern = re.compile(rf"^(  {name}: \{{Type: [^,}}]+)\}}", re.MULTILINE)
+        text, found = pattern.subn(lambda m, v=value: f"{m[1]}, Default: {json.dumps(v)}}}", text)
+        if found != 1:
+            raise SystemExit(f"parameter {name} is not declared on one line ({{Type: ...}}) in the template")
+    return text
+
+
+def main() -> int:
+    cfn_lint = Path(sys.executable).with_name("cfn-lint")
+    failed: list[str] = []
+    linted = 0
+    for given in VARIANTS:
+        for app, template, known in nested_sources(ROOT / "template.yaml", given, every=True):
+            copy = template.with_name(f".lint-{template.name}")
+            try:
+                copy.write_text(with_defaults(template.read_text(encoding="utf-8"), known), encoding="utf-8")
+                argv = [str(cfn_lint), "--regions", "us-east-1", "--", str(copy)]
+                linted += 1
+                if subprocess.run(argv, check=False, cwd=ROOT).returncode != 0:  # noqa: S603 - our own argv
+                    failed.append(f"{app} ({template.relative_to(ROOT)}, {given or 'defaults'})")
+            finally:
+                copy.unlink(missing_ok=True)
+    if failed:
+        print("cfn-lint failed for: " + "; ".join(failed), file=sys.stderr)
+        return 1
+    print(f"cfn-lint: {linted} nested templates clean (each RedriveMode)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
