@@ -266,7 +266,7 @@ def test_given_parameters_that_choose_when_translated_then_conditions_and_lists_
                 root.replace("Stage: !Ref Stage", "Stage: !Ref Stage\n        Tier: x"),
                 workers,
             ),
-            r"\['Tier'\] are not declared",
+            r"Parameters: \[Tier\] do not exist in the template",
         ),
         # a parameter the child needs and the parent does not pass
         (
@@ -315,12 +315,17 @@ def test_given_what_cloudformation_refuses_when_deployed_then_the_deploy_fails_n
         LocalCloud(tmp_path, template=template, stack_name="nested-bad").start()
 
 
-def test_given_a_child_parameter_in_a_sub_text_when_translated_then_it_becomes_a_variable_of_that_sub(
+def test_given_a_child_parameter_in_a_sub_text_when_translated_then_the_text_names_what_the_parent_passes(
     tmp_path: Path,
 ) -> None:
     translated, _ = translate(project(tmp_path), {})
     env = translated.template["Resources"]["invoicesFunction"]["Properties"]["Environment"]["Variables"]
-    assert env["WORKLOAD"] == {"Fn::Sub": ["${Stage}-invoices", {"Stage": {"Ref": "Stage"}}]}
+    assert env["WORKLOAD"] == {"Fn::Sub": "${Stage}-invoices"}  # the parent's own Stage
+    # ... and the child's own stack name is the nested stack's
+    queue = translated.template["Resources"]["invoicesQueue"]["Properties"]
+    assert queue["QueueName"] == {
+        "Fn::Sub": "${AWS::StackName}-" + nested_stack_suffix("Workers") + "-invoices"
+    }
     assert env["DONE_QUEUE_URL"] == {"Ref": "Done"}
 
 

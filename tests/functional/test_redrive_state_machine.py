@@ -57,7 +57,6 @@ from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state
     StateTaskServiceSqs,
 )
 from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
-from samtranslator.yaml_helper import yaml_parse
 
 from sluice.envelope import ATTRIBUTE, Envelope, ErrorInfo, utcnow
 from sluice.redrive.breaker import Breaker, BreakerState
@@ -66,7 +65,7 @@ from sluice.redrive.plan import REFUSED
 from sluice.redrive.settings import RedriveSettings
 from sluice.redrive.steps import FETCH_VISIBILITY_SECONDS, SEND_REFUSALS, plan_step, refusal_step
 from sluice.sqs import queue_url_from_arn
-from sluice_local.emulation.language_extensions import expand
+from sluice_local.emulation.language_extensions import with_nested
 from sluice_local.emulation.moto_adapter import install_aws_sdk_casing
 from tests.conftest import create_task_role, envelope_key_secret
 from tests.doubles import RecordingMetrics, envelope_of, sealed
@@ -585,7 +584,7 @@ def test_given_the_send_refusal_choice_when_read_then_it_isolates_exactly_the_sq
 def test_given_the_batch_report_when_read_then_it_writes_what_the_redrive_failures_alarm_reads():
     # Given the ReportBatch task and the template's RedriveFailuresAlarm
     # (a workload's: the loop's copy for the example workload Orders)
-    template = expand(yaml_parse(TEMPLATE.read_text(encoding="utf-8")), {})
+    template = with_nested(TEMPLATE, {})  # the workloads' nested template in it
     alarm = template["Resources"]["OrdersRedriveFailuresAlarm"]["Properties"]
     substitutions = template["Resources"]["OrdersRedriveStateMachine"]["Properties"][
         "DefinitionSubstitutions"

@@ -7,8 +7,10 @@ one stack it gives moto, as CloudFormation would resolve them:
 
 - each ``Ref`` to one of the child's parameters becomes the expression the parent passes (a
   ``CommaDelimitedList`` or ``List<…>`` parameter is split, as CloudFormation does), else the
-  parameter's ``Default``; a ``${Parameter}`` in a ``Fn::Sub`` text becomes a variable of that
-  ``Fn::Sub`` (a parameter neither passed nor defaulted is refused, as CloudFormation refuses it);
+  parameter's ``Default``; a ``${Parameter}`` in a ``Fn::Sub`` text becomes what the parent passes,
+  written in the text where it can be (``${Name}``, ``${Resource.Attribute}``, a literal), else a
+  variable of that ``Fn::Sub`` (a parameter neither passed nor defaulted is refused, as CloudFormation
+  refuses it);
 - ``AWS::StackName`` in the child is the nested stack's own name, ``<parent>-<LogicalId>-<suffix>``
   as CloudFormation names it (so a name the child builds from it is as long as it will be in AWS);
 - the child's conditions are evaluated with what the parent passes; a condition that depends on a value
