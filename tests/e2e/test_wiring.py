@@ -13,18 +13,18 @@ from .conftest import ROOT
 
 
 def miswired_template(tmp: Path) -> Path:
-    """A copy of template.yaml whose consumer sends poison pills to the dead-letter queue."""
+    """A copy of the project whose workloads' consumers send poison pills to their dead-letter queue."""
     for folder in ("functions", "examples", "layers", "statemachines"):
         os.symlink(ROOT / folder, tmp / folder)
-    text = (ROOT / "template.yaml").read_text()
+    (tmp / "template.yaml").write_text((ROOT / "template.yaml").read_text())
+    text = (ROOT / "workloads.yaml").read_text()
     wrong = text.replace(  # in the workloads' loop: each workload's functions, its own DLQ
         "              SLUICE_POISON_QUEUE_URL: !Ref PoisonPillQueue",
         '              SLUICE_POISON_QUEUE_URL: {Ref: !Sub "${Name}DeadLetterQueue"}',
     )
-    assert wrong != text, "template.yaml no longer wires SLUICE_POISON_QUEUE_URL the expected way"
-    path = tmp / "template.yaml"
-    path.write_text(wrong)
-    return path
+    assert wrong != text, "workloads.yaml no longer wires SLUICE_POISON_QUEUE_URL the expected way"
+    (tmp / "workloads.yaml").write_text(wrong)
+    return tmp / "template.yaml"
 
 
 class PoisonUntilFoundElsewhere(consumer.Poison):

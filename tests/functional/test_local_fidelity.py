@@ -366,13 +366,6 @@ def test_given_a_parameter_without_value_or_default_when_deployed_then_it_is_mis
     assert parameter_problems({"Needed": {"Type": "String"}}, {}) == ["Parameters: [Needed] must have values"]
 
 
-def test_given_a_value_for_a_parameter_the_template_does_not_declare_then_it_is_refused_as_aws_does():
-    # CloudFormation: "Parameters: [Workloads] do not exist in the template" (moto ignores it)
-    assert parameter_problems(SPEC, {"Workloads": "Orders"}) == [
-        "Parameters: [Workloads] do not exist in the template"
-    ]
-
-
 def test_given_the_project_template_when_max_receive_count_is_zero_then_the_local_deploy_fails_as_aws_does():
     with pytest.raises(DeployError, match="ValidationError: Parameter 'MaxReceiveCount' failed to satisfy"):
         LocalCloud(parameters={"MaxReceiveCount": "0"}).start()

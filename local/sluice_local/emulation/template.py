@@ -68,15 +68,14 @@ def parameter_problems(
 ) -> list[str]:
     """Every parameter constraint the values break, worded as CloudFormation's ValidationError.
 
-    CloudFormation refuses a value for a parameter the template does not declare, and checks
-    ``AllowedValues``, ``AllowedPattern`` (the whole value), ``MinLength`` / ``MaxLength``, ``MinValue`` /
-    ``MaxValue`` and that a ``Number`` is a number, against the given value or else the ``Default``; a
-    parameter with neither is missing. moto checks none of it.
+    CloudFormation checks ``AllowedValues``, ``AllowedPattern`` (the whole value), ``MinLength`` /
+    ``MaxLength``, ``MinValue`` / ``MaxValue`` and that a ``Number`` is a number, against the given value
+    or else the ``Default``; a parameter with neither is missing. moto checks none of it. A value for a
+    parameter the root template does not declare is left out, as the deploy passes only the template's
+    (the fast settings and samconfig.toml's apply to the templates that declare them); a nested
+    application given one is refused (:func:`nested.passed_parameters`).
     """
     problems: list[str] = []
-    unknown = [name for name in given if name not in declared]
-    if unknown:
-        problems.append(f"Parameters: [{', '.join(unknown)}] do not exist in the template")
     missing = [
         name
         for name, spec in declared.items()
