@@ -266,7 +266,7 @@ def test_given_parameters_that_choose_when_translated_then_conditions_and_lists_
                 root.replace("Stage: !Ref Stage", "Stage: !Ref Stage\n        Tier: x"),
                 workers,
             ),
-            r"Parameters: \[Tier\] do not exist in the template",
+            r"\['Tier'\] are not declared",
         ),
         # a parameter the child needs and the parent does not pass
         (
