@@ -6,7 +6,6 @@ CloudFormation would refuse is refused (Given / When / Then)."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 from sluice_local.emulation.cloud import DeployError, LocalCloud
 from sluice_local.emulation.nested import local_template, nested_stack_suffix
 from sluice_local.emulation.template import translate
+from tests.functional.test_language_extensions import HANDLER, drain
 
 ROOT = """\
 AWSTemplateFormatVersion: "2010-09-09"
@@ -150,19 +150,6 @@ Outputs:
     Value: !GetAtt AuditQueue.QueueName
 """
 
-HANDLER = """\
-import os
-import boto3
-
-DONE_QUEUE_URL = os.environ["DONE_QUEUE_URL"]
-WORKLOAD = os.environ["WORKLOAD"]
-SQS = boto3.client("sqs")
-
-def handler(event, context):
-    for record in event["Records"]:
-        SQS.send_message(QueueUrl=DONE_QUEUE_URL, MessageBody=f"{WHO}|{WORKLOAD}|{record['body']}")
-"""
-
 
 def project(tmp_path: Path, root: str = ROOT, workers: str = WORKERS) -> Path:
     (tmp_path / "stacks").mkdir()
@@ -174,19 +161,6 @@ def project(tmp_path: Path, root: str = ROOT, workers: str = WORKERS) -> Path:
         folder.mkdir(parents=True)
         (folder / "app.py").write_text(f"WHO = {name!r}\n" + HANDLER)
     return tmp_path / "template.yaml"
-
-
-def drain(cloud: LocalCloud, url: str, want: int, timeout: float = 120.0) -> list[str]:
-    sqs = cloud.client("sqs")
-    bodies: list[str] = []
-    deadline = time.monotonic() + timeout
-    while len(bodies) < want and time.monotonic() < deadline:
-        for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get(
-            "Messages", []
-        ):
-            bodies.append(m["Body"])
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
-    return bodies
 
 
 @pytest.mark.timeout(300)
