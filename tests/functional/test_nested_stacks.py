@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from sluice_local.emulation.cloud import DeployError, LocalCloud
+from sluice_local.emulation.language_extensions import with_nested
 from sluice_local.emulation.nested import local_template, nested_stack_suffix
 from sluice_local.emulation.template import translate
 from tests.functional.test_language_extensions import HANDLER, drain
@@ -270,6 +271,11 @@ def test_given_parameters_that_choose_when_translated_then_conditions_and_lists_
             lambda root, workers: (root.replace("Outputs.QueueName", "Outputs.Nope"), workers),
             "has no output Nope",
         ),
+        # a code folder that is not there (relative to the child's own folder, as sam build reads it)
+        (
+            lambda root, workers: (root, workers.replace("../workloads/", "workloads/")),
+            "invoicesFunction: its code folder 'workloads/invoices/'.* is not a folder",
+        ),
     ],
     ids=[
         "allowed-values",
@@ -278,6 +284,7 @@ def test_given_parameters_that_choose_when_translated_then_conditions_and_lists_
         "deferred-condition",
         "same-logical-id",
         "no-such-output",
+        "no-code-folder",
     ],
 )
 def test_given_what_cloudformation_refuses_when_deployed_then_the_deploy_fails_naming_it(
@@ -310,3 +317,20 @@ def test_a_template_url_that_is_already_packaged_is_left_to_cloudformation() -> 
     }
     assert local_template(stack) is None
     assert local_template({**stack, "Properties": {"TemplateURL": "stacks/jobs.yaml"}}) == "stacks/jobs.yaml"
+
+
+def test_given_a_conditional_application_when_read_whole_then_its_resources_keep_its_condition(
+    tmp_path: Path,
+) -> None:
+    # Given the project read as one template (what the template tests and checkov read, every nested
+    # template being there, as `sam package` needs), the audit application's condition false for these values
+    skipped = ROOT[ROOT.index("  Skipped:\n") : ROOT.index("  AuditCopy:\n")]
+    whole = with_nested(project(tmp_path, ROOT.replace(skipped, "")), {"WithAudit": "no"})
+    resources = whole["Resources"]
+    # Then its resources and outputs are there, under its condition (CloudFormation leaves them out
+    # only once it evaluates it), and the parent's read of its output is the child's expression
+    assert resources["AuditQueue"]["Condition"] == "Audit"
+    assert whole["Outputs"]["QueueName"]["Condition"] == "Audit"
+    copy_name = resources["AuditCopy"]["Properties"]["QueueName"]
+    variable = {"AuditOutputsQueueName": {"Fn::GetAtt": ["AuditQueue", "QueueName"]}}
+    assert copy_name == {"Fn::Sub": ["${AuditOutputsQueueName}-copy", variable]}

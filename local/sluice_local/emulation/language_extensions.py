@@ -221,17 +221,20 @@ def with_nested(path: Path, given: dict[str, str], *, resolve_mappings: bool = T
     """The template at ``path`` expanded, with each nested application's template in it as deployed
     (expanded for what the parent passes, its parameters bound to the parent's expressions as the local
     runtime binds them, its conditions, resources, mappings and outputs joined to the parent's): the
-    whole application as one template, what checkov scans and what a template test reads."""
+    whole application as one template, what checkov scans and what a template test reads. A nested
+    application under a ``Condition`` is in it whatever the condition's value, its resources and outputs
+    under that condition (as the parent's own conditional resources are)."""
     from samtranslator.yaml_helper import yaml_parse  # noqa: PLC0415
 
     from sluice_local.emulation.nested import (  # noqa: PLC0415
         bind_parameters,
         nested_stack_suffix,
         passed_parameters,
+        use_outputs,
     )
 
     merged = expand(yaml_parse(path.read_text(encoding="utf-8")), given, resolve_mappings=resolve_mappings)
-    for app, child_path, known in nested_sources(path, given):
+    for app, child_path, known in nested_sources(path, given, every=True):
         resource = merged["Resources"].pop(app)
         child = with_nested(child_path, known, resolve_mappings=resolve_mappings)
         passed = resource.get("Properties", {}).get("Parameters", {})
@@ -241,6 +244,11 @@ def with_nested(path: Path, given: dict[str, str], *, resolve_mappings: bool = T
             params,
             nested_stack_suffix(app),
         )
+        if condition := resource.get("Condition"):
+            _under_condition(bound, str(condition), app)
+        outputs = {name: item["Value"] for name, item in bound.get("Outputs", {}).items()}
+        for section in ("Resources", "Outputs"):  # what the parent reads of the child's outputs
+            merged[section] = {k: use_outputs(v, app, outputs) for k, v in merged.get(section, {}).items()}
         for mapping, rows in child.get("Mappings", {}).items():
             ours = merged.setdefault("Mappings", {}).setdefault(mapping, {})
             for key, row in rows.items():
@@ -253,6 +261,21 @@ def with_nested(path: Path, given: dict[str, str], *, resolve_mappings: bool = T
                     raise LanguageExtensionError(f"{app}: {section} {name} is also its parent's, differently")
                 ours[name] = item
     return merged
+
+
+def _under_condition(child: dict[str, Any], condition: str, app: str) -> None:
+    """The child's resources and outputs exist only where the application's ``condition`` holds: each
+    gets it, or, where it has a condition of its own, a new one that is both (``<app><Own>``)."""
+    conditions = child.setdefault("Conditions", {})
+    for section in ("Resources", "Outputs"):
+        for item in child.get(section, {}).values():
+            own = item.get("Condition")
+            if own is None:
+                item["Condition"] = condition
+                continue
+            both = f"{app}{own}"
+            conditions[both] = {"Fn::And": [{"Condition": condition}, {"Condition": own}]}
+            item["Condition"] = both
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -50,6 +50,7 @@ __all__ = [
     "passed_parameters",
     "publish_outputs",
     "split_outputs",
+    "use_outputs",
 ]
 
 NESTED_TYPE = "AWS::CloudFormation::Stack"
@@ -204,10 +205,10 @@ def _sub_parts(arg: Any) -> tuple[str, dict[str, Any]]:
     return str(arg), {}
 
 
-def _use_outputs(node: Any, app: str, outputs: dict[str, Any]) -> Any:
+def use_outputs(node: Any, app: str, outputs: dict[str, Any]) -> Any:
     """``node`` with every ``Fn::GetAtt [app, Outputs.X]`` (and ``${app.Outputs.X}``) resolved."""
     if isinstance(node, list):
-        return [_use_outputs(v, app, outputs) for v in node]
+        return [use_outputs(v, app, outputs) for v in node]
     if not isinstance(node, dict):
         return node
     if set(node) == {"Fn::GetAtt"}:
@@ -217,14 +218,14 @@ def _use_outputs(node: Any, app: str, outputs: dict[str, Any]) -> Any:
             return copy.deepcopy(_output(outputs, app, str(attr)))
     if set(node) == {"Fn::Sub"}:
         text, variables = _sub_parts(node["Fn::Sub"])
-        variables = {k: _use_outputs(v, app, outputs) for k, v in variables.items()}
+        variables = {k: use_outputs(v, app, outputs) for k, v in variables.items()}
         for name in dict.fromkeys(_SUB_REF.findall(text)):
             if name.startswith(app + ".") and name not in variables:
                 var = re.sub(r"[^A-Za-z0-9]", "", name)
                 variables[var] = copy.deepcopy(_output(outputs, app, name.split(".", 1)[1]))
                 text = text.replace("${" + name + "}", "${" + var + "}")
         return {"Fn::Sub": [text, variables] if variables else text}
-    return {k: _use_outputs(v, app, outputs) for k, v in node.items()}
+    return {k: use_outputs(v, app, outputs) for k, v in node.items()}
 
 
 def _output(outputs: dict[str, Any], app: str, attr: str) -> Any:
@@ -308,7 +309,7 @@ def inline(
         for section in (resources, result.emulated, result.template.get("Outputs", {})):
             for lid, item in section.items():
                 if conditions.get(str(item.get("Condition")), True) or "Condition" not in item:
-                    read = _use_outputs(_replace_ref(item, app, name), app, outputs)
+                    read = use_outputs(_replace_ref(item, app, name), app, outputs)
                     section[lid] = _without_dependency(read, app)
         # the child's own outputs, for its stack of outputs (NESTED_OUTPUT): "<app>.<output>"
         result.template.setdefault("Outputs", {}).update(

@@ -130,6 +130,15 @@ def _parameter_problem(name: str, spec: dict[str, Any], value: str) -> str | Non
     return None
 
 
+def _code_folder(base: Path, uri: str, logical_id: str) -> Path:
+    """The folder a function's ``CodeUri`` (a layer's ``ContentUri``) names, relative to its template's
+    own folder as ``sam build`` reads it; one that is not there is refused, as ``sam build`` refuses it."""
+    folder = (base / uri).resolve()
+    if not folder.is_dir():
+        raise ParameterError(f"{logical_id}: its code folder {uri!r} (relative to {base}) is not a folder")
+    return folder
+
+
 def _zip_of(folder: Path) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
@@ -225,14 +234,14 @@ def _package(sam: dict[str, Any], base: Path, key_prefix: str) -> tuple[dict[str
             uri = props.get("CodeUri", globals_fn.get("CodeUri"))
             if isinstance(uri, str) and not uri.startswith("s3://"):
                 key = f"{key_prefix}{logical_id}.zip"
-                code_dirs[key] = (base / uri).resolve()
+                code_dirs[key] = _code_folder(base, uri, logical_id)
                 artifacts[key] = _zip_of(code_dirs[key])
                 props["CodeUri"] = f"s3://{ARTIFACT_BUCKET}/{key}"
         elif kind == "AWS::Serverless::LayerVersion":
             uri = props.get("ContentUri")
             if isinstance(uri, str) and not uri.startswith("s3://"):
                 key = f"{key_prefix}{logical_id}.zip"
-                code_dirs[key] = (base / uri).resolve()
+                code_dirs[key] = _code_folder(base, uri, logical_id)
                 artifacts[key] = _zip_of(code_dirs[key])
                 props["ContentUri"] = f"s3://{ARTIFACT_BUCKET}/{key}"
         elif kind == "AWS::Serverless::StateMachine" and "DefinitionUri" in props:
