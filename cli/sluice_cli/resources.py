@@ -120,9 +120,9 @@ class Resources:
 
 WORKLOAD_STACK_OUTPUT = "WorkloadStack"
 """The root stack's output naming the workloads' nested stack, whose outputs are the workloads'."""
-NESTED_STACK_OUTPUTS = (WORKLOAD_STACK_OUTPUT, "JobStack")
-"""The root stack's outputs naming its nested stacks (workloads.yaml, stacks/jobs.yaml), whose outputs
-the CLI reads as the root's (the job store's only when the stack has one)."""
+NESTED_STACK_OUTPUTS = (WORKLOAD_STACK_OUTPUT, "DelayStack", "JobStack")
+"""The root stack's outputs naming its nested stacks (workloads.yaml, stacks/delays.yaml,
+stacks/jobs.yaml), whose outputs the CLI reads as the root's (the job store's only when it has one)."""
 
 
 def workloads_of(outputs: Mapping[str, str]) -> list[str]:
@@ -160,7 +160,7 @@ def stack_outputs(cloudformation: CloudFormationClient, stack_name: str) -> dict
     if not stacks:
         raise CliError(f"stack {stack_name!r} not found; pass --stack-name", USAGE_ERROR)
     outputs = _outputs_of(stacks[0])
-    for key in NESTED_STACK_OUTPUTS:  # the workloads' and the job store's outputs are their nested stacks'
+    for key in NESTED_STACK_OUTPUTS:  # the workloads', delays' and job store's outputs: their nested stacks'
         if nested := outputs.get(key):
             [stack] = cloudformation.describe_stacks(StackName=nested)["Stacks"]
             outputs |= _outputs_of(stack)

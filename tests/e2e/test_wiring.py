@@ -14,7 +14,7 @@ from .conftest import ROOT
 
 def miswired_template(tmp: Path) -> Path:
     """A copy of the project whose workloads' consumers send poison pills to their dead-letter queue."""
-    for folder in ("functions", "examples", "layers", "statemachines"):
+    for folder in ("functions", "examples", "layers", "statemachines", "stacks"):
         os.symlink(ROOT / folder, tmp / folder)
     (tmp / "template.yaml").write_text((ROOT / "template.yaml").read_text())
     text = (ROOT / "workloads.yaml").read_text()

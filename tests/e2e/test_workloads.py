@@ -30,7 +30,7 @@ NEEDED_VISIBILITY = 6 * int(FAST["ConsumerTimeoutSeconds"])  # + a batching wind
 def three_workloads(tmp: Path, existing_arn: str) -> Path:
     """The project with a third workload, Invoices, on the existing queue ``existing_arn`` (its code the
     orders example's): the block docs/workloads.md shows in workloads.yaml, and its name in its list."""
-    for folder in ("functions", "examples", "layers", "statemachines"):
+    for folder in ("functions", "examples", "layers", "statemachines", "stacks"):
         os.symlink(ROOT / folder, tmp / folder)
     (tmp / "template.yaml").write_text((ROOT / "template.yaml").read_text(encoding="utf-8"), encoding="utf-8")
     text = (ROOT / "workloads.yaml").read_text(encoding="utf-8")

@@ -334,3 +334,22 @@ def test_given_a_conditional_application_when_read_whole_then_its_resources_keep
     copy_name = resources["AuditCopy"]["Properties"]["QueueName"]
     variable = {"AuditOutputsQueueName": {"Fn::GetAtt": ["AuditQueue", "QueueName"]}}
     assert copy_name == {"Fn::Sub": ["${AuditOutputsQueueName}-copy", variable]}
+
+
+def test_given_a_condition_of_the_same_name_in_parent_and_child_when_read_whole_then_each_keeps_its_own(
+    tmp_path: Path,
+) -> None:
+    # Given a parent whose IsProd means something else than the workers' own IsProd
+    skipped = ROOT[ROOT.index("  Skipped:\n") : ROOT.index("  AuditCopy:\n")]
+    root = ROOT.replace(skipped, "").replace(
+        "Conditions:\n", 'Conditions:\n  IsProd: !Equals [!Ref WithAudit, "no"]\n'
+    )
+    # When the application is read as one template
+    whole = with_nested(project(tmp_path, root), {})
+    # Then the parent's keeps its name and meaning, and the child's is renamed under its application
+    assert whole["Conditions"]["IsProd"] == {"Fn::Equals": [{"Ref": "WithAudit"}, "no"]}
+    assert whole["Conditions"]["WorkersIsProd"] == {
+        "Fn::Equals": [{"Ref": "Stage"}, "prod"]
+    }  # the parent's Stage
+    memory = whole["Resources"]["invoicesFunction"]["Properties"]["MemorySize"]
+    assert memory["Fn::If"][0] == "WorkersIsProd"

@@ -98,7 +98,7 @@ def test_given_the_documented_diff_then_it_adds_a_workload_with_everything_one_h
 def declared(tmp: Path, names: str) -> tuple[int, int]:
     """(resources, outputs) the workloads' nested stack declares with the workloads ``names`` (a YAML
     list), after SAM's transform, every RedriveMode's: CloudFormation counts a conditional one too."""
-    for folder in ("functions", "examples", "layers", "statemachines"):
+    for folder in ("functions", "examples", "layers", "statemachines", "stacks"):
         (tmp / folder).symlink_to(ROOT / folder)
     (tmp / "template.yaml").write_text(TEMPLATE.read_text(encoding="utf-8"), encoding="utf-8")
     text = WORKLOADS.read_text(encoding="utf-8")

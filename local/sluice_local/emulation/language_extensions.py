@@ -16,6 +16,7 @@ which nothing here resolves, are refused with a message that names them rather t
 from __future__ import annotations
 
 import copy
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -244,8 +245,13 @@ def with_nested(path: Path, given: dict[str, str], *, resolve_mappings: bool = T
             params,
             nested_stack_suffix(app),
         )
+        for name in list(bound.get("Conditions", {})):  # each template has its own conditions
+            theirs = merged.get("Conditions", {}).get(name)
+            if theirs is not None and theirs != bound["Conditions"][name]:
+                bound = _renamed_condition(bound, name, f"{app}{name}")
         if condition := resource.get("Condition"):
             _under_condition(bound, str(condition), app)
+        _paths_from(bound.get("Resources", {}), child_path.parent, path.parent)
         outputs = {name: item["Value"] for name, item in bound.get("Outputs", {}).items()}
         for section in ("Resources", "Outputs"):  # what the parent reads of the child's outputs
             merged[section] = {k: use_outputs(v, app, outputs) for k, v in merged.get(section, {}).items()}
@@ -261,6 +267,45 @@ def with_nested(path: Path, given: dict[str, str], *, resolve_mappings: bool = T
                     raise LanguageExtensionError(f"{app}: {section} {name} is also its parent's, differently")
                 ours[name] = item
     return merged
+
+
+_LOCAL_PATHS = {
+    "AWS::Serverless::Function": "CodeUri",
+    "AWS::Serverless::LayerVersion": "ContentUri",
+    "AWS::Serverless::StateMachine": "DefinitionUri",
+    "AWS::Serverless::Application": "Location",
+}
+
+
+def _paths_from(resources: dict[str, Any], child_dir: Path, parent_dir: Path) -> None:
+    """A nested template's local paths (code folders, definitions), each relative to its own folder,
+    rewritten relative to the parent's: the merged template reads as if it were the parent's."""
+    for resource in resources.values():
+        key = _LOCAL_PATHS.get(str(resource.get("Type")))
+        props = resource.get("Properties", {})
+        value = props.get(key) if key else None
+        if isinstance(value, str) and not re.match(r"^(https?|s3)://", value):
+            props[key] = os.path.relpath(child_dir / value, parent_dir) + ("/" if value.endswith("/") else "")
+
+
+def _renamed_condition(node: Any, old: str, new: str) -> Any:
+    """``node`` (a child template's sections) with its condition ``old`` named ``new``: its definition,
+    each ``Condition`` naming it, each ``{"Condition": old}`` and each ``Fn::If`` on it."""
+    if isinstance(node, list):
+        return [_renamed_condition(v, old, new) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "Condition" and value == old:
+            out[key] = new
+        elif key == "Fn::If" and isinstance(value, list) and value and value[0] == old:
+            out[key] = [new, *_renamed_condition(value[1:], old, new)]
+        elif key == "Conditions" and isinstance(value, dict) and old in value:
+            out[key] = {(new if k == old else k): _renamed_condition(v, old, new) for k, v in value.items()}
+        else:
+            out[key] = _renamed_condition(value, old, new)
+    return out
 
 
 def _under_condition(child: dict[str, Any], condition: str, app: str) -> None:
