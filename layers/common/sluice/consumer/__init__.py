@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING
 from sluice._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from sluice.consumer.batch import Consumer, Processor, SluiceRecord
+    from sluice.consumer.batch import Consumer
     from sluice.consumer.heartbeat import Heartbeat, InFlight
     from sluice.consumer.idempotency import Idempotency, InProgressElsewhere
+    from sluice.consumer.record import Processor, SluiceRecord
     from sluice.consumer.settings import ConsumerSettings
 
-REQUIRES: tuple[str, ...] = ()
+REQUIRES: tuple[str, ...] = ("delay",)  # record.later sends through it (imported when asked)
 """The capabilities this one may import besides the shared core (checked by tests/unit/test_imports.py)."""
 
 __all__ = [
@@ -35,8 +36,8 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "Consumer": "batch",
-        "Processor": "batch",
-        "SluiceRecord": "batch",
+        "Processor": "record",
+        "SluiceRecord": "record",
         "ConsumerSettings": "settings",
         "Heartbeat": "heartbeat",
         "InFlight": "heartbeat",

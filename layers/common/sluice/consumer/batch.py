@@ -25,7 +25,8 @@ import math
 import os
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
 from threading import Lock
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -37,8 +38,9 @@ from sluice.backoff import full_jitter
 from sluice.consumer.deadline import Deadline
 from sluice.consumer.heartbeat import Heartbeat, InFlight
 from sluice.consumer.idempotency import Idempotency, InProgressElsewhere
+from sluice.consumer.record import Processor, SluiceRecord
 from sluice.consumer.settings import ConsumerSettings
-from sluice.envelope import Envelope, ErrorInfo, Seal, SendAttributes
+from sluice.envelope import Envelope, ErrorInfo, Seal, SendAttributes, merge
 from sluice.errors import PermanentError, RetryAfter
 from sluice.fit import fit
 from sluice.limits import MAX_VISIBILITY_SECONDS
@@ -63,31 +65,6 @@ if TYPE_CHECKING:
 
 
 # Log messages, for people: tools select these lines by their event (sluice.logevents), not this text.
-
-
-@dataclass(frozen=True)
-class SluiceRecord:
-    """What the user's processor receives."""
-
-    message_id: str
-    body: str
-    """The payload text (claim checks already resolved)."""
-    data: Any
-    """The parsed JSON body, or an instance of the consumer's pydantic model."""
-    attributes: SendAttributes
-    """The user's own message attributes, untouched (sluice's envelope removed)."""
-    envelope: Envelope
-    receive_count: int
-    idempotency_key: str
-    _idempotency: Idempotency = field(repr=False)
-
-    def once(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run side effect ``name`` of this record at most once, even across retries and redrives."""
-        # JSON pair: a '#' inside a key or a name cannot make two effects collide
-        return self._idempotency.once(json.dumps([self.idempotency_key, name]), fn, *args, **kwargs)
-
-
-Processor = Callable[[SluiceRecord], object]
 
 
 class _Stats:
@@ -332,6 +309,7 @@ class Consumer:
             receive_count=receives,
             idempotency_key=key,
             _idempotency=self._idempotency,
+            _later=partial(self._later, arrival) if self._settings.delay_queue_url else None,
         )
         return self._idempotency.run(key, payload, lambda: self._processor(sluice_record))
 
@@ -480,6 +458,30 @@ class Consumer:
         raise exc
 
     # --- helpers -------------------------------------------------------------------------------
+
+    def _later(
+        self,
+        arrival: Arrival,
+        body: str,
+        *,
+        delay_seconds: float | None,
+        deliver_at: datetime | None,
+        attributes: SendAttributes | None,
+    ) -> str:
+        """``record.later``: ``body`` to the queue ``arrival`` came from, through the delay queue."""
+        from sluice.delay.schedule import send_delayed  # noqa: PLC0415 - only a processor asking loads it
+
+        envelope = Envelope(trace=arrival.envelope.trace, traceparent=arrival.envelope.traceparent)
+        traced = merge(dict(attributes or {}), envelope, body=body, seal=None)  # the record's trace goes on
+        return send_delayed(
+            self._sqs,
+            delay_queue_url=self._settings.delay_queue_url,
+            target=self._queue_url(arrival.queue_arn or self._settings.source_queue_url),
+            body=body,
+            delay_seconds=delay_seconds,
+            deliver_at=deliver_at,
+            attributes=traced,
+        )
 
     def _queue_url(self, arn: str) -> str:
         url = self._urls.get(arn)

@@ -30,6 +30,8 @@ class ConsumerSettings(SealSettings, ClaimCheckSettings):
     source_queue_url: str = Field(default="", pattern=r"^(https?://.+|arn:[^:]+:sqs:.+)?$")
     """The queue the consumer is triggered by, its URL or ARN: checked once at cold start (its visibility
     timeout, its redrive policy, its DLQ; :mod:`sluice.queuecheck`). '' = not checked (tests, events)."""
+    delay_queue_url: str = Field(default="", pattern=r"^(https?://.+)?$")
+    """The long-delay pipeline's queue, for ``record.later`` ('' = the processor cannot ask for delays)."""
     backoff_base_seconds: float = Field(default=2.0, gt=0, le=MAX_VISIBILITY_SECONDS)
     backoff_cap_seconds: float = Field(default=300.0, gt=0, le=MAX_VISIBILITY_SECONDS)
     backoff_floor_seconds: float = Field(default=1.0, ge=0, le=MAX_VISIBILITY_SECONDS)

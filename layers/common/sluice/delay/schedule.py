@@ -54,7 +54,8 @@ def send_delayed(
     seal: Seal | None = None,
     now: Callable[[], datetime] = utcnow,
 ) -> str:
-    """Ask for ``body`` to be delivered to queue ``target`` at ``deliver_at`` (or after ``delay_seconds``).
+    """Ask for ``body`` to be delivered to queue ``target`` at ``deliver_at`` (or after ``delay_seconds``),
+    at most 365 days away (further, or a negative ``delay_seconds``: :class:`ValueError`).
 
     The delayed message is a NEW message with its own identity, even when ``attributes`` carry the
     envelope of the message being handled (a follow-up, a "check again later"): otherwise it would share
@@ -65,9 +66,14 @@ def send_delayed(
     """
     if (deliver_at is None) == (delay_seconds is None):
         raise ValueError("give exactly one of deliver_at or delay_seconds")
-    due = deliver_at if deliver_at is not None else now() + timedelta(seconds=float(delay_seconds or 0))
+    if delay_seconds is not None and not 0 <= delay_seconds <= MAX_LONG_DELAY_SECONDS:
+        raise ValueError(f"delay_seconds {delay_seconds} is outside 0 to 365 days")
+    sent = now()
+    due = deliver_at if deliver_at is not None else sent + timedelta(seconds=float(delay_seconds or 0))
     if due.tzinfo is None:
         raise ValueError("deliver_at must be timezone-aware (UTC)")
+    if due - sent > MAX_DELAY:  # batch-delay would isolate it; refused here, where the caller can see why
+        raise ValueError(f"deliver_at {due.isoformat()} is more than 365 days away")
     user, envelope, _ = split(dict(attributes or {}), body=body, seal=seal)
     if not keep_identity or envelope is None:  # a new message, on the same trace as the one handled
         envelope = Envelope(

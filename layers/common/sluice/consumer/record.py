@@ -1,0 +1,74 @@
+"""What the user's processor receives: :class:`SluiceRecord`, one message with sluice's bookkeeping
+around it (its idempotent side effects, ``record.once``; a follow-up later, ``record.later``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sluice.envelope import Envelope, SendAttributes
+from sluice.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from sluice.consumer.idempotency import Idempotency
+
+__all__ = ["Later", "SluiceRecord"]
+
+
+class Later(Protocol):
+    """Sends a body to the record's own queue later, through the long-delay pipeline (the consumer's)."""
+
+    def __call__(
+        self,
+        body: str,
+        *,
+        delay_seconds: float | None,
+        deliver_at: datetime | None,
+        attributes: SendAttributes | None,
+    ) -> str: ...
+
+
+@dataclass(frozen=True)
+class SluiceRecord:
+    """What the user's processor receives."""
+
+    message_id: str
+    body: str
+    """The payload text (claim checks already resolved)."""
+    data: Any
+    """The parsed JSON body, or an instance of the consumer's pydantic model."""
+    attributes: SendAttributes
+    """The user's own message attributes, untouched (sluice's envelope removed)."""
+    envelope: Envelope
+    receive_count: int
+    idempotency_key: str
+    _idempotency: Idempotency = field(repr=False)
+    _later: Later | None = field(default=None, repr=False)
+
+    def once(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run side effect ``name`` of this record at most once, even across retries and redrives."""
+        # JSON pair: a '#' inside a key or a name cannot make two effects collide
+        return self._idempotency.once(json.dumps([self.idempotency_key, name]), fn, *args, **kwargs)
+
+    def later(
+        self,
+        body: str,
+        *,
+        delay_seconds: float | None = None,
+        deliver_at: datetime | None = None,
+        attributes: SendAttributes | None = None,
+    ) -> str:
+        """Have ``body`` delivered to the queue this record came from after ``delay_seconds`` (or at
+        ``deliver_at``), up to 365 days, through the long-delay pipeline (docs/delays.md); its message id
+        on the delay queue. A new message with its own identity, on this record's trace. Call it inside
+        ``record.once`` when a retry of the record must not ask twice. Needs the consumer's
+        ``SLUICE_DELAY_QUEUE_URL`` (a workload's consumer has it)."""
+        if self._later is None:
+            raise ConfigurationError("record.later needs SLUICE_DELAY_QUEUE_URL (the delay queue's URL)")
+        return self._later(body, delay_seconds=delay_seconds, deliver_at=deliver_at, attributes=attributes)
+
+
+Processor = Callable[[SluiceRecord], object]
