@@ -14,6 +14,7 @@ from sluice_local.app.fast import FAST
 from sluice_local.app.messages import ORDERS
 from sluice_local.app.stack import local_cloud
 from sluice_local.emulation.cloud import ROOT, LocalCloud
+from sluice_local.emulation.existing import ExistingQueue
 from sluice_local.emulation.up import function_output, serve
 from sluice_local.soak.options import Options
 
@@ -21,6 +22,13 @@ from sluice_local.soak.options import Options
 def _params(pairs: list[str]) -> dict[str, str]:
     try:
         return parse_overrides(pairs, where="--param")
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
+
+
+def _existing_queues(specs: list[str]) -> list[ExistingQueue]:
+    try:
+        return [ExistingQueue.parse(spec) for spec in specs]
     except ValueError as exc:
         raise SystemExit(str(exc)) from None
 
@@ -43,6 +51,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         stack_name=args.stack_name,
         port=args.port,
         database_url=_database_url(args),
+        existing_queues=_existing_queues(args.existing_queue),
     )
     with function_output(Path(args.log_file)) if args.log_file else contextlib.nullcontext():
         serve(
@@ -160,6 +169,11 @@ def main(argv: list[str] | None = None) -> int:
         help="attach the job store: SLUICE_DATABASE_URL, else postgresql://postgres@127.0.0.1:5432/test",
     )  # fmt: skip
     up.add_argument("--database-url", default=None, help="attach the job store to this PostgreSQL")
+    up.add_argument(
+        "--existing-queue", action="append", default=[], metavar="NAME[:VISIBILITY]",
+        help="a queue the account has before the deploy (a workload's `Queue: existing`), created with "
+        "SQS's defaults or this visibility timeout (s); set the rest on it with the AWS CLI (repeatable)",
+    )  # fmt: skip
     up.add_argument("--ready-file", default=None, help="write endpoint + outputs as JSON here once up")
     up.add_argument("--log-file", default=None, help="send the functions' stdout (JSON logs, EMF) here")
     up.add_argument(

@@ -20,7 +20,7 @@ from sluice_local.app.fast import FAST
 from sluice_local.app.messages import ORDERS, REFUNDS, claim_check, order
 from sluice_local.app.observer import Stack, envelope_of
 from sluice_local.emulation.cloud import ROOT, LocalCloud
-from sluice_local.emulation.functions import Handler
+from sluice_local.emulation.existing import ExistingQueue
 
 INVOICES = "Invoices"
 SHORT_VISIBILITY = 5
@@ -45,27 +45,9 @@ def three_workloads(tmp: Path, existing_arn: str) -> Path:
     return tmp / "template.yaml"
 
 
-class ExistingQueue:
-    """An Attachment: the queue a team already has, created before the stack (its own settings)."""
-
-    def __init__(self, name: str) -> None:
-        self.name, self.url = name, ""
-
-    def attach(self, cloud: LocalCloud) -> None:
-        self.url = cloud.client("sqs").create_queue(
-            QueueName=self.name, Attributes={"VisibilityTimeout": str(SHORT_VISIBILITY)}
-        )["QueueUrl"]
-
-    def environment_dropped(self, handler: Handler) -> None:
-        pass
-
-    def detach(self) -> None:
-        pass
-
-
 def start(tmp_path: Path, **parameters: str) -> tuple[LocalCloud, ExistingQueue]:
     suffix = uuid.uuid4().hex[:6]
-    existing = ExistingQueue(f"invoices-outside-{suffix}")
+    existing = ExistingQueue(f"invoices-outside-{suffix}", SHORT_VISIBILITY)
     arn = f"arn:aws:sqs:us-east-1:123456789012:{existing.name}"
     cloud = LocalCloud(
         template=three_workloads(tmp_path, arn),

@@ -8,12 +8,13 @@ The example workloads configure themselves in template.yaml's ``Mappings.Workloa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from sluice_cli.samconfig import parameter_overrides
 from sluice_local.app.jobstore import JobStoreAttachment
 from sluice_local.emulation.cloud import ROOT, Attachment, LocalCloud
+from sluice_local.emulation.existing import ExistingQueue
 
 __all__ = ["local_cloud", "samconfig_parameters"]
 
@@ -33,12 +34,15 @@ def local_cloud(
     config_env: str = "default",
     database_url: str | None = None,
     beside: LocalCloud | None = None,
+    existing_queues: Sequence[ExistingQueue] = (),
 ) -> LocalCloud:
     """The stack (not started): the example's parameters, overridden by samconfig.toml's of
     ``config_env``, overridden by ``parameters``; with ``database_url``, the job store in that
     PostgreSQL (:class:`JobStoreAttachment`); ``beside``: a running stack whose embedded AWS (account
-    and region) this one is deployed into."""
-    attachments: list[Attachment] = [JobStoreAttachment(database_url)] if database_url is not None else []
+    and region) this one is deployed into; ``existing_queues``: created in it before the deploy."""
+    attachments: list[Attachment] = [*existing_queues]
+    if database_url is not None:
+        attachments.append(JobStoreAttachment(database_url))
     return LocalCloud(
         project,
         template=template,
