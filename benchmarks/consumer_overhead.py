@@ -49,7 +49,8 @@ from bench_env import OFFLINE_ENV, REGION
 from invoke_child import make_event as new_orders_event
 from moto import mock_aws
 
-from sluice.consumer.batch import Consumer, SluiceRecord
+from sluice.consumer.batch import Consumer
+from sluice.consumer.record import SluiceRecord
 from sluice_local.emulation.lambda_loader import LambdaContext
 
 TABLE = "idempotency"

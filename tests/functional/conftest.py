@@ -13,7 +13,8 @@ from aws_lambda_powertools import Logger
 from botocore import endpoint
 from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
 
-from sluice.consumer.batch import Consumer, SluiceRecord
+from sluice.consumer.batch import Consumer
+from sluice.consumer.record import SluiceRecord
 from sluice.errors import PermanentError, RetryAfter, TransientError
 from sluice_local.emulation.lambda_loader import LambdaContext
 from tests.doubles import RecordingMetrics

@@ -15,7 +15,7 @@ import pytest
 from aws_lambda_powertools import Logger
 
 from sluice.consumer import Consumer
-from sluice.consumer.batch import SluiceRecord
+from sluice.consumer.record import SluiceRecord
 from sluice.logevents import EVENT, LogEvent
 from sluice_local.emulation.sqs_events import drain, receive_event
 from tests.doubles import envelope_of, last_error_of
