@@ -243,7 +243,10 @@ def parked_three_days_out(printed: str) -> None:
 @pytest.fixture
 def terminals(tmp_path: Path) -> Iterator[Terminals]:
     project = project_copy(tmp_path / "sluice")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SLUICE_", "MOTO_"))}
+    # a team's shell: nothing of the test session's AWS, sluice, moto or Powertools settings
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SLUICE_", "MOTO_", "POWERTOOLS_"))
+    }
     env.update(
         PYTHONPATH=os.pathsep.join(str(project / d) for d in ("local", "layers/common", "cli")),
         AWS_CONFIG_FILE=str(tmp_path / "aws-config"),  # nobody's profile: only what the page exports
