@@ -40,7 +40,8 @@ DOC = ROOT / "docs" / "adopt.md"
 PORT = "4566"
 FENCE = re.compile(r"^```(\w+)([^\n]*)\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
 COPIED = ("template.yaml", "workloads.yaml", "samconfig.toml", "Makefile", "pyproject.toml")
-LINKED = ("functions", "examples", "layers", "statemachines", "cli", "events", "scripts")
+# not in a fresh clone (or made for the copy: its .venv)
+UNCLONED = (".git", ".venv", ".aws-sam", ".sluice-local", ".pytest_cache", ".mypy_cache", ".ruff_cache")
 BASH, GIT = shutil.which("bash") or "/bin/bash", shutil.which("git") or "git"
 THREE_DAYS = 3 * 24 * 3600
 DEADLINE = 120.0  # each wait's, on a loaded 2-core machine; a deadline, never a sleep
@@ -105,8 +106,9 @@ def project_copy(into: Path) -> Path:
     for name in COPIED:
         shutil.copy2(ROOT / name, into / name)
     shutil.copytree(ROOT / "local", into / "local", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in LINKED:
-        (into / name).symlink_to(ROOT / name)
+    for entry in ROOT.iterdir():
+        if entry.name not in (*COPIED, *UNCLONED, "local"):
+            (into / entry.name).symlink_to(entry)
     venv = into / ".venv"
     venv.mkdir()
     for entry in Path(sys.prefix).iterdir():
