@@ -692,3 +692,20 @@ def test_given_too_little_time_left_on_their_last_receives_then_records_are_stil
     assert failed_ids(response) == set()
     assert sum(processor.calls.values()) == 3
     assert metrics.values["RecordsDeferred"] == 0
+
+
+def test_given_the_workloads_environment_then_the_cold_start_applies_it_or_refuses_an_override(
+    aws, processor, metrics, session
+):
+    logger = Logger(service=f"sluice-test-{uuid.uuid4().hex}", stream=io.StringIO())
+    # Given the workload's Environment as the template passes it, NAME=value a line
+    environ = aws.env(workload_environment="GREETING=hello\nCARRIER_URL=https://carrier.example/?a=b")
+    # When the consumer is built at cold start
+    Consumer.from_env(processor, logger=logger, metrics_sink=metrics, environ=environ, session=session)
+    # Then the team's code finds each variable in the environment
+    assert (environ["GREETING"], environ["CARRIER_URL"]) == ("hello", "https://carrier.example/?a=b")
+    # ... and one that would change a variable the function already has stops the cold start, named
+    clashing = {**aws.env(workload_environment="GREETING=hello\nLOG_LEVEL=DEBUG"), "LOG_LEVEL": "INFO"}
+    with pytest.raises(ConfigurationError, match="would override LOG_LEVEL"):
+        Consumer.from_env(processor, logger=logger, metrics_sink=metrics, environ=clashing, session=session)
+    assert "GREETING" not in clashing

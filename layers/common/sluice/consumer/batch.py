@@ -24,7 +24,7 @@ import json
 import math
 import os
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from datetime import datetime
 from functools import partial
 from threading import Lock
@@ -51,6 +51,7 @@ from sluice.queuecheck import SourceQueueNeeds, check_source_queue
 from sluice.sealing import load_seal
 from sluice.sqs import queue_url_from_arn
 from sluice.tracing import system_attributes
+from sluice.workload_environment import apply as apply_workload_environment
 
 if TYPE_CHECKING:
     import boto3
@@ -131,6 +132,8 @@ class Consumer:
         """Cold-start construction: validate ``SLUICE_*`` settings, build the clients."""
         env = os.environ if environ is None else environ
         settings = ConsumerSettings.from_env(env)
+        if isinstance(env, MutableMapping):  # the workload's Environment, for the team's code
+            apply_workload_environment(env)
         import boto3  # noqa: PLC0415 - keep the module importable without building clients
 
         # Without an explicit session, share boto3's default one: a second session would load the

@@ -10,6 +10,7 @@ from sluice.claimcheck import DEFAULT_MAX_BYTES as DEFAULT_CLAIM_CHECK_MAX_BYTES
 from sluice.limits import MAX_VISIBILITY_SECONDS
 from sluice.sealing import SealSettings
 from sluice.settings import ClaimCheckSettings, Seconds
+from sluice.workload_environment import parse as parse_workload_environment
 
 __all__ = ["ConsumerSettings", "KeyMissing"]
 
@@ -44,6 +45,9 @@ class ConsumerSettings(SealSettings, ClaimCheckSettings):
     """A body where the key path yields nothing is logged and counted, then isolated to the poison queue
     with the reason ('poison'), or processed under its message identity ('message-identity')."""
     idempotency_ttl_seconds: int = Field(default=14 * 24 * 3600, ge=60)
+    workload_environment: str = ""
+    """The workload's extra variables, ``NAME=value`` a line (workloads.yaml's ``Environment``): checked
+    here, put in the environment by ``Consumer.from_env`` (:mod:`sluice.workload_environment`)."""
 
     @field_validator("idempotency_key_jmespath")
     @classmethod
@@ -56,6 +60,12 @@ class ConsumerSettings(SealSettings, ClaimCheckSettings):
                 jmespath.compile(value)
             except JMESPathError as exc:
                 raise ValueError(f"not a valid JMESPath expression: {exc}") from None
+        return value
+
+    @field_validator("workload_environment")
+    @classmethod
+    def _workload_variables(cls, value: str) -> str:
+        parse_workload_environment(value)  # a reserved or malformed entry fails the cold start, named
         return value
 
     @model_validator(mode="after")
