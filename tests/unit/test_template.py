@@ -30,7 +30,7 @@ from sluice.consumer.settings import ConsumerSettings
 from sluice.limits import MAX_VISIBILITY_SECONDS
 from sluice.redrive.settings import RedriveSettings
 from sluice.settings import ENV_PREFIX
-from sluice_local.emulation.language_extensions import with_nested
+from sluice_local.emulation.language_extensions import resolve_find_in_map, with_nested
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
@@ -123,6 +123,9 @@ def translate(raw: Template) -> Template:
             value = properties.get(key)
             if isinstance(value, dict) or (isinstance(value, str) and not value.startswith("s3://")):
                 properties[key] = "s3://bucket/value"  # a workload's CodeUri is a Fn::FindInMap
+        if isinstance(properties.get("Layers"), dict):  # a workload's extra layers, [] by default: the
+            # LanguageExtensions transform resolves the lookup before SAM adds the Globals' CommonLayer
+            properties["Layers"] = resolve_find_in_map(properties["Layers"], sam.get("Mappings", {}), {})
     with pytest.MonkeyPatch.context() as env:
         env.delenv("AWS_PROFILE", raising=False)
         translator = Translator(
@@ -179,11 +182,12 @@ def _arn(logical_id: str) -> dict[str, list[str]]:
 
 def _default(value: Any) -> Any:
     """A workload setting's stack-wide default: ``Fn::FindInMap [Workloads, <name>, <key>,
-    {DefaultValue: X}]`` → X; anything else as it is."""
+    {DefaultValue: X}]`` → X's (a setting defaulting to another, as MaximumConcurrency to
+    ReservedConcurrency, to that one's); anything else as it is."""
     if isinstance(value, dict) and set(value) == {"Fn::FindInMap"}:
         args = value["Fn::FindInMap"]
         if args[0] == "Workloads" and len(args) == 4 and isinstance(args[3], dict):
-            return args[3].get("DefaultValue")
+            return _default(args[3].get("DefaultValue"))
     return value
 
 
