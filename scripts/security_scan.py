@@ -9,7 +9,8 @@ checkov does not expand ``Fn::ForEach`` (``AWS::LanguageExtensions``) nor read a
 template: it skips their resources without a word. Each variant is therefore expanded first, by the
 project's virtualenv (``python -m sluice_local.emulation.language_extensions``, SAM CLI's own
 expansion), with each nested template's resources expanded into it for the values the root passes,
-and checkov scans that one template; a loop left in it fails the scan.
+and checkov scans that one template; a loop left in it fails the scan. The every-option variant adds a
+workload that sets every consumer setting of its own (``EVERY_WORKLOAD_SETTING``).
 
 Run with the checkov virtualenv's Python (standard library only): ``make security``.
 """
@@ -42,6 +43,16 @@ VARIANTS: dict[str, dict[str, str]] = {
     "defaults": {},
     "stepfunctions, job store, every option": EVERYTHING_ELSE,
 }
+# In the every-option variant, a workload that sets every consumer setting of its own (docs/workloads.md):
+# the resources only such a block creates (its VPC's network policy, ...) are scanned too.
+EVERY_WORKLOAD_SETTING = f"""    Scanned:
+      Code: examples/orders/
+      ReservedConcurrency: "5"
+      SubnetIds: subnet-0123456789abcdef0,subnet-0fedcba9876543210
+      SecurityGroupIds: sg-0123456789abcdef0
+      Layers: ["arn:aws:lambda:us-east-1:{ACCOUNT}:layer:extra:1"]
+      Environment: ["GREETING=hello"]
+"""
 
 
 def with_defaults(template: str, defaults: dict[str, str]) -> str:
@@ -58,6 +69,22 @@ def with_defaults(template: str, defaults: dict[str, str]) -> str:
     if todo:
         raise SystemExit(f"parameters without a Default line in template.yaml: {sorted(todo)}")
     return "".join(lines)
+
+
+def with_every_workload_setting(template: str, n: int) -> str:
+    """``template`` whose workloads are a copy of workloads.yaml with the workload EVERY_WORKLOAD_SETTING
+    added, written beside it as ``.checkov-workloads-<n>.yaml`` (removed by the caller)."""
+    workloads = (ROOT / "workloads.yaml").read_text(encoding="utf-8")
+    listed, found = re.subn(r"&workloads \[([^\]]*)\]", r"&workloads [\1, Scanned]", workloads, count=1)
+    if found != 1 or "\n  Workloads:\n" not in listed or "\n      Location: workloads.yaml\n" not in template:
+        raise SystemExit(
+            "workloads.yaml no longer lists its workloads, or template.yaml its Location, as expected"
+        )
+    copy = ROOT / f".checkov-workloads-{n}.yaml"
+    copy.write_text(
+        listed.replace("\n  Workloads:\n", "\n  Workloads:\n" + EVERY_WORKLOAD_SETTING, 1), encoding="utf-8"
+    )
+    return template.replace("\n      Location: workloads.yaml\n", f"\n      Location: {copy.name}\n", 1)
 
 
 def expanded(source: Path) -> str:
@@ -86,11 +113,15 @@ def main() -> int:
             # beside template.yaml: its nested applications' Locations are relative to it
             source = ROOT / f".checkov-variant-{n}.yaml"
             try:
-                source.write_text(with_defaults(template, defaults), encoding="utf-8")
+                text = with_defaults(template, defaults)
+                if defaults is EVERYTHING_ELSE:
+                    text = with_every_workload_setting(text, n)
+                source.write_text(text, encoding="utf-8")
                 path = Path(tmp) / f"template-{n}.json"
                 path.write_text(expanded(source), encoding="utf-8")
             finally:
                 source.unlink(missing_ok=True)
+                (ROOT / f".checkov-workloads-{n}.yaml").unlink(missing_ok=True)
             print(f"== checkov: template.yaml, {name}", flush=True)
             argv = [
                 str(checkov),
