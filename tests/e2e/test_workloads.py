@@ -207,3 +207,76 @@ def test_each_workloads_failures_go_through_its_own_dlq_and_redrive_back_to_its_
         assert {item["effect_key"]["S"] for item in charged} >= {"o-7#charge", "o-7#notify"}
     finally:
         cloud.stop()
+
+
+GREETER_APP = '''"""A workload's consumer that answers with the variable its block's Environment gives it."""
+
+import os
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+
+from sluice.consumer import Consumer
+
+consumer = Consumer.from_env(lambda record: None, logger=Logger(), metrics_sink=Metrics())
+GREETING = os.environ["GREETING"]  # the workload's Environment, put there by Consumer.from_env
+
+
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    if event.get("Records"):  # from its queue
+        return consumer.handle(event, context)
+    return {"greeting": GREETING}  # asked directly
+'''
+
+
+def test_a_workloads_own_function_settings_reach_its_consumer(tmp_path, caplog) -> None:
+    # Given a project whose one workload, Greeter, sets a variable for its code, a reservation, a VPC
+    # and an extra layer (docs/workloads.md, "A workload's own function settings")
+    for folder in ("functions", "examples", "layers", "statemachines"):
+        os.symlink(ROOT / folder, tmp_path / folder)
+    (tmp_path / "greeter").mkdir()
+    (tmp_path / "greeter" / "app.py").write_text(GREETER_APP, encoding="utf-8")
+    (tmp_path / "template.yaml").write_text(
+        (ROOT / "template.yaml").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    text = (ROOT / "workloads.yaml").read_text(encoding="utf-8")
+    layer = "arn:aws:lambda:us-east-1:123456789012:layer:carrier-sdk:3"
+    block = (
+        '  Workloads:\n    Greeter:\n      Code: greeter/\n      ReservedConcurrency: "3"\n'
+        "      SubnetIds: subnet-0123456789abcdef0\n      SecurityGroupIds: sg-0123456789abcdef0\n"
+        f'      Layers: ["{layer}"]\n      Environment: ["GREETING=hello=world"]\n'
+    )
+    configured = text.replace(f"&workloads [{ORDERS}, {REFUNDS}]", "&workloads [Greeter]", 1)
+    configured = configured.replace("  Workloads:\n", block, 1)
+    assert configured.count("Greeter") == 2, "workloads.yaml no longer lists its workloads the expected way"
+    (tmp_path / "workloads.yaml").write_text(configured, encoding="utf-8")
+    cloud = LocalCloud(
+        template=tmp_path / "template.yaml",
+        parameters=dict(FAST),
+        stack_name=f"greeter-{uuid.uuid4().hex[:6]}",
+    )
+    with caplog.at_level("WARNING", logger="sluice_local"):
+        cloud.start()
+    try:
+        lam, name = cloud.client("lambda"), cloud.outputs["GreeterConsumerFunctionName"]
+        # When its consumer is invoked
+        response = lam.invoke(FunctionName=name, Payload=json.dumps({}))
+        # Then its code read the variable at cold start, and the variable stayed in its environment
+        assert json.loads(response["Payload"].read()) == {"greeting": "hello=world"}
+        assert "GREETING" not in os.environ
+        # ... the reservation is the function's, and its event source's cap defaults to it
+        assert lam.get_function_concurrency(FunctionName=name)["ReservedConcurrentExecutions"] == 3
+        arn = cloud.outputs["GreeterConsumerFunctionArn"]
+        [mapping] = [
+            m for m in lam.list_event_source_mappings()["EventSourceMappings"] if m["FunctionArn"] == arn
+        ]
+        assert mapping["ScalingConfig"] == {"MaximumConcurrency": 3}
+        # ... the VPC is on the function (not emulated), the layer not here is left out, each said so (the
+        # function runs with the stack's own layers on its path, as every local function does)
+        config = lam.get_function_configuration(FunctionName=name)
+        assert config["VpcConfig"]["SubnetIds"] == ["subnet-0123456789abcdef0"]
+        said = [r.getMessage() for r in caplog.records]
+        assert f"GreeterConsumerFunction: layer {layer} is not available locally: left out" in said
+        assert "GreeterConsumerFunction: VpcConfig is not emulated: it runs on this machine's network" in said
+    finally:
+        cloud.stop()

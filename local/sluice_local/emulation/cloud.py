@@ -33,6 +33,7 @@ from sluice_local.emulation.template import (
     ParameterError,
     Translated,
     translate,
+    without_unemulated,
 )
 
 log = logging.getLogger("sluice_local")
@@ -268,9 +269,15 @@ class LocalCloud:
             for name, spec in declared.items()
             if spec.get("Type") == "CommaDelimitedList" and "Default" in spec and name not in self.parameters
         }
+        try:
+            deployable, notes = without_unemulated(translated.template)
+        except ParameterError as exc:
+            raise DeployError(f"ValidationError: {exc}") from exc
+        for note in notes:
+            log.warning(note)
         cfn.create_stack(
             StackName=self.stack_name,
-            TemplateBody=json.dumps(translated.template),
+            TemplateBody=json.dumps(deployable),
             Parameters=[
                 {"ParameterKey": k, "ParameterValue": v}
                 for k, v in {**lists, **self.parameters}.items()

@@ -70,12 +70,17 @@ def _function_environment(spec: FunctionSpec) -> Iterator[None]:
         "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
     }
     saved = {key: os.environ.get(key) for key in overlay}
+    before = set(os.environ)
     added_paths = [str(p) for p in spec.layer_dirs if str(p) not in sys.path]
     try:
         os.environ.update(overlay)
         sys.path[:0] = added_paths
         yield
     finally:
+        # what the cold start set itself (a workload's Environment, put there by Consumer.from_env) is
+        # its execution environment's, as in Lambda: not left for the next function's cold start
+        for key in set(os.environ) - before - saved.keys():
+            os.environ.pop(key, None)
         for key, value in saved.items():  # restore only what was overlaid; other threads keep running
             if value is None:
                 os.environ.pop(key, None)

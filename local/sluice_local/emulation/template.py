@@ -221,6 +221,33 @@ def _translate(
     return Translated(cfn, code_dirs, emulated, local_rates), artifacts, conditions
 
 
+LAYER_VERSION_ARN = re.compile(r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:layer:[A-Za-z0-9_-]+:\d+$")
+
+
+def without_unemulated(template: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``template`` as the embedded cloud can deploy it, and what it leaves out or does not emulate, one
+    note each: a function's layer that is not one of the stack's own (a workload's ``Layers``) is left
+    out, its code not being here (one that is no layer version ARN is refused, as Lambda refuses it); a
+    ``VpcConfig`` is kept on the function, which runs on this machine's network all the same."""
+    resources = copy.deepcopy(template.get("Resources", {}))
+    notes: list[str] = []
+    for logical_id, resource in resources.items():
+        if resource.get("Type") != "AWS::Lambda::Function":
+            continue
+        properties = resource.get("Properties", {})
+        layers = properties.get("Layers", [])
+        external = [layer for layer in layers if isinstance(layer, str)]  # the stack's own are Refs
+        malformed = [layer for layer in external if not LAYER_VERSION_ARN.match(layer)]
+        if malformed:
+            raise ParameterError(f"{logical_id}: Layers {malformed} is not a layer version ARN")
+        if external:
+            properties["Layers"] = [layer for layer in layers if not isinstance(layer, str)]
+            notes.append(f"{logical_id}: layer {', '.join(external)} is not available locally: left out")
+        if "VpcConfig" in properties:
+            notes.append(f"{logical_id}: VpcConfig is not emulated: it runs on this machine's network")
+    return {**template, "Resources": resources}, notes
+
+
 def _package(sam: dict[str, Any], base: Path, key_prefix: str) -> tuple[dict[str, bytes], dict[str, Path]]:
     """What ``sam package`` uploads: each local code folder zipped (the folder remembered, so functions
     run from the real source); state machine definitions read in."""
