@@ -131,3 +131,14 @@ def test_given_cloudformations_quotas_then_the_docs_cap_on_workloads_is_the_temp
     assert said is not None
     words = {"eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}
     assert (words[said.group(1)], int(said.group(2)), int(said.group(3))) == (cap, resources, outputs)
+
+
+def test_given_the_settings_table_then_it_names_every_key_workloads_yaml_reads_and_no_other() -> None:
+    # Given the keys workloads.yaml looks up in a workload's block, and the docs' table of them
+    read = set(re.findall(r"FindInMap \[Workloads, !Ref Name, (\w+)", WORKLOADS.read_text(encoding="utf-8")))
+    doc = DOC.read_text(encoding="utf-8")
+    start = doc.index("| key | default | meaning |")
+    table = set(re.findall(r"^\| `(\w+)` \|", doc[start : doc.index("\n\n", start)], re.MULTILINE))
+    # Then they are the same, but for the examples' ledger writer (its own paragraph, under Limits)
+    assert read - {"ExampleLedger"} == table
+    assert "`ExampleLedger: [Ledger]`" in doc
