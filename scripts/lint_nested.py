@@ -10,6 +10,10 @@ and with the job store and every other optional part on (a nested application un
 job store's, is linted where it exists; each one at least once). A nested template declares each
 parameter on one line (``Name: {Type: String}``), which the copy extends.
 
+The workloads' template is linted a second time with a workload that sets every consumer setting of
+its own (``security_scan.EVERY_WORKLOAD_SETTING``, which checkov scans too): the properties and the
+network policy only such a block creates are linted as well.
+
 Run with the project's virtualenv: ``make validate``.
 """
 
@@ -20,6 +24,8 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
+from security_scan import EVERY_WORKLOAD_SETTING  # this folder's: the script's own
 
 from sluice_local.emulation.language_extensions import nested_sources
 
@@ -34,6 +40,7 @@ VARIANTS = (
         "DatabaseSecurityGroupIds": "sg-0123456789abcdef0",
     },
 )
+WORKLOADS = ROOT / "workloads.yaml"
 
 
 def with_defaults(text: str, values: dict[str, str]) -> str:
@@ -46,6 +53,14 @@ def with_defaults(text: str, values: dict[str, str]) -> str:
     return text
 
 
+def with_every_workload_setting(text: str) -> str:
+    """workloads.yaml's ``text`` with the workload EVERY_WORKLOAD_SETTING added to its list and mapping."""
+    listed, found = re.subn(r"&workloads \[([^\]]*)\]", r"&workloads [\1, Scanned]", text, count=1)
+    if found != 1 or "\n  Workloads:\n" not in listed:
+        raise SystemExit("workloads.yaml no longer lists its workloads as expected")
+    return listed.replace("\n  Workloads:\n", "\n  Workloads:\n" + EVERY_WORKLOAD_SETTING, 1)
+
+
 def main() -> int:
     cfn_lint = Path(sys.executable).with_name("cfn-lint")
     failed: list[str] = []
@@ -54,22 +69,29 @@ def main() -> int:
     for given in VARIANTS:
         for app, template, known in nested_sources(ROOT / "template.yaml", given):
             every.discard(app)
-            copy = template.with_name(f".lint-{template.name}")
-            try:
-                copy.write_text(with_defaults(template.read_text(encoding="utf-8"), known), encoding="utf-8")
-                argv = [str(cfn_lint), "--regions", "us-east-1", "--", str(copy)]
-                linted += 1
-                if subprocess.run(argv, check=False, cwd=ROOT).returncode != 0:  # noqa: S603 - our own argv
-                    variant = given.get("RedriveMode", "defaults")
-                    failed.append(f"{app} ({template.relative_to(ROOT)}, {variant})")
-            finally:
-                copy.unlink(missing_ok=True)
+            texts = {"": template.read_text(encoding="utf-8")}
+            if template == WORKLOADS:
+                texts["a workload with every setting"] = with_every_workload_setting(texts[""])
+            for what, text in texts.items():
+                copy = template.with_name(f".lint-{template.name}")
+                try:
+                    copy.write_text(with_defaults(text, known), encoding="utf-8")
+                    argv = [str(cfn_lint), "--regions", "us-east-1", "--", str(copy)]
+                    linted += 1
+                    if subprocess.run(argv, check=False, cwd=ROOT).returncode != 0:  # noqa: S603 - our own argv
+                        label = ", ".join(filter(None, [given.get("RedriveMode", "defaults"), what]))
+                        failed.append(f"{app} ({template.relative_to(ROOT)}, {label})")
+                finally:
+                    copy.unlink(missing_ok=True)
     if every:
         failed.append(f"{', '.join(sorted(every))}: in no variant (add one where its Condition holds)")
     if failed:
         print("cfn-lint failed for: " + "; ".join(failed), file=sys.stderr)
         return 1
-    print(f"cfn-lint: {linted} nested templates clean (defaults; stepfunctions with the job store)")
+    print(
+        f"cfn-lint: {linted} nested templates clean (defaults; stepfunctions with the job store; "
+        "the workloads' with every setting too)"
+    )
     return 0
 
 

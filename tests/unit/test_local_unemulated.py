@@ -3,6 +3,8 @@ kept, each said, and a malformed layer refused as Lambda refuses it (sluice_loca
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from sluice_local.emulation.template import ParameterError, without_unemulated
@@ -10,7 +12,7 @@ from sluice_local.emulation.template import ParameterError, without_unemulated
 LAYER = "arn:aws:lambda:us-east-1:123456789012:layer:carrier-sdk:3"
 
 
-def _function(**properties: object) -> dict[str, object]:
+def _function(**properties: object) -> dict[str, Any]:
     return {"Resources": {"Fn": {"Type": "AWS::Lambda::Function", "Properties": properties}}}
 
 
