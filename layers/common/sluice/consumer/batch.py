@@ -23,11 +23,9 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections import Counter
 from collections.abc import Callable, Mapping, MutableMapping
 from datetime import datetime
 from functools import partial
-from threading import Lock
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import BaseModel, ValidationError
@@ -40,6 +38,7 @@ from sluice.consumer.heartbeat import Heartbeat, InFlight
 from sluice.consumer.idempotency import Idempotency, InProgressElsewhere
 from sluice.consumer.record import Processor, SluiceRecord
 from sluice.consumer.settings import ConsumerSettings
+from sluice.consumer.stats import BatchStats
 from sluice.envelope import Envelope, ErrorInfo, Seal, SendAttributes, merge
 from sluice.errors import PermanentError, RetryAfter
 from sluice.fit import fit
@@ -66,16 +65,6 @@ if TYPE_CHECKING:
 
 
 # Log messages, for people: tools select these lines by their event (sluice.logevents), not this text.
-
-
-class _Stats:
-    def __init__(self) -> None:
-        self._lock = Lock()
-        self.counts: Counter[str] = Counter()
-
-    def add(self, name: str, value: int = 1) -> None:
-        with self._lock:
-            self.counts[name] += value
 
 
 class Consumer:
@@ -170,7 +159,7 @@ class Consumer:
         # An in-progress lock held by another invocation lives at most about one function timeout.
         self._lock_wait = int(remaining() // 1000) + 1 if callable(remaining) else 0
         records = list(event.get("Records", []))
-        stats = _Stats()
+        stats = BatchStats()
         in_flight = [
             InFlight(r["messageId"], r["receiptHandle"], self._queue_url(r["eventSourceARN"]))
             for r in records
@@ -220,7 +209,7 @@ class Consumer:
     # --- record --------------------------------------------------------------------------------
 
     def _handle_record(
-        self, record: SQSRecord, heartbeat: Heartbeat, stats: _Stats, correlations: dict[str, str | None]
+        self, record: SQSRecord, heartbeat: Heartbeat, stats: BatchStats, correlations: dict[str, str | None]
     ) -> None:
         """Returns normally when the record is done (processed, duplicate, isolated); raises to retry it."""
         mid = record.message_id
@@ -271,7 +260,7 @@ class Consumer:
         finally:
             self._log.thread_safe_remove_keys(["message_id", "correlation_id"])
 
-    def _process(self, arrival: Arrival, stats: _Stats) -> bool:
+    def _process(self, arrival: Arrival, stats: BatchStats) -> bool:
         receives = arrival.receive_count
         if receives >= self._settings.max_receive_count - 1:
             stats.add(metrics.NEAR_DEAD_LETTER)
@@ -316,7 +305,7 @@ class Consumer:
         )
         return self._idempotency.run(key, payload, lambda: self._processor(sluice_record))
 
-    def _key(self, payload: Any, envelope: Envelope, message_id: str, stats: _Stats) -> str:
+    def _key(self, payload: Any, envelope: Envelope, message_id: str, stats: BatchStats) -> str:
         if self._key_expr is not None:
             value = self._key_expr.search(payload) if isinstance(payload, dict | list) else None
             if value not in (None, "", [], {}):
@@ -325,7 +314,7 @@ class Consumer:
             self._key_missing(message_id, stats)  # raises PermanentError when configured to poison
         return "msg:" + (envelope.origin_id or message_id)
 
-    def _key_missing(self, message_id: str, stats: _Stats) -> None:
+    def _key_missing(self, message_id: str, stats: BatchStats) -> None:
         """The configured key path found nothing: never silently keyed by identity instead."""
         s = self._settings
         stats.add(metrics.IDEMPOTENCY_KEY_MISSING)
@@ -345,7 +334,7 @@ class Consumer:
                 "and IdempotencyKeyMissing set them)"
             )
 
-    def _isolate(self, arrival: Arrival, exc: PermanentError, stats: _Stats) -> None:
+    def _isolate(self, arrival: Arrival, exc: PermanentError, stats: BatchStats) -> None:
         failed = arrival.sourced_envelope.failed(exc, receives=arrival.receive_count)
         try:
             poison_id = isolate(
@@ -373,7 +362,7 @@ class Consumer:
             },
         )
 
-    def _dead_letter(self, arrival: Arrival, exc: Exception, stats: _Stats) -> bool:
+    def _dead_letter(self, arrival: Arrival, exc: Exception, stats: BatchStats) -> bool:
         """On the last receive before the redrive policy would move the record, move it ourselves,
         with the error recorded in its envelope (SQS's own move cannot say why a message failed).
 
@@ -422,7 +411,7 @@ class Consumer:
         return True
 
     def _retry_later(
-        self, record: SQSRecord, exc: Exception, stats: _Stats, heartbeat: Heartbeat, receives: int
+        self, record: SQSRecord, exc: Exception, stats: BatchStats, heartbeat: Heartbeat, receives: int
     ) -> NoReturn:
         """Give the record its backoff visibility for its ``receives``-th failure, then fail it (it
         lands in batchItemFailures)."""
