@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from sluice_local.app import observer
 from sluice_local.demo.scenarios import consumer, runner
 from sluice_local.testing import port_is_closed, start_stack
+from sluice_local.testing.project import copy_project
 
 from .conftest import ROOT
 
 
 def miswired_template(tmp: Path) -> Path:
     """A copy of the project whose workloads' consumers send poison pills to their dead-letter queue."""
-    for folder in ("functions", "examples", "layers", "statemachines", "stacks"):
-        os.symlink(ROOT / folder, tmp / folder)
-    (tmp / "template.yaml").write_text((ROOT / "template.yaml").read_text())
+    copy_project(ROOT / "template.yaml", tmp)
     text = (ROOT / "workloads.yaml").read_text()
     wrong = text.replace(  # in the workloads' loop: each workload's functions, its own DLQ
         "              SLUICE_POISON_QUEUE_URL: !Ref PoisonPillQueue",

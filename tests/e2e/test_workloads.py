@@ -21,6 +21,7 @@ from sluice_local.app.messages import ORDERS, REFUNDS, claim_check, order
 from sluice_local.app.observer import Stack, envelope_of
 from sluice_local.emulation.cloud import ROOT, LocalCloud
 from sluice_local.emulation.existing import ExistingQueue
+from sluice_local.testing.project import copy_project
 
 INVOICES = "Invoices"
 SHORT_VISIBILITY = 5
@@ -30,9 +31,7 @@ NEEDED_VISIBILITY = 6 * int(FAST["ConsumerTimeoutSeconds"])  # + a batching wind
 def three_workloads(tmp: Path, existing_arn: str) -> Path:
     """The project with a third workload, Invoices, on the existing queue ``existing_arn`` (its code the
     orders example's): the block docs/workloads.md shows in workloads.yaml, and its name in its list."""
-    for folder in ("functions", "examples", "layers", "statemachines", "stacks"):
-        os.symlink(ROOT / folder, tmp / folder)
-    (tmp / "template.yaml").write_text((ROOT / "template.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    copy_project(ROOT / "template.yaml", tmp)
     text = (ROOT / "workloads.yaml").read_text(encoding="utf-8")
     listed = text.replace(f"[{ORDERS}, {REFUNDS}]", f"[{ORDERS}, {REFUNDS}, {INVOICES}]", 1)
     block = (
@@ -232,13 +231,9 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 def test_a_workloads_own_function_settings_reach_its_consumer(tmp_path, caplog) -> None:
     # Given a project whose one workload, Greeter, sets a variable for its code, a reservation, a VPC
     # and an extra layer (docs/workloads.md, "A workload's own function settings")
-    for folder in ("functions", "examples", "layers", "statemachines"):
-        os.symlink(ROOT / folder, tmp_path / folder)
+    copy_project(ROOT / "template.yaml", tmp_path)
     (tmp_path / "greeter").mkdir()
     (tmp_path / "greeter" / "app.py").write_text(GREETER_APP, encoding="utf-8")
-    (tmp_path / "template.yaml").write_text(
-        (ROOT / "template.yaml").read_text(encoding="utf-8"), encoding="utf-8"
-    )
     text = (ROOT / "workloads.yaml").read_text(encoding="utf-8")
     layer = "arn:aws:lambda:us-east-1:123456789012:layer:carrier-sdk:3"
     block = (

@@ -22,6 +22,7 @@ from sluice.errors import ConfigurationError
 from sluice.workload_environment import VARIABLE, parse
 from sluice_local.emulation.language_extensions import expand
 from sluice_local.emulation.template import translate
+from sluice_local.testing.project import copy_project
 from tests.unit.test_workloads_doc import passed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,9 +125,7 @@ def test_given_a_workload_without_them_then_its_consumer_has_none_of_them(before
 
 
 def test_given_sams_transform_then_the_extra_layers_come_after_the_common_layer(tmp_path: Path) -> None:
-    for folder in ("functions", "examples", "layers", "statemachines"):
-        (tmp_path / folder).symlink_to(ROOT / folder)
-    (tmp_path / "template.yaml").write_text(TEMPLATE.read_text(encoding="utf-8"), encoding="utf-8")
+    copy_project(ROOT / "template.yaml", tmp_path)
     text = with_shipments(WORKLOADS.read_text(encoding="utf-8"))
     (tmp_path / "workloads.yaml").write_text(text, encoding="utf-8")
     translated, _ = translate(tmp_path / "template.yaml", {})

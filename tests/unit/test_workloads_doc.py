@@ -12,6 +12,7 @@ from samtranslator.yaml_helper import yaml_parse
 
 from sluice_local.emulation.language_extensions import expand, nested_sources
 from sluice_local.emulation.template import translate
+from sluice_local.testing.project import copy_project
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "workloads.md"
@@ -98,9 +99,7 @@ def test_given_the_documented_diff_then_it_adds_a_workload_with_everything_one_h
 def declared(tmp: Path, names: str) -> tuple[int, int]:
     """(resources, outputs) the workloads' nested stack declares with the workloads ``names`` (a YAML
     list), after SAM's transform, every RedriveMode's: CloudFormation counts a conditional one too."""
-    for folder in ("functions", "examples", "layers", "statemachines", "stacks"):
-        (tmp / folder).symlink_to(ROOT / folder)
-    (tmp / "template.yaml").write_text(TEMPLATE.read_text(encoding="utf-8"), encoding="utf-8")
+    copy_project(ROOT / "template.yaml", tmp)
     text = WORKLOADS.read_text(encoding="utf-8")
     assert "&workloads [" in text, "workloads.yaml no longer lists its workloads the expected way"
     listed = re.sub(r"&workloads \[[^\]]*\]", f"&workloads {names}", text, count=1)
