@@ -15,7 +15,7 @@ from typing import TextIO
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sluice_cli import PARTIAL_FAILURE, USAGE_ERROR, CliError, breaker, delay_dlq, dlq, jobs, poison
+from sluice_cli import PARTIAL_FAILURE, USAGE_ERROR, CliError, breaker, delay_dlq, dlq, jobs, outputs, poison
 from sluice_cli.clients import DEFAULT_REGION, Clients
 from sluice_cli.context import Context
 from sluice_cli.output import Output
@@ -37,6 +37,7 @@ EPILOG = """examples:
   sluice poison replay 5fea7756-0ea4-451a-a703-a558b933e274 --reset-attempts
   sluice breaker open --reason "payments API down" --json
   sluice jobs stats                                  (the job store: DSN from the stack's secret)
+  sluice outputs DelayBucketName                     (one output of the stack or its nested stacks)
 see docs/operations.md"""
 
 
@@ -77,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     poison.add_commands(sub, common)
     breaker.add_commands(sub, common)
     jobs.add_commands(sub, common)
+    outputs.add_commands(sub, common)
     return parser
 
 
