@@ -6,7 +6,7 @@ import json
 import os
 import signal
 import sys
-import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -56,9 +56,12 @@ def serve(
     at it (then what ``hint`` says of it), write them as JSON to ``ready_file``, and run until SIGTERM
     or SIGINT; with ``reload``, a function whose files change runs the new code from its next cold
     start (:mod:`sluice_local.emulation.reload`)."""
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    # The handlers only note the signal: an Event.set() in a handler deadlocks when a second signal
+    # lands while the first handler holds the Event's lock (`make up` stopped by a process-group
+    # SIGTERM gets one from the group and one forwarded by make).
+    signals: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, _: signals.append(signum))
+    signal.signal(signal.SIGINT, lambda signum, _: signals.append(signum))
     with cloud:
         watcher = _watch(cloud, console) if reload else None  # before anyone is told it is up
         info = {
@@ -87,8 +90,8 @@ def serve(
             flush=True,
         )
         try:
-            while not stop.wait(0.5):
-                pass
+            while not signals:
+                time.sleep(0.2)  # a signal's handler runs in between; this notices it within 0.2 s
         finally:
             if watcher is not None:
                 watcher.stop()
