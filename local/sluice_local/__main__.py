@@ -16,7 +16,7 @@ from sluice_local.app.stack import local_cloud
 from sluice_local.emulation.cloud import ROOT, LocalCloud
 from sluice_local.emulation.existing import ExistingQueue
 from sluice_local.emulation.up import function_output, serve
-from sluice_local.soak.options import Options
+from sluice_local.soak.options import WORKLOADS, Options
 
 
 def _params(pairs: list[str]) -> dict[str, str]:
@@ -144,8 +144,9 @@ def _rates(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--only", default="", help="comma-separated fault kinds to inject (default: all)")
     parser.add_argument("--log-dir", default=str(ROOT / ".sluice-local" / "soak"))
     parser.add_argument(
-        "--workload", default="all", choices=["all", "orders", "jobs"],
-        help="what each seed sends: orders and job rows (default), or one of them",
+        "--workload", default="all", choices=list(WORKLOADS),
+        help="what each seed sends: orders, refunds and job rows (all, the default), orders and refunds "
+        "(queues), or one of them",
     )  # fmt: skip
     parser.add_argument(
         "--sabotage", default="", choices=["", "ledger", "delete-failed"],

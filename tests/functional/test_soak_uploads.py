@@ -87,7 +87,7 @@ def test_given_a_transient_order_whose_time_came_then_its_object_waits_for_a_log
     observe([s], lines, max_receives=3)
     upload_due(aws.s3, aws.bucket, [s])
     # Then its object is there, and its next receive processes it
-    assert object_of(aws, s.key) == messages.order(s.order_id)
+    assert object_of(aws, s.key) == messages.order(s.business_id)
     assert s.upload_at is None
     assert consume(max_receive_count=3, **FAST)["batchItemFailures"] == []
 
@@ -102,7 +102,7 @@ def test_given_a_failed_receive_whose_time_has_not_come_then_the_object_still_wa
     upload_due(aws.s3, aws.bucket, [s], now=99.0)
     assert object_of(aws, s.key) is None
     upload_due(aws.s3, aws.bucket, [s], now=100.0)
-    assert object_of(aws, s.key) == messages.order(s.order_id)
+    assert object_of(aws, s.key) == messages.order(s.business_id)
 
 
 def test_given_an_order_that_exhausts_its_retries_then_its_object_waits_until_it_is_dead_lettered(
@@ -123,7 +123,7 @@ def test_given_an_order_that_exhausts_its_retries_then_its_object_waits_until_it
     observe([s], lines, max_receives=2)
     upload_due(aws.s3, aws.bucket, [s])
     # Then its object is there for the re-driven copy
-    assert object_of(aws, s.key) == messages.order(s.order_id)
+    assert object_of(aws, s.key) == messages.order(s.business_id)
 
 
 def test_given_a_held_order_when_a_redrive_line_names_its_origin_then_it_was_dead_lettered(aws):
@@ -135,14 +135,14 @@ def test_given_a_held_order_when_a_redrive_line_names_its_origin_then_it_was_dea
     line = {EVENT: LogEvent.REDRIVE_PLANNED, "origin_id": s.message_ids[0], "action": "redrive"}
     observe([s], [line], max_receives=3)
     upload_due(aws.s3, aws.bucket, [s])
-    assert object_of(aws, s.key) == messages.order(s.order_id)
+    assert object_of(aws, s.key) == messages.order(s.business_id)
 
 
 def test_given_orders_still_held_when_released_then_every_object_is_uploaded_once(aws):
     """The drain's way out when nothing moves any more (their messages ended without a failure seen)."""
     held = [held_order(aws, "transient"), held_order(aws, "exhausts-retries")]
     release(aws.s3, aws.bucket, held)
-    assert [object_of(aws, s.key) for s in held] == [messages.order(s.order_id) for s in held]
+    assert [object_of(aws, s.key) for s in held] == [messages.order(s.business_id) for s in held]
     assert all(s.upload_at is None for s in held)
 
 

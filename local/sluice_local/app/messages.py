@@ -12,6 +12,10 @@ ORDERS = "Orders"
 REFUNDS = "Refunds"
 """The second example workload (examples/refunds/): refunds whose ids take the orders' values."""
 
+REFUND_LEDGER_PREFIX = "refund:"
+"""How the refunds' ledger items are keyed apart from the orders' (``refund:<refund id>#repay``,
+examples/refunds/processor.py ``LEDGER_PREFIX``)."""
+
 
 def order(order_id: str, **extra: Any) -> dict[str, Any]:
     """A valid order for the example processor (examples/orders/processor.py ``Order``)."""
@@ -22,6 +26,12 @@ def order(order_id: str, **extra: Any) -> dict[str, Any]:
         "currency": "EUR",
         **extra,
     }
+
+
+def refund(refund_id: str, **extra: Any) -> dict[str, Any]:
+    """A valid refund for the second example (examples/refunds/processor.py ``Refund``): it refunds the
+    order of the same id value (the examples' ids take the same values on purpose)."""
+    return {"refund_id": refund_id, "order_id": refund_id, "amount_cents": 500, "currency": "EUR", **extra}
 
 
 def claim_check(bucket: str, key: str) -> str:

@@ -1,4 +1,13 @@
-"""The checker: a seed's history read from the ledger, the queues and the job rows once it drained."""
+"""The checker: a seed's history read from the ledger, the queues and the job rows once it drained, each
+workload checked on its own (:class:`~sluice_local.soak.result.Tally`).
+
+The poison queue, the delay pipeline and the ledger are shared by the workloads: a message found there is
+the seed's by its origin (or message) id, which names what was sent to which workload; the envelope's
+recorded queue (``source``, else the delay request's ``target``) and the body (a refund's ``refund_id``,
+an order's ``customer_id``) must name that same workload, else the message is misrouted. In the ledger an
+order's effects are ``<order id>#<effect>``, a refund's ``refund:<refund id>#repay``, a job's
+``<job id>#<kind>``.
+"""
 
 from __future__ import annotations
 
@@ -6,67 +15,42 @@ import builtins
 import json
 import uuid
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sluice.envelope import split
 from sluice.logevents import EVENT, LogEvent
 from sluice_local.app.fast import FAST
-from sluice_local.app.messages import ORDERS
+from sluice_local.app.messages import ORDERS, REFUND_LEDGER_PREFIX, REFUNDS
 from sluice_local.app.observer import Stack
 from sluice_local.emulation import faults
+from sluice_local.soak.jobcheck import check_jobs
 from sluice_local.soak.logtail import LogTail
+from sluice_local.soak.result import JOBS, SeedResult, Tally
 from sluice_local.soak.workload import Sent, SentJob
 
-EFFECTS = ("charge", "reward", "notify")
+QUEUE_WORKLOADS = (ORDERS, REFUNDS)
+EFFECTS = {ORDERS: ("charge", "reward", "notify"), REFUNDS: ("repay",)}
+"""Each queue workload's guarded side effects; the first is performed first: once it is in the ledger,
+the message was processed."""
+Ref = tuple[str, str]
+"""A sent message's identity: (its workload, its business id). The workloads' ids take the same values."""
 
 
-@dataclass
-class SeedResult:
-    seed: int
-    mode: str
-    sent: int
-    processed: int
-    poison: int
-    dead_lettered: int
-    lost: list[str]
-    duplicated: list[str]
-    at_least_once: list[str]
-    unexpected: list[str]
-    faults: dict[str, int]
-    faults_at: dict[str, int]
-    seconds: float
-    stuck: str = ""
-    misrouted: list[str] = field(default_factory=list)
-    """Orders that ended somewhere their kind must not: a valid order poisoned as permanently bad or
-    after an error no fault produces (:func:`_a_bug`), a permanent failure processed, an order processed
-    without all its side effects and not isolated (deleted part-way)."""
-    exhausted: list[str] = field(default_factory=list)
-    """Valid orders isolated, or left in the delay DLQ, because their retries and redrives ran out under
-    the faults (allowed, and reported), some part-way through their side effects: their last error is a
-    fault's (an AWS error, a timeout, a transient one) or none (their invocations died)."""
-    redriven: list[str] = field(default_factory=list)
-    """Orders whose message went from the work DLQ back to the work queue (re-driven or re-delayed by the
-    redriver, or planned so by the redrive state machine): the redrive path ran under the faults."""
-    overlaps: list[str] = field(default_factory=list)
-    """Orders found in more than one place (processed and a copy isolated or dead-lettered): a redelivered
-    copy, reported; each order is counted once in the conservation line, in the first of its places."""
-    jobs_sent: int = 0
-    jobs_completed: int = 0
-    jobs_dead: int = 0
-    jobs_skipped: str = ""
-    """Why the seed created no jobs (no PostgreSQL answered), else ''."""
+def effect_key(workload: str, business_id: str, effect: str) -> str:
+    """The ledger's ``effect_key`` of a workload's effect (examples/orders, examples/refunds processors)."""
+    return f"{REFUND_LEDGER_PREFIX if workload == REFUNDS else ''}{business_id}#{effect}"
 
-    @property
-    def ok(self) -> bool:
-        return not (self.lost or self.duplicated or self.unexpected or self.stuck or self.misrouted) and (
-            self.sent == self.processed + self.poison + self.dead_lettered
-            and self.jobs_sent == self.jobs_completed + self.jobs_dead
-        )
 
-    def to_json(self) -> str:
-        return json.dumps({**self.__dict__, "ok": self.ok})
+def expected_effects(s: Sent) -> set[str]:
+    """The effects a processed message of this kind performs: all of them must be in the ledger."""
+    if s.workload == REFUNDS:
+        return {"repay"}
+    return {"charge", "notify"} | ({"reward"} if s.kind == "claim-check" else set())
+
+
+def ref(s: Sent) -> Ref:
+    return (s.workload, s.business_id)
 
 
 class Checker:
@@ -78,16 +62,23 @@ class Checker:
         self.mode = mode
         self.no_jobs = no_jobs
         self._log = LogTail(log_path)
-        self._known: set[str] = set()
-        """Every id this stack was sent (orders, job ids, job business ids), over all its seeds."""
+        self._known: dict[str, set[str]] = {ORDERS: set(), REFUNDS: set(), JOBS: set()}
+        """Per ledger namespace, every id this stack was sent (jobs: ids and business ids), over its seeds."""
         self._reported: set[str] = set()
-        self._reasons: dict[str, str] = {}
-        """Per order found isolated: its envelope's last error message (a misrouted order's report
-        names it)."""
+        """The ledger keys already reported unexpected or misrouted (each is reported once)."""
+        self._reasons: dict[Ref, str] = {}
+        """Per message found isolated: its envelope's last error message (a misrouted report names it)."""
         self._checked: dict[str, int] = {}
         """Per guarded effect (ledger ``effect_key``) of the seeds run so far: its performances when its
         seed was checked. Every later seed's check re-reads them: a performance written afterwards (by
         anything still running) is reported then, as a duplicate."""
+        self._owners = {
+            value: name
+            for name in QUEUE_WORKLOADS
+            for value in (stack.outputs.get(name + "QueueArn"), stack.outputs.get(name + "QueueUrl"))
+            if value
+        }
+        """The queue workloads' queues, by ARN and URL: where an envelope says a message was."""
 
     def check(
         self,
@@ -100,30 +91,41 @@ class Checker:
         stuck: str,
     ) -> SeedResult:
         """The seed's result, once it drained (or got ``stuck``) and its faults were uninstalled."""
-        self._known |= {s.order_id for s in sent} | {i for j in jobs for i in (j.job_id, j.business_id)}
+        for s in sent:
+            self._known[s.workload].add(s.business_id)
+        self._known[JOBS] |= {i for j in jobs for i in (j.job_id, j.business_id)}
         checked_before = set(self._checked)
-        result = self._check(seed, sent, injector, seconds, stuck)
-        self._check_jobs(result, jobs, injector)
+        result = SeedResult(
+            seed=seed, mode=self.mode, workloads={}, faults=dict(injector.counts),
+            faults_at=dict(injector.where), seconds=round(seconds, 1), stuck=stuck,
+        )  # fmt: skip
+        self._check(result, sent, injector)
+        result.jobs_skipped = self.no_jobs
+        if jobs:
+            tally = result.tally(JOBS)
+            check_jobs(
+                tally, jobs, injector=injector, stack=self.stack, ledger=self._ledger, checked=self._checked
+            )
         if stuck:  # still running at its check (the seed fails): what it performs later is not re-counted
             for key in set(self._checked) - checked_before:
                 del self._checked[key]
-        result.unexpected, late = self.whole_ledger()
-        result.duplicated += late
+        self._whole_ledger(result)
         return result
 
-    def _ledger(self, order_id: str, effect: str) -> int:
+    def _ledger(self, key: str) -> int:
         response = self.stack.client("dynamodb").query(
             TableName=self.stack.outputs["LedgerTableName"],
             KeyConditionExpression="effect_key = :k",
-            ExpressionAttributeValues={":k": {"S": f"{order_id}#{effect}"}},
+            ExpressionAttributeValues={":k": {"S": key}},
             ConsistentRead=True,
         )
         return int(response["Count"])
 
-    def _in_queue(self, output: str, by_message: dict[str, str]) -> dict[str, str]:
-        """Order ids of the seed found on a queue (by origin id, or the message id it was sent with),
-        each with the type of its envelope's last error ('' when none)."""
-        found: dict[str, str] = {}
+    def _in_queue(self, output: str, by_message: dict[str, Sent]) -> dict[Ref, tuple[str, str]]:
+        """The seed's messages found on a queue (by origin id, or the message id it was sent with), each
+        with the type of its envelope's last error ('' when none) and the workload its envelope's queue
+        or its body names ('' when neither does)."""
+        found: dict[Ref, tuple[str, str]] = {}
         for message in self.stack.every_message(output):
             attributes = {k: dict(v) for k, v in message.get("MessageAttributes", {}).items()}
             _, env, _ = split(attributes, body=message["Body"], seal=self.stack.seal())
@@ -131,155 +133,182 @@ class Checker:
             error = env.last_error.type if env is not None and env.last_error is not None else ""
             for key in (origin, message["MessageId"]):
                 if key in by_message:
-                    found.setdefault(by_message[key], error)
+                    s = by_message[key]
+                    queues = (env.source, env.target) if env is not None else ()
+                    named = {self._owners.get(str(q)) for q in queues} | {_workload_of_body(message["Body"])}
+                    other = sorted(w for w in named if w and w != s.workload)
+                    found.setdefault(ref(s), (error, other[0] if other else ""))
                     if env is not None and env.last_error is not None:  # the reason, for the report
-                        self._reasons.setdefault(by_message[key], env.last_error.message[:300])
+                        self._reasons.setdefault(ref(s), env.last_error.message[:300])
                     break
         return found
 
-    def _check(
-        self, seed: int, sent: list[Sent], injector: faults.Injector, seconds: float, stuck: str
-    ) -> SeedResult:
-        by_message = {mid: s.order_id for s in sent for mid in s.message_ids}
-        ids = {s.order_id for s in sent}
-        processed: set[str] = set()
-        duplicated: list[str] = []
-        window: list[str] = []
-        misrouted: list[str] = []
-        exhausted: list[str] = []
+    def _check(self, result: SeedResult, sent: list[Sent], injector: faults.Injector) -> None:
+        by_message = {mid: s for s in sent for mid in s.message_ids}
         poisoned = self._in_queue("PoisonPillQueueUrl", by_message)
         delay_dead = self._in_queue("DelayDeadLetterQueueUrl", by_message)
-        work_dead = self._in_queue(ORDERS + "DeadLetterQueueUrl", by_message)
-        isolated = {**work_dead, **delay_dead, **poisoned}
+        work_dead: dict[Ref, tuple[str, str]] = {}
+        for workload in QUEUE_WORKLOADS:
+            for r, (error, other) in self._in_queue(workload + "DeadLetterQueueUrl", by_message).items():
+                work_dead.setdefault(r, (error, workload if workload != r[0] else other))
+        for where, found in (("poison queue", poisoned), ("delay DLQ", delay_dead), ("DLQ", work_dead)):
+            for (workload, business_id), (_, other) in found.items():
+                if other:
+                    result.tally(workload).misrouted.append(
+                        f"{business_id} ({workload}) found in the {where} of the {other} workload"
+                    )
+        origins = self._redriven_origins()
+        for workload in QUEUE_WORKLOADS:
+            mine = [s for s in sent if s.workload == workload]
+            if mine:
+                tally = result.tally(workload)
+                dead = {"poisoned": poisoned, "delay_dead": delay_dead, "work_dead": work_dead}
+                self._check_workload(tally, mine, injector, **dead)
+                tally.redriven = sorted({str(s) for s in mine if set(s.message_ids) & origins})
+
+    def _check_workload(
+        self,
+        tally: Tally,
+        sent: list[Sent],
+        injector: faults.Injector,
+        *,
+        poisoned: dict[Ref, tuple[str, str]],
+        delay_dead: dict[Ref, tuple[str, str]],
+        work_dead: dict[Ref, tuple[str, str]],
+    ) -> None:
+        """One queue workload's messages of the seed: where each ended, and every effect they performed."""
+        ids = {ref(s) for s in sent}
+        processed: set[Ref] = set()
+        isolated = {
+            r: error for found in (work_dead, delay_dead, poisoned) for r, (error, _) in found.items()
+        }
         for s in sent:
-            performed = {effect: self._ledger(s.order_id, effect) for effect in EFFECTS}
-            self._checked.update({f"{s.order_id}#{effect}": n for effect, n in performed.items()})
+            performed = {
+                e: self._ledger(effect_key(s.workload, s.business_id, e)) for e in EFFECTS[s.workload]
+            }
             for effect, n in performed.items():
+                key = effect_key(s.workload, s.business_id, effect)
+                self._checked[key] = n
                 if n > 1:  # each time the window opened for it excuses one more performance, no more
-                    key = f"{s.order_id}#{effect}"
-                    (window if n <= 1 + injector.in_window[key] else duplicated).append(f"{key} x{n}")
-            if performed["charge"]:
-                processed.add(s.order_id)
-                expected = {"charge", "notify"} | ({"reward"} if s.kind == "claim-check" else set())
-                missing = sorted(e for e in expected if not performed[e])
-                error = isolated.get(s.order_id)
-                if missing and s.kind != "permanent" and _a_fault(error):
-                    # part-way, then its retries ran out: isolated where an operator re-drives it (the
-                    # guards keep what was done from being done again); deleted part-way would be a loss
-                    exhausted.append(f"{s.order_id} ({s.kind}): isolated part-way, {missing} not performed "
-                                     f"({error or 'no error'})")  # fmt: skip
-                elif missing or s.kind == "permanent":
-                    where = ", and deleted" if error is None else f", isolated ({error})"
-                    where = "" if s.kind == "permanent" else where
-                    misrouted.append(f"{s.order_id} ({s.kind}) processed, missing {missing}{where}")
-        for s in sent:
-            error = poisoned.get(s.order_id)
-            if error is None or s.order_id in processed or s.kind == "permanent":
+                    excused = n <= 1 + injector.in_window[key]
+                    (tally.at_least_once if excused else tally.duplicated).append(f"{key} x{n}")
+            if not performed[EFFECTS[s.workload][0]]:
                 continue
-            reason = self._reasons.get(s.order_id, "no reason recorded")
+            processed.add(ref(s))
+            missing = sorted(e for e in expected_effects(s) if not performed[e])
+            error = isolated.get(ref(s))
+            if missing and s.kind != "permanent" and _a_fault(error):
+                # part-way, then its retries ran out: isolated where an operator re-drives it (the
+                # guards keep what was done from being done again); deleted part-way would be a loss
+                tally.exhausted.append(f"{s} ({s.kind}): isolated part-way, {missing} not performed "
+                                       f"({error or 'no error'})")  # fmt: skip
+            elif missing or s.kind == "permanent":
+                where = ", and deleted" if error is None else f", isolated ({error})"
+                where = "" if s.kind == "permanent" else where
+                tally.misrouted.append(f"{s} ({s.kind}) processed, missing {missing}{where}")
+        for s in sent:
+            error = poisoned[ref(s)][0] if ref(s) in poisoned else None
+            if error is None or ref(s) in processed or s.kind == "permanent":
+                continue
+            reason = self._reasons.get(ref(s), "no reason recorded")
             if error == "PermanentError" and _refused_late(s, reason):
-                exhausted.append(f"{s.order_id} ({s.kind}): its send took {s.send_seconds:.1f} s, {reason}")
-            elif error == "PermanentError":  # a valid order refused as permanently bad
-                misrouted.append(f"{s.order_id} ({s.kind}) poisoned with a PermanentError: {reason}")
+                tally.exhausted.append(f"{s} ({s.kind}): its send took {s.send_seconds:.1f} s, {reason}")
+            elif error == "PermanentError":  # a valid message refused as permanently bad
+                tally.misrouted.append(f"{s} ({s.kind}) poisoned with a PermanentError: {reason}")
             elif _a_bug(error):  # retries cannot cure it, and no injected fault raises it
-                misrouted.append(f"{s.order_id} ({s.kind}) poisoned after a {error}: a bug, not a fault")
+                tally.misrouted.append(f"{s} ({s.kind}) poisoned after a {error}: a bug, not a fault")
             else:
-                exhausted.append(f"{s.order_id} ({s.kind}): {error or 'no error'}")
-        poison = set(poisoned)
-        dead = set(work_dead) | set(delay_dead)
-        exhausted += [
-            f"{s.order_id} ({s.kind}): in the delay DLQ ({delay_dead[s.order_id] or 'no error'})"
+                tally.exhausted.append(f"{s} ({s.kind}): {error or 'no error'}")
+        poison = set(poisoned) & ids
+        dead = (set(work_dead) | set(delay_dead)) & ids
+        tally.exhausted += [
+            f"{s} ({s.kind}): in the delay DLQ ({delay_dead[ref(s)][0] or 'no error'})"
             for s in sent
-            if s.order_id in delay_dead and s.order_id not in processed | poison and s.kind != "permanent"
+            if ref(s) in delay_dead and ref(s) not in processed | poison and s.kind != "permanent"
         ]
         places = {"processed": processed, "poison": poison, "dead-lettered": dead}
-        overlaps = [
-            f"{order} {'+'.join(name for name, where in places.items() if order in where)}"
-            for order in sorted(ids)
-            if sum(order in where for where in places.values()) > 1
+        tally.overlaps = [
+            f"{s} {'+'.join(name for name, where in places.items() if ref(s) in where)}"
+            for s in sorted(sent, key=lambda s: s.business_id)
+            if sum(ref(s) in where for where in places.values()) > 1
         ]
-        origins = self._redriven_origins()
-        redriven = sorted({order for mid, order in by_message.items() if mid in origins})
-        # each order counted once, in the first of its places: the line balances exactly when none is lost
-        return SeedResult(
-            seed=seed, mode=self.mode, sent=len(ids), processed=len(processed),
-            poison=len(poison - processed),
-            dead_lettered=len(dead - processed - poison),
-            lost=sorted(ids - processed - poison - dead), duplicated=duplicated, at_least_once=window,
-            unexpected=[], faults=dict(injector.counts),
-            faults_at=dict(injector.where), seconds=round(seconds, 1), stuck=stuck,
-            misrouted=misrouted, exhausted=exhausted, overlaps=overlaps, redriven=redriven,
-        )  # fmt: skip
+        # each message counted once, in the first of its places: the line balances exactly when none is lost
+        tally.sent, tally.processed = len(ids), len(processed)
+        tally.poison, tally.dead_lettered = len(poison - processed), len(dead - processed - poison)
+        tally.lost = sorted(f"{s}" for s in sent if ref(s) not in processed | poison | dead)
 
-    def whole_ledger(self) -> tuple[list[str], list[str]]:
-        """Read the whole ledger (every effect, every seed this stack ran): the ids of side effects never
-        sent (**unexpected**), each reported once, by the seed whose check first sees it; and the effects
-        of earlier seeds performed again since their seed's check (a late duplicate), each reported once."""
+    def _whole_ledger(self, result: SeedResult) -> None:
+        """Read the whole ledger (every effect, every seed this stack ran), each item in its workload's
+        namespace: the ids of side effects never sent (**unexpected**), an order's effect keyed as a
+        refund's or a refund's as an order's (**misrouted**), each reported once, by the seed whose check
+        first sees it; and the effects of earlier seeds performed again since their seed's check (a late
+        duplicate), each reported once."""
         table = self.stack.outputs["LedgerTableName"]
         kwargs: dict[str, Any] = {"TableName": table, "ConsistentRead": True}
-        kwargs["ProjectionExpression"] = "order_id, effect_key"
-        ids: set[str] = set()
+        kwargs["ProjectionExpression"] = "effect_key, effect"
         performed: Counter[str] = Counter()
+        effects: dict[str, str] = {}
         while True:
             page = self.stack.client("dynamodb").scan(**kwargs)
             for item in page.get("Items", []):
-                ids.add(item["order_id"]["S"])
                 performed[item["effect_key"]["S"]] += 1
+                effects[item["effect_key"]["S"]] = item.get("effect", {}).get("S", "")
             if "LastEvaluatedKey" not in page:
                 break
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-        new = sorted(ids - self._known - self._reported)
-        self._reported.update(new)
-        late: list[str] = []
+        for key in sorted(set(performed) - self._reported):
+            workload, business_id = _namespace(key)
+            effect = effects[key]
+            if workload == REFUNDS and effect not in EFFECTS[REFUNDS]:
+                self._reported.add(key)
+                result.tally(REFUNDS).misrouted.append(f"{key}: a {effect!r} effect keyed as a refund's")
+            elif workload != REFUNDS and effect in EFFECTS[REFUNDS]:
+                self._reported.add(key)
+                result.tally(workload).misrouted.append(f"{key}: a refund's {effect!r} keyed outside refund:")
+            elif business_id not in self._known[workload]:
+                self._reported.add(key)
+                result.tally(workload).unexpected.append(business_id)
         for key, checked in self._checked.items():
             if performed[key] > checked:
-                late.append(f"{key} x{performed[key]} (performed again after its seed's check: {checked})")
+                result.tally(_namespace(key)[0]).duplicated.append(
+                    f"{key} x{performed[key]} (performed again after its seed's check: {checked})"
+                )
                 self._checked[key] = performed[key]
-        return new, late
-
-    def _check_jobs(self, result: SeedResult, jobs: list[SentJob], injector: faults.Injector) -> None:
-        result.jobs_skipped = self.no_jobs
-        store = self.stack.job_store() if jobs else None
-        for j in jobs:
-            job = store.get(uuid.UUID(j.job_id)) if store is not None else None
-            result.jobs_sent += 1
-            charges = self._ledger(j.job_id, "charge")
-            self._checked[f"{j.job_id}#charge"] = charges
-            label = f"job {j.business_id} ({j.kind}, {j.job_id})"
-            if job is None or job.status not in ("completed", "dead"):
-                result.lost.append(f"{label}: {job.status if job else 'row missing'}")
-                continue
-            result.jobs_completed += job.status == "completed"
-            result.jobs_dead += job.status == "dead"
-            if charges > 1:
-                key = f"{j.job_id}#charge"
-                excused = charges <= 1 + injector.in_window[key]
-                (result.at_least_once if excused else result.duplicated).append(f"{label} charged x{charges}")
-            never_finished = [e for e in job.errors if "never finished" in str(e.get("error"))]
-            if j.kind == "job-invalid" and (job.status != "dead" or charges):
-                result.misrouted.append(f"{label}: {job.status}, charged {charges}x")
-            elif job.kind == "charge" and never_finished:  # that message is for single-UPDATE runs only
-                result.misrouted.append(f"{label}: a two-phase job reaped as a single-UPDATE run")
-            elif j.kind != "job-invalid" and job.status == "dead":
-                result.exhausted.append(f"{label}: dead after {job.attempt} attempts")
-            elif job.kind == "charge" and job.status == "completed" and not charges:
-                result.misrouted.append(f"{label}: completed, never charged")
-            elif (
-                job.kind == "thumbnail"
-                and job.status == "completed"
-                and not self._ledger(j.job_id, "thumbnail")
-            ):
-                result.misrouted.append(f"{label}: completed, never rendered")
 
     def _redriven_origins(self) -> set[str]:
-        """Origin ids of the messages sent back from the work DLQ since the last call, from the functions'
-        log lines (the redriver's re-driven lines; the redrive state machine's Plan step's)."""
+        """Origin ids of the messages sent back from a work DLQ since the last call, from the functions'
+        log lines (the redrivers' re-driven lines; the redrive state machines' Plan steps')."""
         out: set[str] = set()
         for entry in self._log.read(LogEvent.MESSAGE_REDRIVEN, LogEvent.REDRIVE_PLANNED):
             planned = entry.get(EVENT) == LogEvent.REDRIVE_PLANNED and entry.get("action") != "poison"
             if (entry.get(EVENT) == LogEvent.MESSAGE_REDRIVEN or planned) and entry.get("origin_id"):
                 out.add(str(entry["origin_id"]))
         return out
+
+
+def _namespace(key: str) -> tuple[str, str]:
+    """The workload a ledger ``effect_key`` belongs to, and the id it names: ``refund:<id>#repay`` a
+    refund's, ``<uuid>#<kind>`` a job's, anything else an order's."""
+    business_id = key.rsplit("#", 1)[0]
+    if business_id.startswith(REFUND_LEDGER_PREFIX):
+        return REFUNDS, business_id.removeprefix(REFUND_LEDGER_PREFIX)
+    try:
+        uuid.UUID(business_id)
+    except ValueError:
+        return ORDERS, business_id
+    return JOBS, business_id
+
+
+def _workload_of_body(body: str) -> str:
+    """The queue workload a body is a message of, by its fields ('' for another body: a claim-check
+    pointer, an offloaded one, one that is not JSON)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    return REFUNDS if "refund_id" in data else ORDERS if "customer_id" in data else ""
 
 
 LATE = "in the past when it was sent"
@@ -293,13 +322,13 @@ def _refused_late(s: Sent, reason: str) -> bool:
 
 
 def _a_bug(error: str) -> bool:
-    """Whether an order's last error is one no injected fault produces: a built-in exception other than
+    """Whether a message's last error is one no injected fault produces: a built-in exception other than
     an OS or connection error (a TypeError, KeyError, ... in the code that handled it)."""
     kind = getattr(builtins, error, None) if error else None
     return isinstance(kind, type) and issubclass(kind, Exception) and not issubclass(kind, OSError)
 
 
 def _a_fault(error: str | None) -> bool:
-    """Whether an order isolated with this last error (None: not isolated) may have run out of retries
+    """Whether a message isolated with this last error (None: not isolated) may have run out of retries
     under the faults: neither a verdict (``PermanentError``) nor a bug (:func:`_a_bug`)."""
     return error is not None and error != "PermanentError" and not _a_bug(error)

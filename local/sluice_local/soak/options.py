@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-WORKLOADS = ("all", "orders", "jobs")
-"""What each seed sends: orders and job rows (the default), or only one of them."""
+WORKLOADS: dict[str, tuple[str, ...]] = {
+    "all": ("orders", "refunds", "jobs"),
+    "queues": ("orders", "refunds"),
+    "orders": ("orders",),
+    "refunds": ("refunds",),
+    "jobs": ("jobs",),
+}
+"""What each seed sends, by ``--workload``: the two example queue workloads' messages (orders, refunds)
+and job rows (``all``, the default); the two queue workloads without the job store (``queues``); or one
+of the three alone."""
 SABOTAGE = {
     "ledger": "every ledger write loses its response: a side effect that happened but reported an error is "
     "performed again when its record is retried (unguarded by design): the checker must report duplicated "
@@ -26,7 +34,11 @@ class Options:
     only: tuple[str, ...] = ()
     """Fault kinds to inject (all when empty): a targeted run."""
     workload: str = "all"
-    """:data:`WORKLOADS`: orders and jobs, or only one of them."""
+    """A key of :data:`WORKLOADS`: what each seed sends."""
+
+    def sends(self, part: str) -> bool:
+        """Whether each seed sends ``part`` (``orders``, ``refunds`` or ``jobs``)."""
+        return part in WORKLOADS[self.workload]
 
     def argv(self) -> list[str]:
         """The command-line options that differ from the defaults."""

@@ -18,17 +18,18 @@ from typing import Any
 
 from sluice_local.app import postgres
 from sluice_local.app.fast import FAST
-from sluice_local.app.messages import ORDERS
+from sluice_local.app.messages import ORDERS, REFUNDS
 from sluice_local.app.observer import Stack
 from sluice_local.app.stack import local_cloud
 from sluice_local.emulation import faults
 from sluice_local.emulation.cloud import LocalCloud
 from sluice_local.emulation.pollers import SqsPoller
 from sluice_local.emulation.up import function_output
-from sluice_local.soak.checker import Checker, SeedResult
+from sluice_local.soak.checker import QUEUE_WORKLOADS, Checker
 from sluice_local.soak.db_faults import install_database_boundary
 from sluice_local.soak.logtail import LogTail
 from sluice_local.soak.options import Options
+from sluice_local.soak.result import SeedResult
 from sluice_local.soak.summary import Summary, gather
 from sluice_local.soak.workload import (
     OBSERVED,
@@ -37,7 +38,7 @@ from sluice_local.soak.workload import (
     observe,
     release,
     send_jobs,
-    send_orders,
+    send_messages,
     upload_due,
 )
 
@@ -53,9 +54,10 @@ outlasted it on a machine at load average 15, and seed 213 of a 500-seed run was
 POLL_SECONDS = 0.3
 IDLE_POLLS = 2
 ZOMBIE_SECONDS = 60.0  # timed-out handler threads still running after the drain: they end at their next call
-CRASH_POINTS = ((ORDERS + "RedriverFunction", "DeleteMessageBatch"),)
+CRASH_POINTS = tuple((name + "RedriverFunction", "DeleteMessageBatch") for name in QUEUE_WORKLOADS)
 """Where half of a function's crashes land instead of after a random number of calls: points a random
-count rarely reaches (the redriver between its send and its delete: it seldom has messages in hand)."""
+count rarely reaches (each workload's redriver between its send and its delete: it seldom has messages
+in hand)."""
 
 
 class Soak:
@@ -78,7 +80,7 @@ class Soak:
 
     def _compress_time(self) -> None:
         sqs = self.stack.client("sqs")
-        for output in (ORDERS + "QueueUrl", "DelayQueueUrl", "JobQueueUrl"):
+        for output in (*(name + "QueueUrl" for name in QUEUE_WORKLOADS), "DelayQueueUrl", "JobQueueUrl"):
             if output not in self.stack.outputs:  # no job store without a PostgreSQL
                 continue
             sqs.set_queue_attributes(
@@ -90,8 +92,9 @@ class Soak:
         for poller in self.cloud.pollers:  # as AWS requires of an SQS trigger: timeout ≤ visibility
             spec = poller.spec.function.spec
             spec.timeout = min(spec.timeout, VISIBILITY_SECONDS - 1)
-        if arn := self.stack.outputs.get(ORDERS + "RedriveStateMachineArn"):
-            compress_fetch(self.stack.client("stepfunctions"), arn, FETCH_VISIBILITY_SECONDS)
+        for name in QUEUE_WORKLOADS:
+            if arn := self.stack.outputs.get(name + "RedriveStateMachineArn"):
+                compress_fetch(self.stack.client("stepfunctions"), arn, FETCH_VISIBILITY_SECONDS)
 
     # --- one seed ------------------------------------------------------------------------------
 
@@ -112,9 +115,10 @@ class Soak:
         jobs: list[SentJob] = []
         sent: list[Sent] = []
         try:
-            if o.workload != "jobs":
-                sent = send_orders(self.stack, plan)
-            if o.workload != "orders":
+            for part, workload in (("orders", ORDERS), ("refunds", REFUNDS)):
+                if o.sends(part):
+                    sent += send_messages(self.stack, plan, workload)
+            if o.sends("jobs"):
                 jobs = [] if self.no_jobs else send_jobs(self.stack, plan)
             stuck = self._drain(sent, jobs) or self._zombies_gone()
         finally:
@@ -129,10 +133,10 @@ class Soak:
     def _drain(self, sent: list[Sent], jobs: list[SentJob]) -> str:
         """Wait for quiescence; '' when reached, else what is still moving at the deadline.
 
-        The claim-check objects held back (:meth:`Sent.due`) are uploaded as their orders are seen
+        The claim-check objects held back (:meth:`Sent.due`) are uploaded as their messages are seen
         failing. Should nothing move any more while some are still held, their messages are at an end
         where no receive will fail again (isolated, or deleted when they must not have been): those are
-        uploaded then, and the checker tells where the orders ended."""
+        uploaded then, and the checker tells where the messages ended."""
         deadline = time.monotonic() + SEED_DEADLINE_SECONDS
         s3, bucket = self.stack.client("s3"), self.stack.outputs["ClaimCheckBucketName"]
         busy = "not polled"
@@ -141,7 +145,7 @@ class Soak:
             observe(sent, self._log.read(*OBSERVED), max_receives=self._max_receives)
             upload_due(s3, bucket, sent)
             moving = self._busy() or self._jobs_busy(jobs)
-            held = [s.order_id for s in sent if s.upload_at is not None]
+            held = [str(s) for s in sent if s.upload_at is not None]
             idle = 0 if moving else idle + 1
             if idle >= IDLE_POLLS:  # each poll reads the queues one after another: agree twice
                 if not held:
@@ -170,7 +174,8 @@ class Soak:
             "ApproximateNumberOfMessagesDelayed",
         ]  # fmt: skip
         # The delay DLQ is an end (alarmed; drained by an operator): what lands there counts as dead-lettered.
-        for output in (ORDERS + "QueueUrl", "DelayQueueUrl", ORDERS + "DeadLetterQueueUrl"):
+        queues = [name + kind for name in QUEUE_WORKLOADS for kind in ("QueueUrl", "DeadLetterQueueUrl")]
+        for output in (*queues, "DelayQueueUrl"):
             attributes = sqs.get_queue_attributes(QueueUrl=self.stack.outputs[output], AttributeNames=names)
             depth = {k: int(v) for k, v in attributes["Attributes"].items()}
             if any(depth.values()):
@@ -274,9 +279,7 @@ def run_worker(seeds: Iterable[int], *, mode: str, log_dir: Path, options: Optio
     params = {**FAST, "RedriveMode": mode}
     database = postgres.database_url()
     no_jobs = (
-        "not in this workload"
-        if options.workload == "orders"
-        else postgres.unreachable_reason(database) or ""
+        (postgres.unreachable_reason(database) or "") if options.sends("jobs") else "not in this workload"
     )
     stack_name = f"sluice-soak-{mode}"
     # stdout carries one JSON line per seed to the runner and nothing else: whatever else is printed (a
@@ -325,7 +328,7 @@ def run(seeds: list[int], *, workers: int, log_dir: Path, options: Options) -> S
                     subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env),
                 )
             )
-    summary = Summary(expected=list(seeds), jobs_required=options.workload != "orders")
+    summary = Summary(expected=list(seeds), workloads=options.workload)
     gather(processes, summary, log_dir)
     summary.results.sort(key=lambda r: r["seed"])
     (log_dir / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in summary.results))

@@ -10,11 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sluice_local.app.messages import ORDERS
+from sluice_local.app.messages import ORDERS, REFUNDS
 from sluice_local.emulation import faults
+from sluice_local.soak.options import WORKLOADS
+from sluice_local.soak.result import JOBS
 
 
-def _site(apis: tuple[str, ...], kinds: tuple[str, ...], caller: str = "") -> Any:
+def _site(apis: tuple[str, ...], kinds: tuple[str, ...], caller: str | tuple[str, ...] = "") -> Any:
     def hit(site: str) -> bool:
         who, api, kind = [*site.split(" ", 2), "", ""][:3]
         return api in apis and kind.startswith(kinds) and who.startswith(caller)
@@ -31,6 +33,9 @@ DB_SITES = tuple(
     )
 )  # fmt: skip
 DIED = (faults.CRASH,)
+CONSUMERS = (ORDERS + "ConsumerFunction", REFUNDS + "ConsumerFunction")
+REDRIVERS = (ORDERS + "RedriverFunction", REFUNDS + "RedriverFunction")
+"""Each example queue workload's functions of a kind: a named point counts the hits of both workloads'."""
 NAMED_POINTS: tuple[tuple[str, Any], ...] = (
     ("DeleteMessage(Batch): response lost", _site(("DeleteMessage", "DeleteMessageBatch"), LOST)),
     ("SendMessage(Batch): response lost", _site(("SendMessage", "SendMessageBatch"), LOST)),
@@ -43,16 +48,16 @@ NAMED_POINTS: tuple[tuple[str, Any], ...] = (
     ),
     (
         "claim-check GetObject: NoSuchKey",
-        _site(("GetObject",), ("no-such-key",), ORDERS + "ConsumerFunction"),
+        _site(("GetObject",), ("no-such-key",), CONSUMERS),
     ),
-    ("consumer died before a guard's commit", _site(("UpdateItem",), DIED, ORDERS + "ConsumerFunction")),
+    ("consumer died before a guard's commit", _site(("UpdateItem",), DIED, CONSUMERS)),
     (
         "rehydrator died part-way through an object",
         _site(("SendMessageBatch", "PutObject", "DeleteObject"), DIED, "Rehydrator"),
     ),
     (
         "redriver died between its send and its delete",
-        _site(("DeleteMessageBatch",), DIED, ORDERS + "RedriverFunction"),
+        _site(("DeleteMessageBatch",), DIED, REDRIVERS),
     ),
     ("job store: connection dropped before a statement", _site(DB_SITES, (faults.DB_DROPPED,))),
     ("job store: statement committed, response lost", _site(DB_SITES, (faults.DB_LOST_RESPONSE,))),
@@ -64,15 +69,36 @@ NAMED_POINTS: tuple[tuple[str, Any], ...] = (
 """(what, does a fault site ``"<caller> <API> <kind>"`` count for it)"""
 
 
+LABELS = {JOBS: ("completed", "dead")}
+"""How a tally's ``processed`` and ``dead_lettered`` read on its line (the job rows' end states)."""
+COUNTED = ("sent", "processed", "poison", "dead_lettered")
+LISTED = (
+    "lost", "duplicated", "unexpected", "misrouted", "exhausted", "redriven", "overlaps", "at_least_once",
+)  # fmt: skip
+
+
 @dataclass
 class Summary:
     results: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     expected: list[int] | None = None
     """The seeds asked for (None: whatever results came): a seed without a result fails the run."""
-    jobs_required: bool = False
-    """The workload includes the jobs: a seed that skipped them (no PostgreSQL answered) fails the run,
-    which would otherwise pass without the job store having been soaked at all."""
+    workloads: str = "all"
+    """The run's ``--workload`` (:data:`~sluice_local.soak.options.WORKLOADS`): each queue workload it
+    names must have sent messages, and when it names the jobs a seed that skipped them (no PostgreSQL
+    answered) fails the run, which would otherwise pass without the job store having been soaked."""
+
+    @property
+    def names(self) -> list[str]:
+        """The tallies the run reports, one line each: the queue workloads it sends to, the jobs when it
+        creates them, and any other a seed reported something for (an unexpected effect)."""
+        parts = WORKLOADS[self.workloads]
+        out = [name for name in (ORDERS, REFUNDS, JOBS) if name.lower() in parts]
+        return out + sorted({n for r in self.results for n in r["workloads"]} - set(out))
+
+    @property
+    def jobs_required(self) -> bool:
+        return "jobs" in WORKLOADS[self.workloads]
 
     @property
     def jobs_skipped(self) -> list[str]:
@@ -94,56 +120,73 @@ class Summary:
         else:
             self.errors.append(f"not a seed's result: {line[:300]}")
 
+    def total(self, name: str) -> dict[str, int]:
+        """One workload's figures over every seed: its counts, and the length of each of its lists."""
+        tallies = [r["workloads"][name] for r in self.results if name in r["workloads"]]
+        return {k: sum(t[k] if k in COUNTED else len(t[k]) for t in tallies) for k in (*COUNTED, *LISTED)}
+
+    def workload_line(self, name: str) -> str:
+        """``Orders: sent 400 = processed 353 + poison 47 + dead-lettered 0, lost 0, duplicated 0, ...``"""
+        t = self.total(name)
+        done, dead = LABELS.get(name, ("processed", "dead-lettered"))
+        poison = f" + poison {t['poison']}" if name != JOBS else ""
+        return (
+            f"{name}: sent {t['sent']} = {done} {t['processed']}{poison} + {dead} {t['dead_lettered']}, "
+            f"lost {t['lost']}, duplicated {t['duplicated']}, unexpected {t['unexpected']}, "
+            f"misrouted {t['misrouted']} " + ("✓" if self.workload_ok(name) else "✗")
+        )
+
+    def required(self, name: str) -> bool:
+        """Whether the run's workload sends to ``name`` (so it must have sent something): the jobs only
+        where a job store was there to soak (its absence fails the run on its own)."""
+        return name.lower() in WORKLOADS[self.workloads] and not (name == JOBS and self.jobs_skipped)
+
+    def workload_ok(self, name: str) -> bool:
+        """No violation, a balanced conservation line, and something sent where the workload asked for it."""
+        t = self.total(name)
+        return (
+            (t["sent"] > 0 or not self.required(name))
+            and t["sent"] == t["processed"] + t["poison"] + t["dead_lettered"]
+            and not any(t[k] for k in ("lost", "duplicated", "unexpected", "misrouted"))
+        )
+
     def lines(self, *, rates: str, flags: str = "") -> list[str]:
         """The report; ``flags`` are the options a replay needs besides the seed (rates, sabotage)."""
         faults_by_kind: Counter[str] = Counter()
         for r in self.results:
             faults_by_kind.update(r["faults"])
-        total = {k: sum(r[k] for r in self.results) for k in ("sent", "processed", "poison", "dead_lettered")}
-        jobs = {
-            k: sum(r.get(k, 0) for r in self.results) for k in ("jobs_sent", "jobs_completed", "jobs_dead")
-        }
+        totals = {name: self.total(name) for name in self.names}
+        every = {k: sum(t[k] for t in totals.values()) for k in LISTED}
         no_jobs = self.jobs_skipped
-        lost = sum(len(r["lost"]) for r in self.results)
-        duplicated = sum(len(r["duplicated"]) for r in self.results)
-        unexpected = sum(len(r["unexpected"]) for r in self.results)
-        misrouted = sum(len(r.get("misrouted", [])) for r in self.results)
-        exhausted = sum(len(r.get("exhausted", [])) for r in self.results)
         redriven: Counter[str] = Counter({"lambda": 0, "stepfunctions": 0})
         for r in self.results:
-            redriven[r["mode"]] += len(r.get("redriven", []))
+            redriven[r["mode"]] += sum(len(t["redriven"]) for t in r["workloads"].values())
+        by_workload = "; ".join(f"{n} {totals[n]['redriven']}" for n in self.names if n != JOBS)
+        sent = {name: totals.get(name, {}).get("sent", 0) for name in (ORDERS, REFUNDS, JOBS)}
         out = [
             f"seeds run: {len(self.results)} ({rates})"
             + (f"; MISSING {len(self.missing)}: {self.missing[:20]}" if self.missing else ""),
-            f"messages: {total['sent']} orders, {jobs['jobs_sent']} jobs"
-            + (f" (job store skipped: {no_jobs[0]})" if no_jobs else ""),
+            f"messages: {sent[ORDERS]} orders, {sent[REFUNDS]} refunds, {sent[JOBS]} jobs"
+            + (f" (job store skipped: {no_jobs[0]})" if no_jobs and self.jobs_required else ""),
             f"faults injected: {sum(faults_by_kind.values())} — "
             + ", ".join(f"{k} {v}" for k, v in sorted(faults_by_kind.items())),
-            f"lost = {lost}, duplicated side effects = {duplicated}, unexpected = {unexpected}, "
-            f"misrouted = {misrouted}",
-            f"valid orders isolated after their retries and redrives ran out under the faults: {exhausted}",
-            "orders re-driven from the work DLQ: "
-            + ", ".join(f"{mode} {n}" for mode, n in sorted(redriven.items())),
-            f"orders also found in a second place (a redelivered copy isolated or dead-lettered): "
-            f"{sum(len(r.get('overlaps', [])) for r in self.results)}",
+            f"lost = {every['lost']}, duplicated side effects = {every['duplicated']}, "
+            f"unexpected = {every['unexpected']}, misrouted = {every['misrouted']}",
+            *(self.workload_line(name) for name in self.names),
+            f"valid messages isolated after their retries and redrives ran out under the faults: "
+            f"{every['exhausted']}",
+            "messages re-driven from a work DLQ: "
+            + ", ".join(f"{mode} {n}" for mode, n in sorted(redriven.items()))
+            + (f" ({by_workload})" if by_workload else ""),
+            f"messages also found in a second place (a redelivered copy isolated or dead-lettered): "
+            f"{every['overlaps']}",
             f"performed again inside the at-least-once window (a fault between an effect and its guard's "
-            f"commit; not a violation): {sum(len(r['at_least_once']) for r in self.results)}",
-            f"conservation: sent {total['sent']} = processed {total['processed']} + poison {total['poison']}"
-            f" + dead-lettered {total['dead_lettered']}"
-            + (
-                " ✓"
-                if total["sent"] == total["processed"] + total["poison"] + total["dead_lettered"]
-                else " ✗"
-            ),
-            f"jobs: sent {jobs['jobs_sent']} = completed {jobs['jobs_completed']} + dead {jobs['jobs_dead']}"
-            + (" ✓" if jobs["jobs_sent"] == jobs["jobs_completed"] + jobs["jobs_dead"] else " ✗"),
+            f"commit; not a violation): {every['at_least_once']}",
         ]
         for r in self.results:
             if not r["ok"]:
                 out.append(
-                    f"FAILED seed {r['seed']} ({r['mode']}): lost {r['lost']} duplicated {r['duplicated']} "
-                    f"unexpected {r['unexpected']} misrouted {r.get('misrouted', [])} stuck {r['stuck']!r}; "
-                    "replay it alone: "
+                    f"FAILED seed {r['seed']} ({r['mode']}): {r['failures']}; replay it alone: "
                     f"python -m sluice_local soak --seed {r['seed']}{flags}"
                 )
         where: Counter[str] = Counter()
@@ -159,8 +202,14 @@ class Summary:
         if self.jobs_required and no_jobs:
             out.append(
                 f"FAILED: the job store was not soaked ({no_jobs[0]}); point SLUICE_DATABASE_URL at a "
-                "PostgreSQL, or run --workload orders to soak without the jobs"
+                "PostgreSQL, or run --workload queues to soak the orders and refunds without the jobs"
             )
+        if self.results:
+            out += [
+                f"FAILED: the {n} workload sent nothing"
+                for n in self.names
+                if self.required(n) and not totals[n]["sent"]
+            ]
         return out
 
     @property
@@ -171,6 +220,7 @@ class Summary:
             and not self.missing
             and not (self.jobs_required and self.jobs_skipped)
             and all(r["ok"] for r in self.results)
+            and all(self.workload_ok(name) for name in self.names)
         )
 
 

@@ -1,5 +1,12 @@
-"""What a seed sends: its orders (:data:`KINDS`) and job rows (:data:`JOB_KINDS`), as its plan picks them;
-and the claim-check objects of its transient kinds, held back until their receives were seen failing."""
+"""What a seed sends: its orders (:data:`KINDS`), its refunds (:data:`REFUND_KINDS`) and its job rows
+(:data:`JOB_KINDS`), as its plan picks them; and the claim-check objects of its transient kinds, held back
+until their receives were seen failing.
+
+The refunds go to the second example workload (``Refunds``, examples/refunds/) on the same stack, under
+the same fault schedule: :data:`REFUNDS_PER_SEED` of them, whose refund ids take the values of the seed's
+first order ids (``s<seed>-<n>``), so the checker also shows that the two workloads' idempotency keys,
+guards, queues and ledger items never meet although their ids do.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +21,7 @@ from sluice.delay import send_delayed
 from sluice.jobs import job_message
 from sluice.logevents import EVENT, LogEvent
 from sluice_local.app import messages
-from sluice_local.app.messages import ORDERS
+from sluice_local.app.messages import ORDERS, REFUNDS
 from sluice_local.app.observer import Stack
 from sluice_local.emulation import faults
 
@@ -23,6 +30,28 @@ KINDS = (
     "claim-check", "delay-direct", "delay-parked",
 )  # fmt: skip
 ORDERS_PER_SEED = 8
+REFUND_KINDS = ("normal", "duplicate", "permanent", "transient", "delay-direct")
+"""The refunds' kinds: each a path the refunds' own functions take differently from the orders' ones, at
+a cost that fits the short soak in ``make test`` (each seed's drain waits for its slowest message):
+
+- ``normal``, ``duplicate`` (sent twice: the refunds' consumer keys its idempotency on ``refund_id``),
+  ``permanent`` (``reason: fraud``, a ``PermanentError``: the shared poison queue, from the refunds'
+  queue) cost nothing to wait for;
+- ``transient`` is a claim-check pointer whose object appears once a receive of it was seen failing
+  (1-4 s): the refunds' consumer's retry and backoff, on their own queue;
+- ``delay-direct`` goes through the shared delay pipeline to the refunds' queue (2 s).
+
+Left out, as the orders cover the shared code they take and each would lengthen the seed: the 300 KB
+claim-check payload (the same resolution), the parked delay (8 s, the same bucket and state machine) and
+``exhausts-retries`` (6-10 s, then a redrive: the refunds' DLQ and redrive still run whenever the faults
+exhaust a refund's receives, and the checker counts what they re-drive)."""
+REFUNDS_PER_SEED = 4
+PERMANENT: dict[str, dict[str, Any]] = {ORDERS: {"amount_cents": 99_000_000}, REFUNDS: {"reason": "fraud"}}
+"""What makes each workload's processor raise a ``PermanentError``: an order over its limit, a fraud
+refund."""
+PLANS = {ORDERS: (KINDS, ORDERS_PER_SEED, "workload"), REFUNDS: (REFUND_KINDS, REFUNDS_PER_SEED, REFUNDS)}
+"""Per queue workload: its kinds, how many a seed sends, and the plan's key its picks are made under (the
+orders' is the one they were always picked under: a seed replays the orders it always sent)."""
 DELAY_DIRECT_SECONDS, DELAY_PARKED_SECONDS = 2.0, 8.0  # --fast: parked beyond 6 s
 JOB_KINDS = ("job-charge", "job-charge", "job-duplicate", "job-thumbnail", "job-flaky", "job-invalid")
 JOBS_PER_SEED = 3
@@ -30,8 +59,11 @@ JOBS_PER_SEED = 3
 
 @dataclass
 class Sent:
-    order_id: str
+    business_id: str
+    """The order id, or the refund id (:attr:`workload`)."""
     kind: str
+    workload: str = ORDERS
+    """The queue workload it was sent to: ``Orders`` or ``Refunds``."""
     message_ids: list[str] = field(default_factory=list)
     upload_at: float | None = None
     """Monotonic time from which its claim-check object may appear (the transient kinds'); None once it
@@ -45,6 +77,15 @@ class Sent:
     """How long its send took, by the producer's clock: a delay request whose send took longer than its
     delay plus the stack's grace may reach SQS past its due time by more than the grace, and is then
     refused as too late (:data:`DELAY_DIRECT_SECONDS`)."""
+
+    def __str__(self) -> str:
+        """How the reports name it: ``s3-1`` for an order (as always), ``refund s3-1`` for a refund."""
+        return self.business_id if self.workload == ORDERS else f"refund {self.business_id}"
+
+    def body(self, **extra: Any) -> dict[str, Any]:
+        """A valid body of its workload for it, with ``extra`` fields."""
+        make = messages.order if self.workload == ORDERS else messages.refund
+        return make(self.business_id, **extra)
 
     def may_be_refused_late(self, grace_seconds: float) -> bool:
         """Whether its due time may have been past the grace when SQS stamped it (a stalled producer)."""
@@ -67,28 +108,29 @@ class SentJob:
     business_id: str
 
 
-def send_orders(stack: Stack, plan: faults.FaultPlan) -> list[Sent]:
-    """The seed's orders, sent (of :data:`KINDS`, as the seed picks them)."""
+def send_messages(stack: Stack, plan: faults.FaultPlan, workload: str = ORDERS) -> list[Sent]:
+    """The seed's messages to ``workload``'s queue, sent (of its kinds, :data:`PLANS`, as the seed picks
+    them): its orders, or its refunds."""
     outputs, sqs = stack.outputs, stack.client("sqs")
-    work, bucket = outputs[ORDERS + "QueueUrl"], outputs["ClaimCheckBucketName"]
+    work, bucket = outputs[workload + "QueueUrl"], outputs["ClaimCheckBucketName"]
+    kinds, count, label = PLANS[workload]
     out: list[Sent] = []
-    for n in range(ORDERS_PER_SEED):
-        kind = plan.pick(KINDS, "workload", n)
-        s = Sent(f"s{plan.seed}-{n}", kind)
-        body = json.dumps(messages.order(s.order_id))
-        if kind == "permanent":
-            body = json.dumps(messages.order(s.order_id, amount_cents=99_000_000))
+    for n in range(count):
+        kind = plan.pick(kinds, label, n)
+        s = Sent(f"s{plan.seed}-{n}", kind, workload)
+        body = json.dumps(s.body(**(PERMANENT[workload] if kind == "permanent" else {})))
         if kind in ("transient", "exhausts-retries"):
-            s.key = f"soak/{s.order_id}-{uuid.uuid4().hex[:6]}"
+            prefix = "" if workload == ORDERS else "refund-"
+            s.key = f"soak/{prefix}{s.business_id}-{uuid.uuid4().hex[:6]}"
             # transient: back within the consumer's retries; exhausts-retries: after its third receive
             # (--fast: 3 receives, backoff 1-2 s), so it is dead-lettered and re-driven first. Not before
             # that was seen either (Sent.due): a loaded machine may receive it first after its time.
             low, spread = (1, 3) if kind == "transient" else (6, 4)
-            wait = low + spread * plan.roll("upload", n)
+            wait = low + spread * plan.roll("upload", *([] if workload == ORDERS else [workload]), n)
             s.upload_at = time.monotonic() + wait
             body = messages.claim_check(bucket, s.key)
         if kind == "claim-check":
-            big = json.dumps(messages.order(s.order_id, reward_points=5, note="x" * 300_000))
+            big = json.dumps(s.body(reward_points=5, note="x" * 300_000))
             s.message_ids.append(
                 claimcheck.send(sqs, stack.client("s3"), queue_url=work, body=big, bucket=bucket, prefix="")
             )
@@ -141,9 +183,9 @@ OBSERVED = (
 
 
 def observe(sent: list[Sent], lines: list[dict[str, Any]], *, max_receives: int) -> None:
-    """Mark the orders still holding their object back that ``lines`` (of :data:`OBSERVED`) show failing.
+    """Mark the messages still holding their object back that ``lines`` (of :data:`OBSERVED`) show failing.
 
-    A consumer's retried or dead-lettered line whose error names the order's missing key is a failed
+    A consumer's retried or dead-lettered line whose error names the message's missing key is a failed
     receive; dead-lettered too when the consumer moved it, or SQS will (its ``max_receives``-th receive).
     The redrive's line for its origin id shows it was in the DLQ, whatever its receives logged (an
     invocation that crashed or timed out logs nothing).
@@ -175,6 +217,6 @@ def release(s3: Any, bucket: str, sent: list[Sent]) -> None:
     """Upload the claim-check objects ``sent`` still holds back, due or not."""
     for s in sent:
         if s.upload_at is not None:
-            body = json.dumps(messages.order(s.order_id)).encode()
+            body = json.dumps(s.body()).encode()
             s3.put_object(Bucket=bucket, Key=s.key, Body=body)
             s.upload_at = None
