@@ -212,28 +212,32 @@ def test_given_a_lost_receive_response_then_its_messages_are_in_flight_and_empty
 
 
 def result(seed: int, **changes: Any) -> dict[str, Any]:
-    from sluice_local.soak.checker import SeedResult  # noqa: PLC0415 - the soak imports the local runtime
+    """A seed's result line, read back: 8 orders, one poisoned; ``changes`` to the orders' tally, or to
+    the seed's own fields."""
+    from sluice_local.soak.result import SeedResult, Tally  # noqa: PLC0415 - the soak imports the local runtime
 
+    orders = Tally(sent=8, processed=7, poison=1)
     base = SeedResult(
-        seed=seed, mode="lambda", sent=8, processed=7, poison=1, dead_lettered=0, lost=[], duplicated=[],
-        at_least_once=[], unexpected=[], faults={"throttle": 2},
-        faults_at={"ConsumerFunction PutItem throttle": 2},
-        seconds=1.0,
+        seed=seed, mode="lambda", workloads={"Orders": orders}, faults={"throttle": 2},
+        faults_at={"ConsumerFunction PutItem throttle": 2}, seconds=1.0,
     )  # fmt: skip
     for name, value in changes.items():
-        setattr(base, name, value)
+        setattr(orders if hasattr(orders, name) else base, name, value)
     return json.loads(base.to_json())
 
 
 def test_given_a_failing_seed_when_reported_then_the_totals_say_so_and_name_its_replay():
     from sluice_local.soak.summary import Summary  # noqa: PLC0415 - the soak imports the local runtime
 
-    summary = Summary(results=[result(1), result(2, lost=["s2-3"], processed=6)])
+    summary = Summary(results=[result(1), result(2, lost=["s2-3"], processed=6)], workloads="orders")
     lines = summary.lines(rates="r", flags=" --aws-rate 0.2")
     assert not summary.ok
     assert "lost = 1, duplicated side effects = 0, unexpected = 0, misrouted = 0" in lines
-    [conservation] = [line for line in lines if line.startswith("conservation:")]
-    assert conservation == "conservation: sent 16 = processed 13 + poison 2 + dead-lettered 0 ✗"
+    [orders] = [line for line in lines if line.startswith("Orders:")]
+    assert orders == (
+        "Orders: sent 16 = processed 13 + poison 2 + dead-lettered 0, lost 1, duplicated 0, unexpected 0, "
+        "misrouted 0 ✗"
+    )
     [failed] = [line for line in lines if line.startswith("FAILED")]
     assert failed.endswith("python -m sluice_local soak --seed 2 --aws-rate 0.2")
 
@@ -241,9 +245,12 @@ def test_given_a_failing_seed_when_reported_then_the_totals_say_so_and_name_its_
 def test_given_only_passing_seeds_then_the_summary_is_ok_and_balanced():
     from sluice_local.soak.summary import Summary  # noqa: PLC0415 - the soak imports the local runtime
 
-    summary = Summary(results=[result(1), result(3)])
+    summary = Summary(results=[result(1), result(3)], workloads="orders")
     assert summary.ok
-    assert "conservation: sent 16 = processed 14 + poison 2 + dead-lettered 0 ✓" in summary.lines(rates="r")
+    assert (
+        "Orders: sent 16 = processed 14 + poison 2 + dead-lettered 0, lost 0, duplicated 0, unexpected 0, "
+        "misrouted 0 ✓"
+    ) in summary.lines(rates="r")
     assert not Summary().ok  # no seed ran: not a pass
 
 
@@ -456,7 +463,7 @@ def test_given_a_worker_that_died_when_reported_then_its_missing_seeds_fail_the_
     vanished from the report and the run could pass."""
     from sluice_local.soak.summary import Summary  # noqa: PLC0415 - the soak imports the local runtime
 
-    summary = Summary(results=[result(1), result(3)], expected=[1, 2, 3])
+    summary = Summary(results=[result(1), result(3)], expected=[1, 2, 3], workloads="orders")
     assert summary.missing == [2]
     assert not summary.ok
     assert summary.lines(rates="r")[0] == "seeds run: 2 (r); MISSING 1: [2]"
@@ -467,8 +474,8 @@ def test_given_a_soak_with_the_jobs_when_no_postgresql_answered_then_the_run_fai
     from sluice_local.soak.summary import Summary  # noqa: PLC0415 - the soak imports the local runtime
 
     skipped = [result(1, jobs_skipped="no PostgreSQL at 127.0.0.1:5432")]
-    assert Summary(results=skipped).ok  # --workload orders: the jobs are not asked for
-    summary = Summary(results=skipped, jobs_required=True)
+    assert Summary(results=skipped, workloads="orders").ok  # the jobs are not asked for
+    summary = Summary(results=skipped, workloads="all")
     assert not summary.ok
     assert any(line.startswith("FAILED: the job store was not soaked") for line in summary.lines(rates="r"))
 
@@ -476,8 +483,12 @@ def test_given_a_soak_with_the_jobs_when_no_postgresql_answered_then_the_run_fai
 def test_given_reports_from_both_modes_then_the_re_driven_orders_are_counted_per_mode():
     from sluice_local.soak.summary import Summary  # noqa: PLC0415 - the soak imports the local runtime
 
-    summary = Summary(results=[result(1, redriven=["s1-4", "s1-5"]), result(3, redriven=["s3-1"])])
-    assert "orders re-driven from the work DLQ: lambda 3, stepfunctions 0" in summary.lines(rates="r")
+    summary = Summary(
+        results=[result(1, redriven=["s1-4", "s1-5"]), result(3, redriven=["s3-1"])], workloads="orders"
+    )
+    assert "messages re-driven from a work DLQ: lambda 3, stepfunctions 0 (Orders 3)" in summary.lines(
+        rates="r"
+    )
 
 
 @pytest.mark.parametrize(
@@ -559,27 +570,52 @@ def test_given_an_effect_performed_again_after_its_seed_was_checked_then_a_later
     """Review finding: each seed counted only its own effects at its own check, so a performance written
     afterwards (by anything still running) went unseen."""
     from sluice_local.soak.checker import Checker  # noqa: PLC0415 - the soak imports the local runtime
+    from sluice_local.soak.result import SeedResult  # noqa: PLC0415 - the soak imports the local runtime
 
-    def perform(effect_key: str, n: int) -> None:
+    def perform(effect_key: str, n: int, effect: str = "charge") -> None:
         guards.put_item(
             TableName="ledger",
-            Item={"id": {"S": f"{effect_key}/{n}"}, "effect_key": {"S": effect_key},
+            Item={"id": {"S": f"{effect_key}/{n}"}, "effect_key": {"S": effect_key}, "effect": {"S": effect},
                   "order_id": {"S": effect_key.partition("#")[0]}},
         )  # fmt: skip
 
+    def whole_ledger() -> dict[str, dict[str, list[str]]]:
+        """What one read of the whole ledger reports, per workload: its unexpected, duplicated, misrouted."""
+        result = SeedResult(seed=9, mode="lambda", workloads={}, faults={}, faults_at={}, seconds=0.0)
+        checker._whole_ledger(result)
+        return {
+            name: {k: v for k, v in vars(t).items() if k in ("unexpected", "duplicated", "misrouted") and v}
+            for name, t in result.workloads.items()
+        }
+
     checker = Checker(_LedgerStack(guards), Path("unused.log"), mode="lambda")  # type: ignore[arg-type]
-    checker._known = {"s1-0", "s2-0"}
-    checker._checked = {"s1-0#charge": 1, "s1-0#notify": 1}
+    checker._known["Orders"] = {"s1-0", "s2-0"}
+    checker._known["Refunds"] = {"s1-0"}
+    checker._checked = {"s1-0#charge": 1, "s1-0#notify": 1, "refund:s1-0#repay": 1}
     perform("s1-0#charge", 1)
-    perform("s1-0#notify", 1)
-    assert checker.whole_ledger() == ([], [])
+    perform("s1-0#notify", 1, "notify")
+    perform("refund:s1-0#repay", 1, "repay")  # the refund of the same id value: its own namespace
+    assert whole_ledger() == {}
 
     perform("s1-0#charge", 2)  # seed 1's charge again, after seed 1 was checked
+    perform("refund:s1-0#repay", 2, "repay")  # and its refund's repayment
     perform("s9-0#charge", 1)  # never sent
-    unexpected, late = checker.whole_ledger()
-    assert unexpected == ["s9-0"]
-    assert late == ["s1-0#charge x2 (performed again after its seed's check: 1)"]
-    assert checker.whole_ledger() == ([], [])  # each reported once
+    perform("refund:s2-0#repay", 1, "repay")  # an order id, never sent as a refund
+    perform("refund:s2-0#charge", 1)  # an order's effect keyed as a refund's
+    perform("s2-0#repay", 1, "repay")  # a refund's effect keyed as an order's
+    assert whole_ledger() == {
+        "Orders": {
+            "unexpected": ["s9-0"],
+            "duplicated": ["s1-0#charge x2 (performed again after its seed's check: 1)"],
+            "misrouted": ["s2-0#repay: a refund's 'repay' keyed outside refund:"],
+        },
+        "Refunds": {
+            "unexpected": ["s2-0"],
+            "duplicated": ["refund:s1-0#repay x2 (performed again after its seed's check: 1)"],
+            "misrouted": ["refund:s2-0#charge: a 'charge' effect keyed as a refund's"],
+        },
+    }
+    assert whole_ledger() == {}  # each reported once
 
 
 @pytest.mark.subprocess
@@ -616,42 +652,117 @@ def test_given_workers_that_write_more_than_a_pipe_holds_then_the_soak_reads_the
     assert len(summary.results) == 1 + len(range(2, 2 + 400 * 1024 // len(line)))
 
 
-class _PoisonedStack(_LedgerStack):
-    """A stack whose poison queue holds one message, as the checker reads it."""
+ORDERS_ARN = "arn:aws:sqs:us-east-1:123456789012:soak-Orders-work"
 
-    def __init__(self, client: Any, poisoned: dict[str, Any]) -> None:
+
+class _PoisonedStack(_LedgerStack):
+    """A stack whose queues hold these messages (by output), as the checker reads them."""
+
+    def __init__(self, client: Any, queues: dict[str, list[dict[str, Any]]]) -> None:
         super().__init__(client)
-        self.poisoned = poisoned
+        self.queues = queues
+        self.outputs = {
+            **self.outputs,
+            "OrdersQueueArn": ORDERS_ARN,
+            "RefundsQueueArn": ORDERS_ARN[:-11] + "Refunds-work",
+        }
 
     def seal(self) -> Any:
         return TEST_SEAL
 
     def every_message(self, output: str) -> list[dict[str, Any]]:
-        return [self.poisoned] if output == "PoisonPillQueueUrl" else []
+        return self.queues.get(output, [])
+
+
+def checked(queues: dict[str, list[dict[str, Any]]], sent: list[Any], guards: Any) -> Any:
+    """The seed's result when ``sent`` ended in ``queues`` and nothing was performed."""
+    from sluice_local.soak.checker import Checker  # noqa: PLC0415 - the soak imports the local runtime
+    from sluice_local.soak.result import SeedResult  # noqa: PLC0415 - the soak imports the local runtime
+
+    checker = Checker(_PoisonedStack(guards, queues), Path("unused.log"), mode="lambda")  # type: ignore[arg-type]
+    checker._ledger = lambda key: 0  # type: ignore[method-assign]  # nothing performed
+    plan = faults.FaultPlan(seed=1, aws_rate=0.0, ledger_table="ledger", guard_table="guards")
+    result = SeedResult(seed=1, mode="lambda", workloads={}, faults={}, faults_at={}, seconds=1.0)
+    checker._check(result, sent, faults.Injector(plan))
+    return result
+
+
+def isolated(envelope: Any, body: str = "{}", message_id: str = "p-1") -> dict[str, Any]:
+    """A message as the checker reads it off a queue, with ``envelope``."""
+    from sluice.envelope import merge  # noqa: PLC0415
+
+    attributes = merge({}, envelope, body=body, seal=TEST_SEAL)
+    return {"MessageId": message_id, "Body": body, "MessageAttributes": attributes}
 
 
 def test_given_a_valid_order_poisoned_as_permanent_then_the_report_names_the_reason(guards):
     """A loaded run's seed failed as 'poisoned with a PermanentError' and passed alone: the report now
     carries the envelope's last error, so such a failure says why without a replay."""
-    from sluice.envelope import Envelope, merge  # noqa: PLC0415
+    from sluice.envelope import Envelope  # noqa: PLC0415
     from sluice.errors import PermanentError  # noqa: PLC0415
-    from sluice_local.soak.checker import Checker  # noqa: PLC0415 - the soak imports the local runtime
     from sluice_local.soak.workload import Sent  # noqa: PLC0415
 
     # Given a delay-direct order found on the poison queue, refused as permanently bad
     reason = "deliver_at 2026-11-26T09:50:00+00:00 was more than 3s in the past when it was sent"
-    envelope = Envelope(origin_id="m-1").failed(PermanentError(reason))
-    attributes = merge({}, envelope, body="{}", seal=TEST_SEAL)
-    stack = _PoisonedStack(guards, {"MessageId": "p-1", "Body": "{}", "MessageAttributes": attributes})
-    checker = Checker(stack, Path("unused.log"), mode="lambda")  # type: ignore[arg-type]
-    checker._ledger = lambda order_id, effect: 0  # type: ignore[method-assign]  # nothing performed
-    plan = faults.FaultPlan(seed=1, aws_rate=0.0, ledger_table="ledger", guard_table="guards")
+    poisoned = isolated(Envelope(origin_id="m-1").failed(PermanentError(reason)))
 
     # When its seed is checked
-    result = checker._check(1, [Sent("s1-3", "delay-direct", ["m-1"])], faults.Injector(plan), 1.0, "")
+    result = checked({"PoisonPillQueueUrl": [poisoned]}, [Sent("s1-3", "delay-direct", ["m-1"])], guards)
 
     # Then it is misrouted, with the reason it was refused
-    assert result.misrouted == [f"s1-3 (delay-direct) poisoned with a PermanentError: {reason}"]
+    assert result.workloads["Orders"].misrouted == [
+        f"s1-3 (delay-direct) poisoned with a PermanentError: {reason}"
+    ]
+
+
+def test_given_a_refund_isolated_as_the_orders_then_it_is_misrouted_in_the_refunds_tally(guards):
+    """The poison queue is shared: a message is the seed's by its origin id, and its envelope's queue and
+    its body must name the workload it was sent to. The DLQs are each workload's own."""
+    from sluice.envelope import Envelope  # noqa: PLC0415
+    from sluice.errors import PermanentError  # noqa: PLC0415
+    from sluice_local.app import messages  # noqa: PLC0415
+    from sluice_local.soak.workload import Sent  # noqa: PLC0415
+
+    # Given refunds and an order of the same id values: one refund poisoned from the orders' queue, one in
+    # the orders' DLQ, one poisoned from its own queue with an order's body; a fraud refund poisoned right
+    fraud = PermanentError("refund s1-3 is flagged as fraud: not repaid")
+    refunds_arn = ORDERS_ARN[:-11] + "Refunds-work"
+    sent = [
+        Sent("s1-0", "normal", ["m-0"], workload="Refunds"),
+        Sent("s1-1", "normal", ["m-1"], workload="Refunds"),
+        Sent("s1-2", "normal", ["m-2"], workload="Refunds"),
+        Sent("s1-3", "permanent", ["m-3"], workload="Refunds"),
+        Sent("s1-3", "permanent", ["m-4"]),
+    ]
+    queues = {
+        "PoisonPillQueueUrl": [
+            isolated(Envelope(origin_id="m-0", source=ORDERS_ARN).failed(fraud), message_id="p-0"),
+            isolated(
+                Envelope(origin_id="m-2", source=refunds_arn).failed(fraud),
+                body=json.dumps(messages.order("s1-2")),
+                message_id="p-2",
+            ),
+            isolated(Envelope(origin_id="m-3", source=refunds_arn).failed(fraud), message_id="p-3"),
+            isolated(Envelope(origin_id="m-4", source=ORDERS_ARN).failed(fraud), message_id="p-4"),
+        ],
+        "OrdersDeadLetterQueueUrl": [isolated(Envelope(origin_id="m-1"), message_id="d-1")],
+    }
+
+    # When the seed is checked
+    result = checked(queues, sent, guards)
+
+    # Then each refund found where the orders' are is misrouted, in the refunds' tally; the order is fine
+    refunds, orders = result.workloads["Refunds"], result.workloads["Orders"]
+    assert {
+        "refund s1-0 (normal) found in the poison queue of the Orders workload",
+        "refund s1-1 (normal) found in the DLQ of the Orders workload",
+        "refund s1-2 (normal) found in the poison queue of the Orders workload",
+    } <= set(refunds.misrouted)
+    assert not [line for line in refunds.misrouted if line.startswith("refund s1-3")]  # where it belongs
+    assert (refunds.sent, refunds.poison, refunds.dead_lettered, refunds.lost) == (4, 3, 1, [])
+    assert (orders.sent, orders.poison, orders.misrouted, orders.lost) == (1, 1, [], [])
+    assert not refunds.ok
+    assert orders.ok
 
 
 @pytest.mark.parametrize(

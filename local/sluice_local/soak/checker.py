@@ -151,11 +151,13 @@ class Checker:
         for workload in QUEUE_WORKLOADS:
             for r, (error, other) in self._in_queue(workload + "DeadLetterQueueUrl", by_message).items():
                 work_dead.setdefault(r, (error, workload if workload != r[0] else other))
+        by_ref = {ref(s): s for s in sent}
         for where, found in (("poison queue", poisoned), ("delay DLQ", delay_dead), ("DLQ", work_dead)):
-            for (workload, business_id), (_, other) in found.items():
+            for r, (_, other) in found.items():
                 if other:
-                    result.tally(workload).misrouted.append(
-                        f"{business_id} ({workload}) found in the {where} of the {other} workload"
+                    s = by_ref[r]
+                    result.tally(s.workload).misrouted.append(
+                        f"{s} ({s.kind}) found in the {where} of the {other} workload"
                     )
         origins = self._redriven_origins()
         for workload in QUEUE_WORKLOADS:

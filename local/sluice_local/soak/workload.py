@@ -62,8 +62,6 @@ class Sent:
     business_id: str
     """The order id, or the refund id (:attr:`workload`)."""
     kind: str
-    workload: str = ORDERS
-    """The queue workload it was sent to: ``Orders`` or ``Refunds``."""
     message_ids: list[str] = field(default_factory=list)
     upload_at: float | None = None
     """Monotonic time from which its claim-check object may appear (the transient kinds'); None once it
@@ -77,6 +75,8 @@ class Sent:
     """How long its send took, by the producer's clock: a delay request whose send took longer than its
     delay plus the stack's grace may reach SQS past its due time by more than the grace, and is then
     refused as too late (:data:`DELAY_DIRECT_SECONDS`)."""
+    workload: str = ORDERS
+    """The queue workload it was sent to: ``Orders`` or ``Refunds``."""
 
     def __str__(self) -> str:
         """How the reports name it: ``s3-1`` for an order (as always), ``refund s3-1`` for a refund."""
@@ -117,7 +117,7 @@ def send_messages(stack: Stack, plan: faults.FaultPlan, workload: str = ORDERS) 
     out: list[Sent] = []
     for n in range(count):
         kind = plan.pick(kinds, label, n)
-        s = Sent(f"s{plan.seed}-{n}", kind, workload)
+        s = Sent(f"s{plan.seed}-{n}", kind, workload=workload)
         body = json.dumps(s.body(**(PERMANENT[workload] if kind == "permanent" else {})))
         if kind in ("transient", "exhausts-retries"):
             prefix = "" if workload == ORDERS else "refund-"
