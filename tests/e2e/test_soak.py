@@ -2,9 +2,10 @@
 
 ``python -m sluice_local soak`` deploys the template once per worker process, runs each seed's workload
 while the seed's fault schedule breaks AWS calls and invocations, drains to quiescence and checks the
-whole history (docs/guarantees.md). ``make soak`` runs 500 seeds; this runs 50 (``SLUICE_TEST_SOAK_SEEDS``).
-Two sabotaged runs show the checker reports what it exists to catch: a side effect performed twice, a
-message lost.
+whole history (docs/guarantees.md), each workload on its own. ``make soak`` runs 500 seeds; this runs 50
+(``SLUICE_TEST_SOAK_SEEDS``) of both example queue workloads, orders and refunds, on each seed's stack.
+Sabotaged runs show the checker reports what it exists to catch: a side effect performed twice (in each
+workload), a message lost.
 """
 
 from __future__ import annotations
@@ -54,6 +55,27 @@ def counted(output: str, what: str) -> int:
     return int(match.group(1))
 
 
+WORKLOAD_LINE = re.compile(
+    r"^(?P<name>\w+): sent (?P<sent>\d+) = (?:processed|completed) (?P<processed>\d+)"
+    r"(?: \+ poison (?P<poison>\d+))? \+ (?:dead-lettered|dead) (?P<dead>\d+), lost (?P<lost>\d+), "
+    r"duplicated (?P<duplicated>\d+), unexpected (?P<unexpected>\d+), misrouted (?P<misrouted>\d+) "
+    r"(?P<mark>[✓✗])$"
+)
+"""A workload's line of the report: ``Orders: sent 400 = processed 353 + poison 47 + dead-lettered 0,
+lost 0, duplicated 0, unexpected 0, misrouted 0 ✓``."""
+
+
+def per_workload(output: str) -> dict[str, dict[str, int]]:
+    """Each workload's line of the report, parsed: its counts, and ``clean`` (1 for its ✓: balanced, no
+    violation and something sent; 0 for its ✗)."""
+    out: dict[str, dict[str, int]] = {}
+    for line in output.splitlines():
+        if match := WORKLOAD_LINE.match(line):
+            fields = {k: int(v) for k, v in match.groupdict().items() if v and k not in ("name", "mark")}
+            out[match["name"]] = {"poison": 0, **fields, "clean": int(match["mark"] == "✓")}
+    return out
+
+
 @pytest.mark.timeout(TIMEOUT)
 def test_the_short_soak_loses_nothing_and_duplicates_no_side_effect(tmp_path, capsys):
     started = time.monotonic()
@@ -71,7 +93,7 @@ def test_the_short_soak_loses_nothing_and_duplicates_no_side_effect(tmp_path, ca
         "--only",
         kinds,
         "--workload",
-        "orders",
+        "queues",
     )
     with capsys.disabled():  # the issue's figure: 50 seeds in under 3 minutes on this 2-core machine
         print(f"\n  {SEEDS} seeds in {time.monotonic() - started:.0f} s")
@@ -80,11 +102,21 @@ def test_the_short_soak_loses_nothing_and_duplicates_no_side_effect(tmp_path, ca
     assert f"seeds run: {SEEDS} " in output
     found = [counted(output, what) for what in ("lost", "duplicated side effects", "unexpected", "misrouted")]
     assert found == [0, 0, 0, 0]
-    [conservation] = [line for line in output.splitlines() if line.startswith("conservation:")]
-    assert conservation.endswith("✓"), conservation
+    workloads = per_workload(output)
+    assert set(workloads) == {"Orders", "Refunds"}, output  # each checked on its own, on one line each
+    for name, line in workloads.items():
+        assert line["sent"] >= SEEDS, f"{name} hardly sent anything: {line}"
+        assert [line[k] for k in ("lost", "duplicated", "unexpected", "misrouted")] == [0, 0, 0, 0], (
+            name,
+            line,
+        )
+        assert line["sent"] == line["processed"] + line["poison"] + line["dead"], (name, line)
+        assert line["processed"] > 0, (name, line)
+        assert line["poison"] > 0, (name, line)  # its permanent failures reached the shared poison queue
+        assert line["clean"], (name, line)
     faults = int(re.search(r"faults injected: (\d+)", output).group(1))  # type: ignore[union-attr]
     assert faults >= SEEDS, "the schedules injected almost nothing"
-    redriven = re.search(r"orders re-driven from the work DLQ: lambda (\d+), stepfunctions (\d+)", output)
+    redriven = re.search(r"messages re-driven from a work DLQ: lambda (\d+), stepfunctions (\d+)", output)
     assert redriven, output
     assert min(map(int, redriven.groups())) > 0, "the redrive path did not run in both RedriveModes"
 
@@ -106,10 +138,10 @@ def test_the_job_soak_loses_no_job_and_repeats_no_two_phase_side_effect(tmp_path
         print(f"\n  {JOB_SEEDS} job seeds in {time.monotonic() - started:.0f} s")
         print("\n".join("  " + line for line in output.splitlines()[:12]))
     assert code == 0, output
-    assert f"messages: 0 orders, {3 * JOB_SEEDS} jobs" in output
+    assert f"messages: 0 orders, 0 refunds, {3 * JOB_SEEDS} jobs" in output
     found = [counted(output, what) for what in ("lost", "duplicated side effects", "unexpected", "misrouted")]
     assert found == [0, 0, 0, 0]
-    [jobs] = [line for line in output.splitlines() if line.startswith("jobs: sent")]
+    [jobs] = [line for line in output.splitlines() if line.startswith("Jobs: sent")]
     assert jobs.endswith("✓"), jobs
     db_faults = sum(int(n) for n in re.findall(r"(\d+)  job store: ", output))
     assert db_faults >= JOB_SEEDS, "the schedules hardly touched the job store"
@@ -132,17 +164,28 @@ REGRESSION_SEEDS = {
         "--only", "invoke-error,lost-invoke-response,crash-mid-invocation",
     ],
 }  # fmt: skip
-# run → (its sabotage and workload, what the checker must then report). The orders' runs check the orders'
-# checker; the jobs' run checks that a charge performed twice by a job is reported too.
+# run → (its sabotage and workload, what the checker must then report, the workloads whose own line must
+# report it). The queue workloads' runs check their checker, the ledger one in each workload apart (seed
+# 200 processes orders and refunds: each repeats its unguarded effect); the jobs' run checks that a charge
+# performed twice by a job is reported too.
 # Seed 212's orders include four whose claim-check object is held back until their time (6-10 s) has come
 # and the consumer's log showed their receives failing (soak/workload.py Sent.due): their first receives
 # fail whatever the machine's load, so deleting failed records must lose them.
 SABOTAGE = {
-    "ledger": (["--first", "200", "--sabotage", "ledger", "--workload", "orders"], "duplicated side effects"),
-    "delete-failed": (["--first", "212", "--sabotage", "delete-failed", "--workload", "orders"], "lost"),
+    "ledger": (
+        ["--first", "200", "--sabotage", "ledger", "--workload", "queues"],
+        "duplicated side effects",
+        {"Orders": "duplicated", "Refunds": "duplicated"},
+    ),
+    "delete-failed": (
+        ["--first", "212", "--sabotage", "delete-failed", "--workload", "queues"],
+        "lost",
+        {"Orders": "lost"},
+    ),
     "ledger-jobs": (
         ["--first", "200", "--sabotage", "ledger", "--workload", "jobs"],
         "duplicated side effects",
+        {"Jobs": "duplicated"},
     ),
 }
 
@@ -155,7 +198,7 @@ NO_POSTGRES = postgres.unreachable_reason(postgres.database_url()) or ""
 def small_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str]]:
     """The sabotaged runs and the regression seeds, one stack each, all at once (they are small)."""
     runs = {f"sabotage-{name}": ["--seeds", "1", "--workers", "2", *argv]
-            for name, (argv, _) in SABOTAGE.items() if "jobs" not in argv or not NO_POSTGRES}  # fmt: skip
+            for name, (argv, _, _) in SABOTAGE.items() if "jobs" not in argv or not NO_POSTGRES}  # fmt: skip
     runs.update({f"seed-{name}": argv for name, argv in REGRESSION_SEEDS.items()})
     env = clean_env()
     started = {
@@ -192,12 +235,16 @@ def small_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int,
 @pytest.mark.timeout(TIMEOUT)
 @pytest.mark.parametrize("sabotage", list(SABOTAGE))
 def test_given_a_sabotaged_stack_then_the_checker_reports_it_and_names_the_replay(small_runs, sabotage):
-    argv, reported = SABOTAGE[sabotage]
+    argv, reported, by_workload = SABOTAGE[sabotage]
     if "jobs" in argv and NO_POSTGRES:
         pytest.skip(NO_POSTGRES)
     code, output = small_runs[f"sabotage-{sabotage}"]
     assert code == 1, output
     assert counted(output, reported) > 0, output
+    workloads = per_workload(output)
+    for name, what in by_workload.items():  # seen in that workload's own line, which fails
+        assert workloads[name][what] > 0, (name, output)
+        assert not workloads[name]["clean"], (name, output)
     replay = [line for line in output.splitlines() if "replay it alone" in line]
     assert replay, output
     assert all(" ".join(argv[2:]) in line for line in replay)  # the replay names its sabotage and workload
