@@ -22,7 +22,7 @@ help:
 	@echo "make build     sam build (no Docker needed)"
 	@echo "make security  checkov on template.yaml in each mode (its own venv): 0 failed checks, every skip explained in the template"
 	@echo "make deploy    sam build && sam deploy (guided when the stack does not exist yet; ENV=prod for production)"
-	@echo "make soak      seeded fault schedules through the stack (SOAK_SEEDS=500, SOAK_WORKERS=2×cores): lost, duplicated, unexpected"
+	@echo "make soak      seeded fault schedules through the stack (SOAK_SEEDS=500, SOAK_WORKERS=2×cores): lost, duplicated, unexpected, per workload"
 	@echo "make bench     run the benchmarks in benchmarks/"
 
 # Create or reuse .venv with Python 3.13 where the machine has it (the Lambda runtime's version). pip
