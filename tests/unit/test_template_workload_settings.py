@@ -190,10 +190,22 @@ def _code_problems(name: str, block: dict[str, Any]) -> list[str]:
     ):
         return [*problems, f"{name}: Environment must be a list of NAME=value texts (one line each)"]
     try:
-        parse("\n".join(environment))
+        variables = parse("\n".join(environment))
     except ConfigurationError as exc:
-        problems.append(f"{name}: {exc}")
+        return [*problems, f"{name}: {exc}"]
+    taken = sorted(set(variables) & _consumer_variables())
+    if taken:  # refused at every cold start in AWS (apply): refused here, before a deploy
+        problems.append(f"{name}: Environment sets {', '.join(taken)}, the consumer's own")
     return problems
+
+
+def _consumer_variables() -> set[str]:
+    """The names the consumer's environment already has: its own and the Globals'."""
+    raw = yaml_parse(WORKLOADS.read_text(encoding="utf-8"))
+    body = raw["Resources"]["Fn::ForEach::Workload"][2]
+    consumer = body["${Name}ConsumerFunction"]["Properties"]["Environment"]["Variables"]
+    shared = raw["Globals"]["Function"]["Environment"]["Variables"]
+    return set(consumer) | set(shared)
 
 
 def check_workload_settings(workloads: dict[str, dict[str, Any]], stack_maximum: int) -> list[str]:
@@ -251,6 +263,11 @@ def test_given_workloads_yaml_then_every_workloads_settings_hold() -> None:
         ({"Environment": ["SLUICE_IDEMPOTENCY_TABLE=mine"]}, "SLUICE_IDEMPOTENCY_TABLE is reserved"),
         ({"Environment": ["POWERTOOLS_SERVICE_NAME=mine"]}, "POWERTOOLS_SERVICE_NAME is reserved"),
         ({"Environment": "GREETING=hello"}, "Environment must be a list of NAME=value texts"),
+        ({"Environment": ["LOG_LEVEL=DEBUG"]}, "Environment sets LOG_LEVEL, the consumer's own"),
+        ({"Environment": ["LEDGER_TABLE_NAME=x"]}, "Environment sets LEDGER_TABLE_NAME, the consumer's own"),
+        ({"Environment": ["PATH=/tmp"]}, "PATH is reserved"),
+        ({"Environment": ["TZ=UTC"]}, "TZ is reserved"),
+        ({"Environment": [f"BIG={'x' * 2100}"]}, "more than 2048 (Lambda's 4 KB in all)"),
     ],
 )
 def test_given_a_broken_workload_block_then_the_rule_reports_it(change: dict[str, Any], said: str) -> None:
