@@ -168,7 +168,14 @@ def stack_outputs(cloudformation: CloudFormationClient, stack_name: str) -> dict
 
 
 def _outputs_of(stack: Any) -> dict[str, str]:
-    return {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", []) if "OutputKey" in o}
+    """A stack's outputs. A key with a dot is the local runtime's copy of a nested stack's output on the
+    root (``DelayStack.DelayBucketName``): CloudFormation's keys are alphanumeric, and the nested
+    stack's own outputs are read from it, so those are left out."""
+    return {
+        o["OutputKey"]: o["OutputValue"]
+        for o in stack.get("Outputs", [])
+        if "OutputKey" in o and "." not in o["OutputKey"]
+    }
 
 
 # --- samconfig.toml ----------------------------------------------------------------------------

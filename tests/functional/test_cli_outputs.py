@@ -39,6 +39,8 @@ def stacks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
                 "DelayStack": "shop-DelayStack-ABC",
                 "WorkloadStack": "shop-WorkloadStack-DEF",
                 "PoisonPillQueueUrl": "p",
+                # the local runtime's copy of a nested output on the root (AWS has no dotted keys)
+                "DelayStack.DelayBucketName": "shop-delaybucket-1",
             },
         )
         yield
