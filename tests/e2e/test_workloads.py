@@ -256,7 +256,8 @@ def test_a_workloads_own_function_settings_reach_its_consumer(tmp_path, caplog) 
         lam, name = cloud.client("lambda"), cloud.outputs["GreeterConsumerFunctionName"]
         # When its consumer is invoked
         response = lam.invoke(FunctionName=name, Payload=json.dumps({}))
-        # Then its code read the variable at cold start, and the variable stayed in its environment
+        # Then its code read the variable at cold start, and the variable left with the cold start (it never
+        # reaches this process's other functions; docs/local.md: not there in later invocations either)
         assert json.loads(response["Payload"].read()) == {"greeting": "hello=world"}
         assert "GREETING" not in os.environ
         # ... the reservation is the function's, and its event source's cap defaults to it
