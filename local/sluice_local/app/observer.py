@@ -33,6 +33,8 @@ from sluice_local.app.messages import ORDERS
 
 CHARGE = "charge"
 """The example processor's charge, as its ledger names it (``processor.CHARGE``)."""
+OBSERVER_CONNECT_SECONDS = 60
+"""How long the observer waits for a PostgreSQL connection (the functions wait sluice's default, 5 s)."""
 
 SENT_BACK: frozenset[Action] = frozenset({"redrive", "delay"})
 """The redrive decisions that send a message back towards its source (the rest isolate it)."""
@@ -134,7 +136,13 @@ class Stack:
             dsn = dsn_from_secret(
                 self.client("secretsmanager").get_secret_value(SecretId=arn)["SecretString"]
             )
-            connector = Connector(lambda _refresh: dsn, application_name="sluice-observer")
+            # the observer produces and reads as a test's tool: a loaded machine may take longer than the
+            # functions' connect timeout to fork a backend, and a seed must not die of that
+            connector = Connector(
+                lambda _refresh: dsn,
+                application_name="sluice-observer",
+                connect_timeout_seconds=OBSERVER_CONNECT_SECONDS,
+            )
             self._clients["job_store"] = JobStore(
                 connector, schema=self.outputs["JobsSchema"], worker="observer"
             )
