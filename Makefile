@@ -109,7 +109,7 @@ check: $(STAMP)
 	  exit $$status
 
 tests: $(STAMP)
-	$(BIN)/pytest -n $(TEST_WORKERS) $(PYTEST_XDIST) $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) $(PYTEST_XDIST) --durations=25 $(PYTEST_ARGS)
 
 test: $(STAMP)
 	@start=$$(date +%s); $(MAKE) --no-print-directory -k -j2 --output-sync=target $(TEST_PARTS); \
