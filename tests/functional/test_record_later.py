@@ -45,6 +45,28 @@ def test_a_processor_asks_for_a_follow_up_on_its_own_queue_once(aws, build_consu
     assert envelope.origin_id != sent
 
 
+def test_a_record_handled_again_after_a_failure_asks_for_its_follow_up_once(aws, build_consumer, context):
+    # Given a processor that asks for its follow-up, once, then fails (its downstream timed out)
+    delay_url = aws.sqs.create_queue(QueueName="delay")["QueueUrl"]
+    asked: list[str] = []
+
+    def process(record: SluiceRecord) -> None:
+        follow_up = json.dumps({"order_id": record.data["order_id"], "step": "check"})
+        asked.append(record.once("check", record.later, follow_up, delay_seconds=DAY))
+        if len(asked) == 1:
+            raise TimeoutError("the carrier's API timed out after the check was asked for")
+
+    consumer = build_consumer(process, delay_queue_url=delay_url)
+    aws.send({"order_id": "o-3"})
+    event = receive_event(aws.sqs, aws.work_url, aws.work_arn, 1)
+    # When the record fails, and its delivery is handled again
+    assert len(consumer.handle(event, context)["batchItemFailures"]) == 1
+    assert consumer.handle(event, context) == {"batchItemFailures": []}
+    # Then the follow-up was asked for once: the second attempt got the first one's message id back
+    [request] = drain(aws.sqs, delay_url)
+    assert asked == [request["MessageId"], request["MessageId"]]
+
+
 def test_without_a_delay_queue_record_later_is_refused_naming_the_setting(aws, build_consumer, context):
     # Given a consumer without SLUICE_DELAY_QUEUE_URL whose processor asks for a follow-up
     errors: list[Exception] = []
