@@ -79,11 +79,13 @@ def _send_an_order(cloud: LocalCloud) -> str:
         f"--queue-url {cloud.outputs.get(f'{target}QueueUrl')} --message-body '{body}'"
     )
     workload = f" --workload {target}" if len(names) > 1 else ""
+    cli = f".venv/bin/sluice --stack-name {cloud.stack_name}"  # `make venv` installs it there
     return "\n".join(
         [
             *(["workloads' queues:", *(f"  {line}" for line in lines)] if lines else []),
             send,
-            f"sluice --stack-name {cloud.stack_name}{workload} poison list   # the operator CLI, this stack",
+            f"{cli} poison list   # the operator CLI, this stack (the poison queue is every workload's)",
+            f"{cli}{workload} dlq stats   # one workload's queues",
         ]
     )
 
