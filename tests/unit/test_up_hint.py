@@ -26,11 +26,14 @@ def test_given_the_examples_stack_then_each_workloads_queue_is_listed_and_the_cl
     assert "  Orders: http://q/orders" in said
     assert "  Refunds: http://q/r" in said
     assert '--queue-url http://q/orders --message-body \'{"order_id":"o-1"' in said
-    assert "sluice --stack-name sluice-local --workload Orders poison list" in said
+    # the CLI where `make venv` installs it; the poison queue is every workload's, a DLQ one workload's
+    assert ".venv/bin/sluice --stack-name sluice-local poison list" in said
+    assert ".venv/bin/sluice --stack-name sluice-local --workload Orders dlq stats" in said
 
 
 def test_given_a_teams_stack_of_one_workload_then_its_queue_is_the_target_and_no_workload_is_needed() -> None:
     said = _send_an_order(cloud({"WorkloadNames": "Shipments", "ShipmentsQueueUrl": "http://q/s"}))
     assert "--queue-url http://q/s --message-body '<your body>'" in said
-    assert "sluice --stack-name sluice-local poison list" in said
+    assert ".venv/bin/sluice --stack-name sluice-local poison list" in said
+    assert ".venv/bin/sluice --stack-name sluice-local dlq stats" in said
     assert "None" not in said
