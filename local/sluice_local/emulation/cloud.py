@@ -22,9 +22,10 @@ from typing import Any, Protocol
 
 from sluice_local.emulation import emf, moto_adapter
 from sluice_local.emulation.alarms import Alarms
+from sluice_local.emulation.deployed import deployed_functions
 from sluice_local.emulation.emulated import Resolver, Schedules, Ticker
 from sluice_local.emulation.endpoint import endpoint_client, free_port
-from sluice_local.emulation.functions import FunctionHost, FunctionSpec, Handler
+from sluice_local.emulation.functions import FunctionHost, Handler
 from sluice_local.emulation.language_extensions import LanguageExtensionError, MappingError
 from sluice_local.emulation.nested import publish_outputs
 from sluice_local.emulation.pollers import MappingSpec, SqsPoller
@@ -300,7 +301,14 @@ class LocalCloud:
         self.outputs = publish_outputs(cfn, self.stack_name, outputs)
         for res in cfn.list_stack_resources(StackName=self.stack_name)["StackResourceSummaries"]:
             self.resources[res["LogicalResourceId"]] = res.get("PhysicalResourceId", "")
-        self._register_functions(translated)
+        self.functions.update(
+            deployed_functions(
+                self.client("lambda"),
+                translated,
+                self.resources,
+                [attachment.environment_dropped for attachment in self.attachments],
+            )
+        )
         self._sync_state_machines()
 
     def _sync_state_machines(self) -> None:
@@ -308,44 +316,6 @@ class LocalCloud:
             moto_adapter.hand_over_state_machines(ACCOUNT, self.region)
         except ValueError as exc:
             raise DeployError(str(exc)) from exc
-
-    def _register_functions(self, translated: Translated) -> None:
-        lam = self.client("lambda")
-        layer_dirs = [d for key, d in translated.code_dirs.items() if self._is_layer(translated, key)]
-        for logical_id, resource in translated.template["Resources"].items():
-            if resource.get("Type") != "AWS::Lambda::Function" or logical_id not in self.resources:
-                continue  # not a function, or its Condition left it out of the stack
-            name = self.resources[logical_id]
-            config = lam.get_function_configuration(FunctionName=name)
-            key = resource["Properties"]["Code"]["S3Key"]
-            self.functions[logical_id] = FunctionHost(
-                FunctionSpec(
-                    logical_id=logical_id,
-                    name=config["FunctionName"],
-                    arn=config["FunctionArn"],
-                    code_dir=translated.code_dirs[key],
-                    handler=config["Handler"],
-                    environment={
-                        k: str(v) for k, v in config.get("Environment", {}).get("Variables", {}).items()
-                    },
-                    timeout=float(config.get("Timeout", 3)),
-                    memory=int(config.get("MemorySize", 128)),
-                    layer_dirs=layer_dirs,
-                    # read back through the Lambda API, as it was deployed
-                    reserved_concurrency=_int_or_none(
-                        lam.get_function_concurrency(FunctionName=name).get("ReservedConcurrentExecutions")
-                    ),
-                ),
-                on_drop=[attachment.environment_dropped for attachment in self.attachments],
-            )
-
-    @staticmethod
-    def _is_layer(translated: Translated, key: str) -> bool:
-        return any(
-            r.get("Type") == "AWS::Lambda::LayerVersion"
-            and r["Properties"].get("Content", {}).get("S3Key") == key
-            for r in translated.template["Resources"].values()
-        )
 
     def _start_pollers(self) -> None:
         lam = self.client("lambda")
@@ -494,10 +464,3 @@ class LocalCloud:
         put, self._metric_cursor = moto_adapter.metric_data_since(ACCOUNT, self.region, self._metric_cursor)
         extracted = self._metrics.drain() if self._metrics is not None else []
         return extracted + [emf.Datapoint(ns, name, dims, (value,), None) for ns, name, dims, value in put]
-
-
-def _int_or_none(value: Any) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
