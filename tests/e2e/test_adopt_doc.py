@@ -189,14 +189,15 @@ class Terminals:
         )
 
     def wait(self, condition: Callable[[], bool], what: str, timeout: float = DEADLINE) -> None:
+        assert self.up is not None, f"{what}: waited for before `make up` was started"
         deadline = time.monotonic() + timeout
         while not condition():
-            if self.up is not None and self.up.poll() is not None:
-                raise AssertionError(
-                    f"make up exited with {self.up.returncode} waiting for {what}\n{self.up_tail()}"
-                )
             assert time.monotonic() < deadline, f"not within {timeout} s: {what}\n{self.up_tail()}"
-            time.sleep(0.2)  # between looks at the condition, under the deadline above
+            try:  # between looks at the condition: watch `make up`, which must not exit meanwhile
+                code = self.up.wait(timeout=0.2)
+            except subprocess.TimeoutExpired:
+                continue
+            raise AssertionError(f"make up exited with {code} waiting for {what}\n{self.up_tail()}")
 
     def stop(self) -> int | None:
         if self.up is None or self.up.poll() is not None:
