@@ -15,7 +15,7 @@ __all__ = ["ExistingQueue"]
 
 _NAME = r"[A-Za-z0-9_-]{1,80}"
 _SPEC = re.compile(rf"^(?P<name>{_NAME})(?::(?P<visibility>\d+))?$")
-MAX_VISIBILITY_SECONDS = 43_200
+MAX_VISIBILITY_SECONDS = 43_200  # SQS's limit, read from its docs here: the runtime never asks sluice's code
 
 
 class ExistingQueue:
