@@ -143,10 +143,11 @@ def show_messages(ctx: Context, title: str, url: str, messages: list[Received]) 
     def human() -> None:
         ctx.out.table(
             title,
-            ("message id", "attempts", "first failure", "last error", "source", "body"),
+            ("message id", "sent as", "attempts", "first failure", "last error", "source", "body"),
             [
                 (
                     s["messageId"],
+                    s["originId"] if s["originId"] != s["messageId"] else "",  # the id its producer got
                     s["attempts"],
                     s["firstFailure"],
                     _error_text(s["lastError"]),

@@ -9,11 +9,12 @@ import sys
 from pathlib import Path
 
 from sluice_local.emulation.cloud import ROOT
+from sluice_local.testing.project import copy_project
 
 CONFTEST = 'pytest_plugins = ["sluice_local.testing.plugin"]\n'
-INI = f"""\
+INI = """\
 [pytest]
-sluice_template = {ROOT / "template.yaml"}
+sluice_template = ../../../template.yaml
 sluice_workloads =
     Orders
 sluice_parameters =
@@ -58,16 +59,20 @@ def test_a_handler_called_directly_gets_lambdas_shapes(sluice_context):
 def test_given_a_teams_own_test_session_when_it_uses_the_kit_then_its_outcomes_are_seen(
     tmp_path: Path,
 ) -> None:
-    # Given a project of a team's: the plugin in its conftest, the stack's template, its workload and a
-    # parameter in its pytest.ini, its tests using sluice_stack and sluice_context
-    (tmp_path / "conftest.py").write_text(CONFTEST)
-    (tmp_path / "pytest.ini").write_text(INI)
-    (tmp_path / "test_orders.py").write_text(TESTS)
-    # When pytest runs there, as the team runs it
+    # Given a clone of sluice (its pyproject.toml holds sluice's own pytest settings) where a team keeps its
+    # tests in a folder of their own, as docs/testing.md says: the plugin in its conftest, the template
+    # (relative to the folder), its workload and a parameter in its pytest.ini, tests using sluice_stack
+    project = copy_project(ROOT / "template.yaml", tmp_path / "clone").parent
+    tests = project / "team" / "orders" / "tests"
+    tests.mkdir(parents=True)
+    (tests / "conftest.py").write_text(CONFTEST)
+    (tests / "pytest.ini").write_text(INI)
+    (tests / "test_orders.py").write_text(TESTS)
+    # When pytest runs them from the clone's root, as the page says
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SLUICE_", "MOTO_", "PYTEST_"))}
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", str(tmp_path)],
-        cwd=tmp_path,
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "team/orders/tests"],
+        cwd=project,
         env=env,
         capture_output=True,
         text=True,
@@ -77,3 +82,4 @@ def test_given_a_teams_own_test_session_when_it_uses_the_kit_then_its_outcomes_a
     # Then every outcome it waited for was seen: processed, duplicate, poison with its reason
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
     assert "4 passed" in done.stdout, done.stdout[-3000:]
+    assert f"rootdir: {tests}" in done.stdout, "the folder's pytest.ini, not the clone's pyproject.toml"

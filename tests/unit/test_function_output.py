@@ -26,6 +26,16 @@ def test_given_the_block_when_it_ends_then_stdout_is_restored_and_the_file_is_cl
     ).read_text() == '{"level": "INFO", "message": "from a function"}\n'
 
 
+def test_given_an_earlier_run_when_a_new_one_starts_then_its_file_holds_its_own_lines(tmp_path: Path) -> None:
+    log = tmp_path / "functions.log"
+    with function_output(log):
+        print("first run")
+    with function_output(log):
+        print("second run")
+    assert log.read_text() == "second run\n"
+    assert (tmp_path / "functions.log.1").read_text() == "first run\n"
+
+
 def test_given_daemon_threads_still_printing_when_the_process_ends_then_it_exits_cleanly(
     tmp_path: Path,
 ) -> None:

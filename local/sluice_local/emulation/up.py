@@ -25,9 +25,14 @@ def function_output(log_file: Path) -> Iterator[TextIO]:
     block runs. The file is closed when it ends, before the interpreter shuts down: an asynchronous
     invocation still under way on a daemon thread then fails to write in its own thread, instead of
     holding the file's lock while the interpreter finalizes (``Fatal Python error:
-    _enter_buffered_busy``, exit -6: a stack stopped in a loaded CI run so). Yields the console."""
+    _enter_buffered_busy``, exit -6: a stack stopped in a loaded CI run so). Yields the console.
+
+    Each run starts the file afresh (a ``grep -c`` counts this run's lines only); the previous run's lines
+    are kept in ``<file>.1``."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    redirected = log_file.open("a", buffering=1, encoding="utf-8")
+    if log_file.is_file() and log_file.stat().st_size:
+        os.replace(log_file, log_file.with_name(log_file.name + ".1"))
+    redirected = log_file.open("w", buffering=1, encoding="utf-8")
     console, sys.stdout = sys.stdout, redirected
     try:
         yield console
@@ -75,6 +80,12 @@ def serve(
         print(f"sluice local stack {cloud.stack_name!r} is up at {cloud.endpoint}", file=console)
         for key, value in cloud.outputs.items():
             print(f"  {key:28} {value}", file=console)
+        if any(key.endswith("QueueUrl") for key in cloud.outputs):
+            print(
+                "  (queue URLs as AWS writes them; calls to the endpoint take them as they are, and "
+                "get-queue-url answers with the endpoint's form of the same queue)",
+                file=console,
+            )
         if cloud.parameters:  # what this deploy set beyond the template's defaults (change with --param)
             print("parameters (--param KEY=VALUE overrides):", file=console)
             for key, value in sorted(cloud.parameters.items()):

@@ -11,9 +11,12 @@ import json
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sluice_local.emulation.lambda_loader import LambdaContext
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext as PowertoolsContext
 from sluice_local.emulation.sqs_events import to_lambda_record
 
 __all__ = ["QUEUE_ARN", "lambda_context", "sqs_event", "sqs_record"]
@@ -72,6 +75,9 @@ def sqs_event(*items: dict[str, Any] | str | Mapping[str, Any]) -> dict[str, Any
     return {"Records": records}
 
 
-def lambda_context(function_name: str = "sluice-test", *, timeout_seconds: float = 30.0) -> LambdaContext:
-    """A Lambda context whose remaining time counts down from ``timeout_seconds`` (as the runtime's)."""
-    return LambdaContext(function_name=function_name, timeout_seconds=timeout_seconds)
+def lambda_context(function_name: str = "sluice-test", *, timeout_seconds: float = 30.0) -> PowertoolsContext:
+    """A Lambda context whose remaining time counts down from ``timeout_seconds`` (as the runtime's).
+    Typed as Powertools' ``LambdaContext``, the type a handler declares (a type checker accepts it
+    where your handler or ``Consumer.handle`` takes one)."""
+    context = LambdaContext(function_name=function_name, timeout_seconds=timeout_seconds)
+    return cast("PowertoolsContext", context)

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from sluice_local.emulation.lambda_loader import LambdaContext
 from sluice_local.testing.events import lambda_context
 from sluice_local.testing.stack import RunningStack, port_is_closed, start_stack
 

@@ -7,15 +7,19 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from sluice.envelope import Envelope, SendAttributes
 from sluice.errors import ConfigurationError
 
-if TYPE_CHECKING:
-    from sluice.consumer.idempotency import Idempotency
+__all__ = ["Effects", "Later", "SluiceRecord"]
 
-__all__ = ["Later", "SluiceRecord"]
+
+class Effects(Protocol):
+    """Runs a record's named side effect at most once (the consumer's :class:`~sluice.consumer.idempotency.
+    Idempotency`; ``sluice_local.testing.EffectLog`` in a processor's unit test)."""
+
+    def once(self, key: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
 
 
 class Later(Protocol):
@@ -45,7 +49,7 @@ class SluiceRecord:
     envelope: Envelope
     receive_count: int
     idempotency_key: str
-    _idempotency: Idempotency = field(repr=False)
+    _idempotency: Effects = field(repr=False)
     _later: Later | None = field(default=None, repr=False)
 
     def once(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -1,0 +1,295 @@
+"""Your processor and your handler, called directly in a unit test (docs/testing.md).
+
+- :func:`sluice_record` builds the :class:`~sluice.consumer.SluiceRecord` your processor receives, from
+  a body (parsed, and validated by your model, as the consumer does), with an :class:`EffectLog` that
+  stands for ``record.once`` (each named side effect runs once per key, however often the record comes
+  back) and ``record.later`` (recorded, not sent): a processor tested alone, no AWS at all.
+- :func:`consumer_world` is what your handler module needs to start, in moto's in-process AWS: the
+  idempotency table, a queue with its dead-letter queue, the poison queue, a claim-check bucket, the
+  envelope key, and the ``SLUICE_*``/``POWERTOOLS_*`` variables the template gives a workload's consumer.
+  :meth:`ConsumerWorld.load` imports your ``app.py`` as a cold start under them;
+  :meth:`ConsumerWorld.poisoned` and :meth:`ConsumerWorld.dead_lettered` read where records ended.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from sluice.consumer import SluiceRecord
+from sluice.envelope import Envelope, SendAttributes
+from sluice_local.app.observer import envelope_of
+from sluice_local.emulation.lambda_loader import Handler, load_handler
+
+__all__ = ["ConsumerWorld", "Delayed", "EffectLog", "Ended", "consumer_world", "sluice_record"]
+
+ENVELOPE_KEY = "sluice-local-testing-envelope-key-0123456789"
+"""The envelope key of a :func:`consumer_world` (a test's; at least sluice's minimum length)."""
+
+
+@dataclass(frozen=True)
+class Delayed:
+    """A ``record.later`` call, recorded instead of sent."""
+
+    body: str
+    delay_seconds: float | None
+    deliver_at: datetime | None
+    attributes: SendAttributes | None
+
+
+@dataclass
+class EffectLog:
+    """Stands for sluice's side-effect guard and delay pipeline in a processor's unit test.
+
+    ``ran``: the ``(idempotency key, effect name)`` of each side effect that really ran; a record with the
+    same key running an effect of the same name again gets the first run's result back (JSON round-trip,
+    as the real guard stores it) and the effect does not run. ``delayed``: each ``record.later`` call.
+    Share one log between two records to test a redelivery.
+    """
+
+    ran: list[tuple[str, str]] = field(default_factory=list)
+    delayed: list[Delayed] = field(default_factory=list)
+    _results: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def once(self, key: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """What ``record.once`` calls (``key`` is the record's key and the effect's name, as JSON)."""
+        if key not in self._results:
+            result = fn(*args, **kwargs)
+            self._results[key] = json.loads(json.dumps(result))  # what is stored must be JSON
+            record_key, name = json.loads(key)
+            self.ran.append((record_key, name))
+        return self._results[key]
+
+    def later(
+        self,
+        body: str,
+        *,
+        delay_seconds: float | None,
+        deliver_at: datetime | None,
+        attributes: SendAttributes | None,
+    ) -> str:
+        self.delayed.append(Delayed(body, delay_seconds, deliver_at, attributes))
+        return str(uuid.uuid4())
+
+
+def sluice_record(
+    body: str | Mapping[str, Any] | list[Any],
+    *,
+    model: type[BaseModel] | None = None,
+    key: str | None = None,
+    message_id: str | None = None,
+    receive_count: int = 1,
+    attributes: SendAttributes | None = None,
+    effects: EffectLog | None = None,
+) -> SluiceRecord:
+    """The record your processor receives for ``body`` (text, or sent as its JSON).
+
+    ``model``: your pydantic model (``data`` is then its instance; a body that does not match raises
+    pydantic's ValidationError here, where the consumer isolates it as a permanent error);
+    ``key``: its idempotency key (default: the message id); ``effects``: where ``record.once`` and
+    ``record.later`` are recorded (a new :class:`EffectLog` when not given: ``record._idempotency``).
+    """
+    text = body if isinstance(body, str) else json.dumps(body)
+    payload = json.loads(text)
+    mid = message_id or str(uuid.uuid4())
+    log = effects if effects is not None else EffectLog()
+    return SluiceRecord(
+        message_id=mid,
+        body=text,
+        data=model.model_validate(payload) if model is not None else payload,
+        attributes=dict(attributes or {}),
+        envelope=Envelope(origin_id=mid),
+        receive_count=receive_count,
+        idempotency_key=key if key is not None else mid,
+        _idempotency=log,
+        _later=log.later,
+    )
+
+
+@dataclass(frozen=True)
+class Ended:
+    """A message found in the poison queue or the dead-letter queue, with what its envelope records."""
+
+    message_id: str
+    origin_id: str
+    body: str
+    reason: str
+    error_type: str
+    attributes: dict[str, Any]
+    """The message's attributes as received (sluice's envelope among them)."""
+    envelope: Envelope | None
+    """sluice's envelope, read (None without one)."""
+
+
+@dataclass(frozen=True)
+class ConsumerWorld:
+    """The resources and variables a workload's consumer starts with (:func:`consumer_world`)."""
+
+    env: dict[str, str]
+    region: str
+    queue_url: str
+    queue_arn: str
+    dead_letter_queue_url: str
+    poison_queue_url: str
+    delay_queue_url: str
+    """Where ``record.later`` sends (the long-delay pipeline's queue; nothing delivers from it here)."""
+    idempotency_table: str
+    claim_check_bucket: str
+
+    def client(self, service: str) -> Any:
+        """A boto3 client of moto's in-process AWS (the world's region)."""
+        import boto3  # noqa: PLC0415
+
+        return boto3.client(service, region_name=self.region)  # type: ignore[call-overload]
+
+    def load(self, code_dir: str | Path, handler: str = "app.lambda_handler") -> Handler:
+        """Your handler, imported afresh from ``code_dir`` (its folder first on the path) under the
+        world's variables: a cold start, as the Lambda runtime's."""
+        return load_handler(code_dir, handler)
+
+    def poisoned(self) -> list[Ended]:
+        """Every message in the poison queue (received, then made visible again)."""
+        return self._every(self.poison_queue_url)
+
+    def dead_lettered(self) -> list[Ended]:
+        """Every message in the dead-letter queue (received, then made visible again)."""
+        return self._every(self.dead_letter_queue_url)
+
+    def delayed(self) -> list[Ended]:
+        """Every ``record.later`` request on the delay queue: its ``body``, when it is due
+        (``envelope.deliver_at``) and where it goes (``envelope.target``, the world's queue)."""
+        return self._every(self.delay_queue_url)
+
+    def _every(self, url: str) -> list[Ended]:
+        sqs = self.client("sqs")
+        seen: dict[str, Ended] = {}
+        handles: list[str] = []
+        while True:
+            got = sqs.receive_message(
+                QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"], VisibilityTimeout=30
+            ).get("Messages", [])
+            if not got:
+                break
+            for message in got:
+                handles.append(message["ReceiptHandle"])
+                envelope = envelope_of(message)
+                error = envelope.last_error if envelope is not None else None
+                seen[message["MessageId"]] = Ended(
+                    message_id=message["MessageId"],
+                    origin_id=(envelope.origin_id if envelope is not None else None) or message["MessageId"],
+                    body=message["Body"],
+                    reason=error.message if error else "",
+                    error_type=error.type if error else "",
+                    attributes=message.get("MessageAttributes", {}),
+                    envelope=envelope,
+                )
+        for handle in handles:  # back in the queue for the next look
+            sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=0)
+        return list(seen.values())
+
+
+@contextmanager
+def consumer_world(
+    *,
+    key_path: str,
+    key_missing: str = "poison",
+    function_name: str = "consumer",
+    service: str = "consumer",
+    region: str = "us-east-1",
+    visibility_timeout: int = 180,
+    settings: Mapping[str, str] | None = None,
+) -> Iterator[ConsumerWorld]:
+    """Moto's in-process AWS holding what a workload's consumer needs, and the process's environment
+    holding the variables template.yaml gives it (restored after): ``key_path`` and ``key_missing`` are
+    the workload's ``KeyPath`` and ``KeyMissing``; ``settings``: more ``SLUICE_*`` (or other) variables,
+    your own included. Create your processor's own resources (its tables, ...) inside the block before
+    :meth:`ConsumerWorld.load`, with :meth:`ConsumerWorld.client`."""
+    from moto import mock_aws  # noqa: PLC0415 - the local runtime's dependency, not the layer's
+
+    saved = dict(os.environ)
+    os.environ.update({"AWS_DEFAULT_REGION": region, "AWS_REGION": region})
+    try:
+        with mock_aws():
+            world = _create(
+                key_path=key_path,
+                key_missing=key_missing,
+                function_name=function_name,
+                service=service,
+                region=region,
+                visibility_timeout=visibility_timeout,
+                settings=settings or {},
+            )
+            os.environ.update(world.env)
+            yield world
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _create(
+    *,
+    key_path: str,
+    key_missing: str,
+    function_name: str,
+    service: str,
+    region: str,
+    visibility_timeout: int,
+    settings: Mapping[str, str],
+) -> ConsumerWorld:
+    import boto3  # noqa: PLC0415
+
+    sqs = boto3.client("sqs", region_name=region)
+    dlq_url = sqs.create_queue(QueueName=f"{function_name}-dlq")["QueueUrl"]
+    dlq_arn = _arn(sqs, dlq_url)
+    queue_url = sqs.create_queue(
+        QueueName=f"{function_name}-queue",
+        Attributes={
+            "VisibilityTimeout": str(visibility_timeout),
+            "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 5}),
+        },
+    )["QueueUrl"]
+    queue_arn = _arn(sqs, queue_url)
+    poison_url = sqs.create_queue(QueueName=f"{function_name}-poison")["QueueUrl"]
+    delay_url = sqs.create_queue(QueueName=f"{function_name}-delay")["QueueUrl"]
+    table, bucket = f"{function_name}-idempotency", f"{function_name}-claim-checks"
+    boto3.client("dynamodb", region_name=region).create_table(
+        TableName=table,  # the shape template.yaml's idempotency table has (hash key ``id``)
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    boto3.client("s3", region_name=region).create_bucket(Bucket=bucket)
+    secret = boto3.client("secretsmanager", region_name=region).create_secret(
+        Name=f"{function_name}-envelope-key", SecretString=ENVELOPE_KEY
+    )["ARN"]
+    env = {
+        "AWS_LAMBDA_FUNCTION_NAME": function_name,
+        "POWERTOOLS_SERVICE_NAME": service,
+        "POWERTOOLS_METRICS_NAMESPACE": "SluiceTest",
+        "POWERTOOLS_TRACE_DISABLED": "true",  # no X-Ray daemon here
+        "SLUICE_ENVELOPE_KEY_SECRET": secret,
+        "SLUICE_IDEMPOTENCY_TABLE": table,
+        "SLUICE_IDEMPOTENCY_KEY_JMESPATH": key_path,
+        "SLUICE_IDEMPOTENCY_KEY_MISSING": key_missing,
+        "SLUICE_POISON_QUEUE_URL": poison_url,
+        "SLUICE_DEAD_LETTER_QUEUE_URL": dlq_url,
+        "SLUICE_SOURCE_QUEUE_URL": queue_url,
+        "SLUICE_VISIBILITY_TIMEOUT_SECONDS": str(visibility_timeout),
+        "SLUICE_CLAIM_CHECK_BUCKETS": bucket,
+        "SLUICE_DELAY_QUEUE_URL": delay_url,
+        **settings,
+    }
+    return ConsumerWorld(env, region, queue_url, queue_arn, dlq_url, poison_url, delay_url, table, bucket)
+
+
+def _arn(sqs: Any, url: str) -> str:
+    return str(sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"])
