@@ -13,6 +13,7 @@ import pytest
 from moto import mock_aws
 
 from sluice.envelope import Seal
+from sluice_local.testing.direct import create_idempotency_table, create_queue_with_dlq, queue_arn_of
 
 ROOT = Path(__file__).resolve().parents[1]
 REGION = "us-east-1"
@@ -209,16 +210,6 @@ def create_ledger_table(dynamodb: Any, name: str) -> None:
     )
 
 
-def create_idempotency_table(dynamodb: Any, name: str) -> None:
-    """The table shape Powertools idempotency expects (hash key ``id``), as template.yaml declares it."""
-    dynamodb.create_table(
-        TableName=name,
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-
-
 def create_task_role(iam: Any, name: str) -> str:
     """A role Lambda and Step Functions may assume (moto does not check what it allows)."""
     trust = {
@@ -253,20 +244,10 @@ def make_resources(visibility_timeout: int = 180, suffix: str = "") -> Resources
     sqs = boto3.client("sqs", region_name=REGION)
     s3 = boto3.client("s3", region_name=REGION)
     ddb = boto3.client("dynamodb", region_name=REGION)
-    dlq_url = sqs.create_queue(QueueName=f"work-dlq{suffix}")["QueueUrl"]
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
-    work_url = sqs.create_queue(
-        QueueName=f"work{suffix}",
-        Attributes={
-            "VisibilityTimeout": str(visibility_timeout),
-            "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 5}),
-        },
-    )["QueueUrl"]
-    work_arn = sqs.get_queue_attributes(QueueUrl=work_url, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
+    work_url, dlq_url = create_queue_with_dlq(
+        sqs, f"work{suffix}", f"work-dlq{suffix}", visibility_timeout=visibility_timeout, max_receive_count=5
+    )
+    work_arn = queue_arn_of(sqs, work_url)
     poison_url = sqs.create_queue(QueueName=f"poison{suffix}")["QueueUrl"]
     table, bucket = f"idempotency{suffix}", f"sluice-claims{suffix}"
     create_idempotency_table(ddb, table)

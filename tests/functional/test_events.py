@@ -16,7 +16,8 @@ import pytest
 from moto import mock_aws
 
 from sluice_local.emulation.lambda_loader import LambdaContext, load_handler
-from tests.conftest import create_idempotency_table, create_ledger_table, envelope_key_secret
+from sluice_local.testing.direct import create_idempotency_table
+from tests.conftest import create_ledger_table, envelope_key_secret
 from tests.doubles import seal_envelopes
 
 ROOT = Path(__file__).resolve().parents[2]

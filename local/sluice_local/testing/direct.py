@@ -248,25 +248,18 @@ def _create(
     import boto3  # noqa: PLC0415
 
     sqs = boto3.client("sqs", region_name=region)
-    dlq_url = sqs.create_queue(QueueName=f"{function_name}-dlq")["QueueUrl"]
-    dlq_arn = _arn(sqs, dlq_url)
-    queue_url = sqs.create_queue(
-        QueueName=f"{function_name}-queue",
-        Attributes={
-            "VisibilityTimeout": str(visibility_timeout),
-            "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 5}),
-        },
-    )["QueueUrl"]
-    queue_arn = _arn(sqs, queue_url)
+    queue_url, dlq_url = create_queue_with_dlq(
+        sqs,
+        f"{function_name}-queue",
+        f"{function_name}-dlq",
+        visibility_timeout=visibility_timeout,
+        max_receive_count=int(settings.get("SLUICE_MAX_RECEIVE_COUNT", "5")),  # what the queue check wants
+    )
+    queue_arn = queue_arn_of(sqs, queue_url)
     poison_url = sqs.create_queue(QueueName=f"{function_name}-poison")["QueueUrl"]
     delay_url = sqs.create_queue(QueueName=f"{function_name}-delay")["QueueUrl"]
     table, bucket = f"{function_name}-idempotency", f"{function_name}-claim-checks"
-    boto3.client("dynamodb", region_name=region).create_table(
-        TableName=table,  # the shape template.yaml's idempotency table has (hash key ``id``)
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    create_idempotency_table(boto3.client("dynamodb", region_name=region), table)
     boto3.client("s3", region_name=region).create_bucket(Bucket=bucket)
     secret = boto3.client("secretsmanager", region_name=region).create_secret(
         Name=f"{function_name}-envelope-key", SecretString=ENVELOPE_KEY
@@ -291,5 +284,30 @@ def _create(
     return ConsumerWorld(env, region, queue_url, queue_arn, dlq_url, poison_url, delay_url, table, bucket)
 
 
-def _arn(sqs: Any, url: str) -> str:
+def queue_arn_of(sqs: Any, url: str) -> str:
+    """The ARN of the queue at ``url``."""
     return str(sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"])
+
+
+def create_queue_with_dlq(
+    sqs: Any, name: str, dlq_name: str, *, visibility_timeout: int, max_receive_count: int
+) -> tuple[str, str]:
+    """A queue named ``name`` whose redrive policy sends to a new queue ``dlq_name`` after
+    ``max_receive_count`` receives, as a workload's queue is; the two URLs (queue, DLQ)."""
+    dlq_url = str(sqs.create_queue(QueueName=dlq_name)["QueueUrl"])
+    redrive = {"deadLetterTargetArn": queue_arn_of(sqs, dlq_url), "maxReceiveCount": max_receive_count}
+    queue_url = sqs.create_queue(
+        QueueName=name,
+        Attributes={"VisibilityTimeout": str(visibility_timeout), "RedrivePolicy": json.dumps(redrive)},
+    )["QueueUrl"]
+    return str(queue_url), dlq_url
+
+
+def create_idempotency_table(dynamodb: Any, name: str) -> None:
+    """The table shape Powertools idempotency expects (hash key ``id``), as template.yaml declares it."""
+    dynamodb.create_table(
+        TableName=name,
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
