@@ -17,7 +17,7 @@ from sluice.errors import PermanentError
 from sluice.limits import MAX_BATCH_ENTRIES
 from sluice.redrive.plan import source_queue
 from sluice.redrive.settings import RedriveSettings
-from sluice.sqs import queue_url_from_arn
+from sluice.sqs import allowlisted, queue_url_from_arn
 from sluice_cli import OK, PARTIAL_FAILURE, USAGE_ERROR, CliError
 from sluice_cli.context import Context
 from sluice_cli.dlq import positive_int, show_messages
@@ -128,6 +128,11 @@ class ReplayResult:
     failed: list[dict[str, Any]] = field(default_factory=list)
     not_deleted: list[dict[str, Any]] = field(default_factory=list)
     not_found: list[str] = field(default_factory=list)
+    other_workloads: list[dict[str, Any]] = field(default_factory=list)
+    """``--all``: pills of another workload of the stack, left for its own replay (not a failure)."""
+    came_back: list[dict[str, Any]] = field(default_factory=list)
+    """Pills isolated again while this replay ran (a message it replayed failed again): left, never
+    replayed twice by one command (a replay of every pill must end)."""
 
     @property
     def complete(self) -> bool:
@@ -140,6 +145,8 @@ class ReplayResult:
             "failed": self.failed,
             "notDeleted": self.not_deleted,
             "notFound": self.not_found,
+            "otherWorkloads": self.other_workloads,
+            "cameBack": self.came_back,
         }
         return {**lists, "counts": {name: len(items) for name, items in lists.items()}}
 
@@ -154,9 +161,24 @@ def replay_command(ctx: Context, args: argparse.Namespace) -> int:
     wanted = list(dict.fromkeys(args.ids))
     found: set[str] = set()
     seal = ctx.seal(required=True)
+    taken: set[str] = set()  # the origins this command has replayed or left: each one once
+    others = ctx.resources.other_workload_queues if args.all else ()
     with _scan(ctx, REPLAY_VISIBILITY_SECONDS, writes=True) as scan:
         for batch in scan.batches():
-            chosen = [m for m in batch if args.all or _claim(m, wanted, found)]
+            chosen = []
+            for message in batch:
+                if not (args.all or _claim(message, wanted, found)):
+                    continue
+                entry = {"messageId": message.message_id, "originId": _origin(message)}
+                if _origin(message) in taken:
+                    result.came_back.append(entry)
+                    continue
+                taken.add(_origin(message))
+                env = message.envelope
+                if others and env is not None and env.source and allowlisted(env.source, others):
+                    result.other_workloads.append({**entry, "source": env.source})
+                    continue
+                chosen.append(message)
             send_back(
                 ctx.clients.sqs,
                 scan,
@@ -178,6 +200,12 @@ def replay_command(ctx: Context, args: argparse.Namespace) -> int:
     }
     ctx.out.emit(data, lambda: replay_human(ctx, result))
     return OK if result.complete else PARTIAL_FAILURE
+
+
+def _origin(message: Received) -> str:
+    """The message's identity across hops: its envelope's ``origin_id``, else its own id."""
+    env = message.envelope
+    return (env.origin_id if env is not None else None) or message.message_id
 
 
 def _claim(message: Received, wanted: list[str], found: set[str]) -> bool:
@@ -288,6 +316,9 @@ def replay_human(ctx: Context, result: ReplayResult) -> None:
     rows += [(r["messageId"], "send failed", r["reason"]) for r in result.failed]
     rows += [(r["messageId"], "not deleted", r["reason"]) for r in result.not_deleted]
     rows += [(i, "not found", None) for i in result.not_found]
+    rows += [(r["messageId"], "another workload's", r["source"]) for r in result.other_workloads]
+    again = "isolated again during this replay: left"
+    rows += [(r["messageId"], "came back", again) for r in result.came_back]
     counts = result.to_dict()["counts"]
     ctx.out.table(
         "Replay: " + ", ".join(f"{n} {name}" for name, n in counts.items()),

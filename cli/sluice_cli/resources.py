@@ -74,6 +74,8 @@ class Resources:
     workloads: tuple[str, ...] = ()
     """Every workload of the stack: with several and none chosen, a command on one of them refuses to
     guess; one on the shared resources (the poison queue, the delay DLQ, the job store) runs."""
+    other_workload_queues: tuple[str, ...] = ()
+    """The queue ARNs of the stack's other workloads (``poison replay --all`` leaves their pills alone)."""
 
     @property
     def breaker_name(self) -> str:
@@ -100,7 +102,11 @@ class Resources:
             name: outputs.get(key) or None for name, key in OUTPUTS.items() if name not in WORKLOAD_OUTPUTS
         }
         fields |= {name: outputs.get(f"{chosen}{key}") or None for name, key in WORKLOAD_OUTPUTS.items()}
-        return cls(stack_name, workload=chosen, workloads=tuple(workloads_of(outputs)), **fields)
+        names = workloads_of(outputs)
+        others = tuple(arn for name in names if name != chosen and (arn := outputs.get(f"{name}QueueArn")))
+        return cls(
+            stack_name, workload=chosen, workloads=tuple(names), other_workload_queues=others, **fields
+        )
 
     def require(self, name: str) -> str:
         """The value of field ``name``, or a clear error naming the missing stack output (or, for a

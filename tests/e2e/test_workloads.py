@@ -156,8 +156,11 @@ def test_each_workloads_failures_go_through_its_own_dlq_and_redrive_back_to_its_
     tmp_path, mode
 ) -> None:
     # Given three workloads, the existing queue set up as the docs say, in this RedriveMode, each redrive
-    # started by its workload's DLQ alarm alone (no backstop run empties a DLQ before the alarm sees it)
-    cloud, existing = start(tmp_path, RedriveMode=mode, RedriveBackstopRate="rate(1 hour)")
+    # started by its workload's DLQ alarm alone (no backstop run empties a DLQ before the alarm sees it);
+    # with the Lambda redriver every backoff (3-4 s) beyond the direct-send threshold (2 s): the created
+    # queue's through the delay pipeline, the existing queue's (not in ExtraDelayTargetArns) cut to 2 s
+    longer = {"DirectSendThresholdSeconds": "2", "RedriveFloorSeconds": "3"} if mode == "lambda" else {}
+    cloud, existing = start(tmp_path, RedriveMode=mode, RedriveBackstopRate="rate(1 hour)", **longer)
     try:
         fix_existing_queue(cloud, existing)
         sqs, outputs = cloud.client("sqs"), cloud.outputs

@@ -517,7 +517,10 @@ def test_given_an_id_when_replayed_then_it_goes_to_its_source_unchanged_and_leav
     result = stack.run("--json", "poison", "replay", target)
 
     assert result.code == 0, result.stderr
-    assert result.json["counts"] == {"replayed": 1, "refused": 0, "failed": 0, "notDeleted": 0, "notFound": 0}
+    assert result.json["counts"] == {
+        "replayed": 1, "refused": 0, "failed": 0, "notDeleted": 0, "notFound": 0,
+        "otherWorkloads": 0, "cameBack": 0,
+    }  # fmt: skip
     assert result.json["replayed"][0]["destination"] == stack.work_url
     assert result.json["resetAttempts"] is False
     (sent,) = stack.receive_all(stack.work_url)
@@ -712,9 +715,46 @@ def test_given_all_and_yes_when_replayed_then_every_replayable_message_moves_and
         "failed": 0,
         "notDeleted": 0,
         "notFound": 0,
+        "otherWorkloads": 0,
+        "cameBack": 0,
     }
     assert len(stack.receive_all(stack.work_url)) == 12
     assert [m["Body"] for m in stack.receive_all(stack.poison_url)] == ["no envelope"]
+
+
+def test_given_all_and_another_workloads_pills_when_replayed_then_they_are_left_for_its_own_replay(stack):
+    # Given the poison queue the stack's workloads share: a pill of this workload, one of another's
+    stack.resources = replace(stack.resources, other_workload_queues=(stack.other_arn,))
+    ours = stack.put(stack.poison_url, "ours", source=stack.work_arn)
+    theirs = stack.put(stack.poison_url, "theirs", source=stack.other_arn)
+
+    # When this workload's pills are all replayed
+    result = stack.run("--json", "poison", "replay", "--all", "--yes")
+
+    # Then its own goes back to its queue, the other's is left where it is (no failure: exit 0)
+    assert result.code == 0, result.stdout
+    assert [r["messageId"] for r in result.json["replayed"]] == [ours]
+    assert result.json["otherWorkloads"] == [
+        {"messageId": theirs, "originId": theirs, "source": stack.other_arn}
+    ]
+    assert [m["Body"] for m in stack.receive_all(stack.work_url)] == ["ours"]
+    assert [m["MessageId"] for m in stack.receive_all(stack.poison_url)] == [theirs]
+
+
+def test_given_a_pill_isolated_again_while_all_are_replayed_then_it_is_not_replayed_twice(stack):
+    # Given a pill, and its copy isolated again (same origin: what a replayed message that fails again
+    # becomes while a replay of every pill still runs)
+    first = stack.put(stack.poison_url, "fails again", source=stack.work_arn, origin="o-1")
+    again = stack.put(stack.poison_url, "fails again", source=stack.work_arn, origin="o-1")
+
+    result = stack.run("--json", "poison", "replay", "--all", "--yes")
+
+    # Then the command replays it once and leaves the copy: a replay of every pill ends
+    assert result.code == 0, result.stdout
+    assert [r["messageId"] for r in result.json["replayed"]] == [first]
+    assert result.json["cameBack"] == [{"messageId": again, "originId": "o-1"}]
+    assert len(stack.receive_all(stack.work_url)) == 1
+    assert [m["MessageId"] for m in stack.receive_all(stack.poison_url)] == [again]
 
 
 def test_given_an_unreadable_settings_function_when_replayed_then_fallback_settings_are_announced(stack):

@@ -366,6 +366,33 @@ def test_given_a_long_backoff_when_decided_then_it_goes_through_the_delay_queue(
     assert "delay pipeline" in d.reason
 
 
+def test_given_a_long_backoff_to_a_queue_the_delay_pipeline_refuses_when_decided_then_it_is_capped() -> None:
+    # Given the delay pipeline delivers to the stack's own queues only, and a message of an existing queue
+    existing = f"arn:aws:sqs:us-east-1:{ACCOUNT}:invoices"
+    settings = redrive_settings(
+        redrive_base_seconds=600,
+        redrive_sources=existing,
+        delay_targets=f"arn:aws:sqs:us-east-1:{ACCOUNT}:app-*-work,",
+    )
+    # When its backoff is beyond the direct-send threshold
+    d = decided(dlq_message(system={SOURCE_ATTRIBUTE: existing}), settings)
+    # Then it goes back to its queue directly, at the threshold, not to a pipeline that would isolate it
+    assert d.action == "redrive"
+    assert d.destination == queue_url_from_arn(existing)
+    assert d.delay_seconds == 900
+    env = sent_envelope(d)
+    assert env.redriven_at == NOW + timedelta(seconds=900)
+    assert env.target is None
+    assert "ExtraDelayTargetArns" in d.reason
+    # And a queue the pipeline delivers to (a pattern entry, or ExtraDelayTargetArns) keeps its whole backoff
+    for reachable in (f"{existing},arn:aws:sqs:us-east-1:{ACCOUNT}:app-*-work", ""):
+        d = decided(
+            dlq_message(system={SOURCE_ATTRIBUTE: existing}),
+            redrive_settings(redrive_base_seconds=600, redrive_sources=existing, delay_targets=reachable),
+        )
+        assert (d.action, d.delay_seconds) == ("delay", 1200)
+
+
 def test_given_a_delay_beyond_the_threshold_and_no_delay_queue_when_decided_then_permanent_error() -> None:
     settings = redrive_settings(redrive_base_seconds=600, delay_queue_url="")
     with pytest.raises(PermanentError, match="SLUICE_DELAY_QUEUE_URL"):

@@ -421,6 +421,14 @@ def decide(
         }
     )
     target = url_of(source) if source.startswith("arn:") else source
+    if p.via_delay_pipeline and not hold_in_dlq and not delay_pipeline_reaches(source, settings):
+        capped = settings.direct_send_threshold_seconds
+        reason = (
+            f"attempt {p.attempt}: due in {capped}s, not {p.delay_seconds}s: the delay pipeline does not "
+            f"deliver to {source} (add it to ExtraDelayTargetArns for the whole backoff)"
+        )
+        env = env.model_copy(update={"redriven_at": now + timedelta(seconds=capped)})
+        return judged.decision("redrive", p.attempt, capped, destination=target, env=env, reason=reason)
     if not p.via_delay_pipeline or hold_in_dlq:
         reason = f"attempt {p.attempt}: due in {p.delay_seconds}s"
         return judged.decision(
@@ -436,6 +444,11 @@ def decide(
         env=env.model_copy(update={"deliver_at": due, "target": target}),
         reason=f"attempt {p.attempt}: due in {p.delay_seconds}s through the delay pipeline",
     )
+
+
+def delay_pipeline_reaches(source: str, settings: RedriveSettings) -> bool:
+    """True when the delay pipeline delivers to ``source`` (or its allowlist is not known here)."""
+    return not settings.delay_targets or allowlisted(source, settings.delay_targets)
 
 
 def sendable(

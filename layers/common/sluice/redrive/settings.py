@@ -48,6 +48,11 @@ class RedriveSettings(BreakerSettings, SealSettings, ClaimCheckSettings):
     ``source_queue_arn``."""
     delay_queue_url: str = ""
     """The long-delay pipeline's queue: backoffs beyond the direct-send threshold go through it."""
+    delay_targets: tuple[str, ...] = ()
+    """The queues the delay pipeline delivers to (its own ``SLUICE_DELAY_TARGETS``). A backoff beyond the
+    direct-send threshold to a queue it would refuse (an existing queue not in ExtraDelayTargetArns) is
+    capped at the threshold and sent directly, instead of being isolated by the pipeline. Empty: not
+    known, every queue is taken to be one it delivers to."""
     redrive_max_attempts: int = Field(default=5, ge=1, le=100)
     redrive_base_seconds: float = Field(default=60.0, gt=0, le=MAX_LONG_DELAY_SECONDS)
     redrive_cap_seconds: float = Field(default=3600.0, gt=0, le=MAX_LONG_DELAY_SECONDS)
@@ -56,7 +61,7 @@ class RedriveSettings(BreakerSettings, SealSettings, ClaimCheckSettings):
     redrive_max_per_second: float = Field(default=50.0, gt=0, le=3000)
     receive_wait_seconds: int = Field(default=2, ge=0, le=20)
 
-    _sources = field_validator("redrive_sources", mode="before")(split_csv)
+    _sources = field_validator("redrive_sources", "delay_targets", mode="before")(split_csv)
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
