@@ -12,7 +12,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sluice import metrics as names
 from sluice.logevents import EVENT, LogEvent
-from sluice.redrive import IsolatorSettings, isolate_request
+from sluice.redrive import IsolatorSettings, isolate_request, metrics_service
 from sluice.redrive.contracts import IsolateAnswer, IsolateRequest
 from sluice.sealing import load_seal
 from sluice.tracing import correlation_id
@@ -36,6 +36,8 @@ def lambda_handler(event: IsolateRequest, context: LambdaContext) -> IsolateAnsw
         sqs, poison_queue_url=settings.poison_queue_url, request=event, seal=seal
     )
     logger.thread_safe_append_keys(correlation_id=correlation_id(envelope.traceparent, envelope.trace))
+    if service := metrics_service(event):  # the workload's own line, not the stack's
+        metrics.add_dimension(name="service", value=service)
     metrics.add_metric(name=names.POISON_PILLS_ISOLATED, unit="Count", value=1)
     if problem:  # its envelope failed the seal check: isolated without that history
         logger.warning(problem, extra={EVENT: LogEvent.ENVELOPE_CORRUPT})

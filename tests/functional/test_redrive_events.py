@@ -362,3 +362,30 @@ def test_given_a_numeric_message_id_when_isolated_then_it_becomes_the_origin_as_
     handler({"messageId": 42, "body": "x", "reason": "hand-made request"}, LambdaContext())
     [(_, poisoned)] = poisoned_envelopes(redrive_stack)
     assert poisoned.origin_id == "42"
+
+
+@pytest.mark.parametrize(
+    ("service", "counted_under"),
+    [
+        ("sluice-dev/Orders", "sluice-dev/Orders"),
+        ("bad service\n", "sluice-dev"),
+        (7, "sluice-dev"),
+        (None, "sluice-dev"),
+    ],
+)
+def test_given_a_plan_naming_its_workload_when_isolated_then_the_pill_is_counted_under_it(
+    redrive_stack, monkeypatch, capsys, service, counted_under
+):
+    # Given the stack's isolator (its own service: the stack's) and a workload's plan naming its service
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "sluice-dev")
+    handler = load_handler(ROOT / "functions" / "poison_isolator", "app.lambda_handler")
+    request: dict[str, object] = {"messageId": "m-1", "body": "{}", "reason": "still failing"}
+    if service is not None:
+        request["service"] = service
+    capsys.readouterr()
+    handler(request, LambdaContext())
+    # Then PoisonPillsIsolated is written under the workload's service (what its dashboard and alarms
+    # read); a missing or malformed one leaves the isolator's own
+    documents = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    (emf,) = [doc for doc in documents if "PoisonPillsIsolated" in doc]
+    assert emf["service"] == counted_under

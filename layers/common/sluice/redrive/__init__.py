@@ -11,7 +11,7 @@ from sluice._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from sluice.redrive.breaker import Breaker, BreakerPolicy, BreakerState, BreakerStatus
-    from sluice.redrive.isolator import IsolatorSettings, isolate_request
+    from sluice.redrive.isolator import IsolatorSettings, isolate_request, metrics_service
     from sluice.redrive.plan import Decision, DlqMessage, RedrivePlan, decide
     from sluice.redrive.runner import Redriver, RedriveReport
     from sluice.redrive.settings import BreakerSettings, RedriveSettings
@@ -35,6 +35,7 @@ __all__ = [
     "Redriver",
     "decide",
     "isolate_request",
+    "metrics_service",
     "plan_step",
     "refusal_step",
 ]
@@ -48,6 +49,7 @@ __getattr__, __dir__ = lazy_exports(
         "BreakerStatus": "breaker",
         "IsolatorSettings": "isolator",
         "isolate_request": "isolator",
+        "metrics_service": "isolator",
         "Decision": "plan",
         "DlqMessage": "plan",
         "RedrivePlan": "plan",

@@ -115,6 +115,9 @@ class PlanState(TypedDict):
     messageAttributes: dict[str, AttributeValue]
     bouncing: bool
     reason: str
+    service: NotRequired[str]
+    """The workload's metric service (the Plan step's ``POWERTOOLS_SERVICE_NAME``): the isolator counts
+    the pill under it, on the workload's own dashboard and alarms."""
 
 
 class Refusal(TypedDict):
@@ -145,6 +148,7 @@ class IsolateRequest(TypedDict):
     messageAttributes: NotRequired[dict[str, AttributeValue]]
     reason: NotRequired[str]
     messageId: NotRequired[str]
+    service: NotRequired[str]
 
 
 class IsolateAnswer(TypedDict):

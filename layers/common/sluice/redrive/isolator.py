@@ -6,6 +6,7 @@ keeps the isolator's own settings out of every other function's cold start.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -19,13 +20,23 @@ from sluice.sealing import SealSettings
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
-__all__ = ["IsolatorSettings", "isolate_request"]
+__all__ = ["IsolatorSettings", "isolate_request", "metrics_service"]
+
+SERVICE = re.compile(r"[A-Za-z0-9._/-]{1,255}")
+"""A metric service a request may name: a stack's name, or ``<stack>/<Workload>``."""
 
 
 class IsolatorSettings(SealSettings):
     """Settings of the poison-pill isolator Lambda (``SLUICE_POISON_QUEUE_URL``)."""
 
     poison_queue_url: str = Field(pattern=r"^https?://")
+
+
+def metrics_service(request: Mapping[str, Any]) -> str | None:
+    """The metric service the request's pill is counted under (a redrive plan's ``service``, the
+    workload's), or None: the isolator's own (a missing or malformed value is ignored)."""
+    service = request.get("service")
+    return service if isinstance(service, str) and SERVICE.fullmatch(service) else None
 
 
 def isolate_request(

@@ -133,6 +133,7 @@ def plan_step(
     metrics_sink.add_metric(name=metrics.BOUNCING_REDRIVES, unit="Count", value=1 if decision.bouncing else 0)
     state = decision.to_state()
     state["holdSeconds"] = min(state["holdSeconds"], MAX_HOLD_SECONDS)
+    state["service"] = logger.service  # the workload's: the isolator counts the pill under it
     logger.info(
         "redrive planned",  # one line per DLQ message (``action``: redrive or poison)
         extra={
@@ -212,7 +213,7 @@ def refusal_step(
             "reason": why,
         },
     )
-    return decision.to_state()
+    return {**decision.to_state(), "service": logger.service}
 
 
 def refusal_reason(error: Mapping[str, Any]) -> str:
