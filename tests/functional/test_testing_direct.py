@@ -40,12 +40,13 @@ def test_a_handler_started_in_a_consumer_world_processes_dedups_and_isolates() -
         create_ledger_table(world.client("dynamodb"), "ledger")
         handler = world.load(REFUNDS)
         # When a batch holds a refund, its redelivery under another message id, a fraud and a non-JSON body
-        event = sqs_event(
-            sqs_record(refund("r-1"), message_id="m-1", queue_arn=world.queue_arn),
-            sqs_record(refund("r-1"), message_id="m-2", queue_arn=world.queue_arn),
-            sqs_record(refund("r-2", reason="fraud"), message_id="m-3", queue_arn=world.queue_arn),
-            sqs_record("not json", message_id="m-4", queue_arn=world.queue_arn),
+        event = world.event(
+            world.record(refund("r-1"), message_id="m-1"),
+            world.record(refund("r-1"), message_id="m-2"),
+            world.record(refund("r-2", reason="fraud"), message_id="m-3"),
+            world.record("not json", message_id="m-4"),
         )
+        assert {r["eventSourceARN"] for r in event["Records"]} == {world.queue_arn}
         response = handler(event, lambda_context("consumer", timeout_seconds=30))
         # Then nothing is retried, the money is repaid once, and both bad records are isolated with reasons
         assert response == {"batchItemFailures": []}
@@ -106,17 +107,26 @@ def test_a_processor_alone_runs_each_side_effect_once_per_key() -> None:
     # When the same refund arrives twice (a redelivery: same key, another message)
     for message_id in ("m-1", "m-2"):
         record = sluice_record(
-            refund("r-1"), model=processor.Refund, key="r-1", message_id=message_id, effects=effects
+            refund("r-1"),
+            model=processor.Refund,
+            key_path="refund_id",
+            message_id=message_id,
+            effects=effects,
         )
         refunds.process(record)
-    # Then it is repaid once
-    assert effects.ran == [("r-1", "repay")]
+    # Then it is repaid once, under the key the consumer would give it
+    assert effects.ran == [('body:"r-1"', "repay")]
     assert len(dynamodb.items) == 1
     # And a fraud is a permanent error; a body the model refuses fails where the consumer would isolate it
     with pytest.raises(PermanentError, match="fraud"):
         refunds.process(sluice_record(refund("r-2", reason="fraud"), model=processor.Refund))
     with pytest.raises(ValidationError):
         sluice_record({"refund_id": "r-3"}, model=processor.Refund)
+    # And the keys are the consumer's: by the key path's JSON value, else by the message's identity
+    assert sluice_record({"n": 42}, key_path="n").idempotency_key == "body:42"
+    assert sluice_record({"n": 42}, message_id="m-7").idempotency_key == "msg:m-7"
+    with pytest.raises(ValueError, match="finds nothing"):
+        sluice_record({"n": ""}, key_path="n")
 
 
 def test_record_later_is_recorded_alone_and_sent_to_the_delay_queue_in_a_world() -> None:

@@ -26,9 +26,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from sluice.consumer import SluiceRecord
+from sluice.consumer.record import business_key, identity_key
 from sluice.envelope import Envelope, SendAttributes
 from sluice_local.app.observer import envelope_of
 from sluice_local.emulation.lambda_loader import Handler, load_handler
+from sluice_local.testing.events import sqs_record
 
 __all__ = ["ConsumerWorld", "Delayed", "EffectLog", "Ended", "consumer_world", "sluice_record"]
 
@@ -85,6 +87,7 @@ def sluice_record(
     body: str | Mapping[str, Any] | list[Any],
     *,
     model: type[BaseModel] | None = None,
+    key_path: str = "",
     key: str | None = None,
     message_id: str | None = None,
     receive_count: int = 1,
@@ -95,12 +98,18 @@ def sluice_record(
 
     ``model``: your pydantic model (``data`` is then its instance; a body that does not match raises
     pydantic's ValidationError here, where the consumer isolates it as a permanent error);
-    ``key``: its idempotency key (default: the message id); ``effects``: where ``record.once`` and
-    ``record.later`` are recorded (a new :class:`EffectLog` when not given: ``record._idempotency``).
+    ``key_path``: your workload's ``KeyPath``: ``idempotency_key`` is then what the consumer makes of
+    what it finds (``body:<JSON value>``; a body where it finds nothing raises ValueError here, where
+    the consumer isolates it or keys it by identity, as ``KeyMissing`` says); without it, the
+    consumer's identity key ``msg:<message id>``; ``key``: a key of your own, as it is.
+    ``effects``: where ``record.once`` and ``record.later`` are recorded (a new :class:`EffectLog`
+    when not given: ``record._idempotency``).
     """
     text = body if isinstance(body, str) else json.dumps(body)
     payload = json.loads(text)
     mid = message_id or str(uuid.uuid4())
+    if key is None:
+        key = _key(payload, key_path, mid)
     log = effects if effects is not None else EffectLog()
     return SluiceRecord(
         message_id=mid,
@@ -109,10 +118,24 @@ def sluice_record(
         attributes=dict(attributes or {}),
         envelope=Envelope(origin_id=mid),
         receive_count=receive_count,
-        idempotency_key=key if key is not None else mid,
+        idempotency_key=key,
         _idempotency=log,
         _later=log.later,
     )
+
+
+def _key(payload: Any, key_path: str, message_id: str) -> str:
+    if not key_path:
+        return identity_key(message_id)
+    import jmespath  # noqa: PLC0415 - only when a key path is given
+
+    found = business_key(payload, jmespath.compile(key_path))
+    if found is None:
+        raise ValueError(
+            f"key path {key_path!r} finds nothing in the body: the consumer isolates it "
+            "(KeyMissing: poison) or keys it by its message id (KeyMissing: message-identity)"
+        )
+    return found
 
 
 @dataclass(frozen=True)
@@ -150,6 +173,18 @@ class ConsumerWorld:
         import boto3  # noqa: PLC0415
 
         return boto3.client(service, region_name=self.region)  # type: ignore[call-overload]
+
+    def record(self, body: str | Mapping[str, Any] | list[Any] = "{}", **options: Any) -> dict[str, Any]:
+        """:func:`~sluice_local.testing.sqs_record` from the world's queue (``options`` as its)."""
+        options.setdefault("queue_arn", self.queue_arn)
+        return sqs_record(body, **options)
+
+    def event(self, *items: dict[str, Any] | str | Mapping[str, Any] | list[Any]) -> dict[str, Any]:
+        """A Lambda SQS event from the world's queue: each item a record (:meth:`record`), or a body."""
+        records = [
+            item if isinstance(item, dict) and "eventSource" in item else self.record(item) for item in items
+        ]
+        return {"Records": records}
 
     def load(self, code_dir: str | Path, handler: str = "app.lambda_handler") -> Handler:
         """Your handler, imported afresh from ``code_dir`` (its folder first on the path) under the

@@ -36,7 +36,7 @@ from sluice.backoff import full_jitter
 from sluice.consumer.deadline import Deadline
 from sluice.consumer.heartbeat import Heartbeat, InFlight
 from sluice.consumer.idempotency import Idempotency, InProgressElsewhere
-from sluice.consumer.record import Processor, SluiceRecord
+from sluice.consumer.record import Processor, SluiceRecord, business_key, identity_key
 from sluice.consumer.settings import ConsumerSettings
 from sluice.consumer.stats import BatchStats
 from sluice.envelope import Envelope, ErrorInfo, Seal, SendAttributes, merge
@@ -307,12 +307,11 @@ class Consumer:
 
     def _key(self, payload: Any, envelope: Envelope, message_id: str, stats: BatchStats) -> str:
         if self._key_expr is not None:
-            value = self._key_expr.search(payload) if isinstance(payload, dict | list) else None
-            if value not in (None, "", [], {}):
-                # JSON-typed, so the order id 42 and the string "42" are different keys
-                return "body:" + json.dumps(value, sort_keys=True, separators=(",", ":"))
+            key = business_key(payload, self._key_expr)
+            if key is not None:
+                return key
             self._key_missing(message_id, stats)  # raises PermanentError when configured to poison
-        return "msg:" + (envelope.origin_id or message_id)
+        return identity_key(envelope.origin_id or message_id)
 
     def _key_missing(self, message_id: str, stats: BatchStats) -> None:
         """The configured key path found nothing: never silently keyed by identity instead."""

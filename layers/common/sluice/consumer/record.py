@@ -12,7 +12,28 @@ from typing import Any, Protocol
 from sluice.envelope import Envelope, SendAttributes
 from sluice.errors import ConfigurationError
 
-__all__ = ["Effects", "Later", "SluiceRecord"]
+__all__ = ["Effects", "Later", "SluiceRecord", "business_key", "identity_key"]
+
+
+class KeyExpression(Protocol):
+    """A compiled JMESPath expression (``jmespath.compile``)."""
+
+    def search(self, value: Any) -> Any: ...
+
+
+def business_key(payload: Any, expression: KeyExpression) -> str | None:
+    """The record's idempotency key from its body: what ``expression`` (the workload's ``KeyPath``)
+    finds, JSON-typed (the order id 42 and the string "42" are different keys); None when it finds
+    nothing (no value, null, "", [] or {})."""
+    value = expression.search(payload) if isinstance(payload, dict | list) else None
+    if value in (None, "", [], {}):
+        return None
+    return "body:" + json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def identity_key(message_id: str) -> str:
+    """The record's idempotency key from its identity (its first hop's message id, ``origin_id``)."""
+    return "msg:" + message_id
 
 
 class Effects(Protocol):
