@@ -21,6 +21,7 @@ from sluice_local.app.messages import ORDERS, REFUNDS, claim_check, order
 from sluice_local.app.observer import Stack, envelope_of
 from sluice_local.emulation.cloud import ROOT, LocalCloud
 from sluice_local.emulation.existing import ExistingQueue
+from sluice_local.testing import configure_existing_queue
 from sluice_local.testing.project import copy_project
 
 INVOICES = "Invoices"
@@ -129,16 +130,11 @@ def test_three_workloads_with_the_same_ids_and_an_existing_queue_too_short_to_co
 
 
 def fix_existing_queue(cloud: LocalCloud, existing: ExistingQueue) -> None:
-    """What docs/workloads.md asks of a team once the stack is deployed: the visibility and the
-    redrive policy to the workload's DLQ, which the stack cannot set on a queue it does not own."""
-    policy = {
-        "deadLetterTargetArn": cloud.outputs[f"{INVOICES}DeadLetterQueueArn"],
-        "maxReceiveCount": FAST["MaxReceiveCount"],
-    }
-    cloud.client("sqs").set_queue_attributes(
-        QueueUrl=existing.url,
-        Attributes={"VisibilityTimeout": str(NEEDED_VISIBILITY), "RedrivePolicy": json.dumps(policy)},
-    )
+    """What docs/workloads.md asks of a team once the stack is deployed (the test kit's way)."""
+    assert cloud.outputs[f"{INVOICES}QueueArn"].endswith(f":{existing.name}")
+    configure_existing_queue(cloud.client, cloud.outputs, INVOICES)
+    attributes = cloud.client("sqs").get_queue_attributes(QueueUrl=existing.url, AttributeNames=["All"])
+    assert attributes["Attributes"]["VisibilityTimeout"] == str(NEEDED_VISIBILITY)
 
 
 def alarms_in_alarm(cloud: LocalCloud, workload: str) -> set[str]:
@@ -159,7 +155,8 @@ def test_each_workloads_failures_go_through_its_own_dlq_and_redrive_back_to_its_
     # started by its workload's DLQ alarm alone (no backstop run empties a DLQ before the alarm sees it);
     # with the Lambda redriver every backoff (3-4 s) beyond the direct-send threshold (2 s): the created
     # queue's through the delay pipeline, the existing queue's (not in ExtraDelayTargetArns) cut to 2 s
-    longer = {"DirectSendThresholdSeconds": "2", "RedriveFloorSeconds": "3"} if mode == "lambda" else {}
+    longer = {"DirectSendThresholdSeconds": "2", "DelayBucketSeconds": "1", "RedriveFloorSeconds": "3"}
+    longer = longer if mode == "lambda" else {}
     cloud, existing = start(tmp_path, RedriveMode=mode, RedriveBackstopRate="rate(1 hour)", **longer)
     try:
         fix_existing_queue(cloud, existing)

@@ -19,10 +19,16 @@ from sluice_local.testing.direct import (
 )
 from sluice_local.testing.events import QUEUE_ARN, lambda_context, sqs_event, sqs_record
 from sluice_local.testing.project import with_workloads
-from sluice_local.testing.stack import Outcome, RunningStack, port_is_closed, start_stack
+from sluice_local.testing.stack import (
+    Outcome,
+    RunningStack,
+    configure_existing_queue,
+    port_is_closed,
+    start_stack,
+)
 
 __all__ = [
     "QUEUE_ARN", "ConsumerWorld", "Delayed", "EffectLog", "Ended", "Outcome", "RunningStack",
-    "consumer_world", "lambda_context", "port_is_closed", "sluice_record", "sqs_event", "sqs_record",
-    "start_stack", "with_workloads",
+    "configure_existing_queue", "consumer_world", "lambda_context", "port_is_closed", "sluice_record",
+    "sqs_event", "sqs_record", "start_stack", "with_workloads",
 ]  # fmt: skip

@@ -5,7 +5,9 @@ root conftest.py, then ask for ``sluice_stack``.
 option (default: template.yaml beside pytest's rootdir) with the local runtime's fast settings,
 ``LogLevel=DEBUG`` (what :meth:`RunningStack.outcome` waits for) and the ``sluice_parameters`` ini
 lines (``Name=Value``) over them, with only the workloads the ``sluice_workloads`` ini lines name (all
-of workloads.yaml's when none), and stops it at the end, asserting it stopped cleanly.
+of workloads.yaml's when none), the queues the ``sluice_existing_queues`` lines name created before the
+deploy (``NAME`` or ``NAME:VISIBILITY``, for workloads with ``Queue: existing``), and stops it at the
+end, asserting it stopped cleanly.
 """
 
 from __future__ import annotations
@@ -26,6 +28,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("sluice_template", "the SAM template sluice_stack deploys", default="template.yaml")
     parser.addini(
         "sluice_parameters", "Name=Value parameter overrides for sluice_stack", type="linelist", default=[]
+    )
+    parser.addini(
+        "sluice_existing_queues",
+        "queues the account has before the deploy, NAME or NAME:VISIBILITY (for Queue: existing workloads)",
+        type="linelist",
+        default=[],
     )
     parser.addini(
         "sluice_workloads",
@@ -53,6 +61,7 @@ def sluice_stack(
         template=template,
         params=params,
         workloads=[str(name) for name in pytestconfig.getini("sluice_workloads")],
+        existing_queues=[str(queue) for queue in pytestconfig.getini("sluice_existing_queues")],
     )
     yield running
     code = running.stop()

@@ -32,7 +32,7 @@ from sluice_local.app.observer import Stack, envelope_of
 from sluice_local.emulation.cloud import ROOT
 from sluice_local.testing.project import with_workloads
 
-__all__ = ["Outcome", "RunningStack", "port_is_closed", "start_stack"]
+__all__ = ["Outcome", "RunningStack", "configure_existing_queue", "port_is_closed", "start_stack"]
 
 Kind = Literal["processed", "duplicate", "poison", "dead-lettered"]
 POLL_SECONDS = 0.2
@@ -73,6 +73,11 @@ class RunningStack:
                 else f"the stack runs no workload {workload!r} (it runs {', '.join(names) or 'none'})"
             )
         return self.stack.outputs[f"{workload}QueueUrl"]
+
+    def configure_existing_queue(self, workload: str) -> None:
+        """Set on ``workload``'s existing queue what docs/workloads.md asks of a team after the first
+        deploy (:func:`configure_existing_queue`)."""
+        configure_existing_queue(self.stack.client, self.stack.outputs, workload)
 
     def send(
         self,
@@ -158,11 +163,14 @@ def start_stack(
     database_url: str | None = None,
     project: Path = ROOT,
     workloads: Sequence[str] = (),
+    existing_queues: Sequence[str] = (),
     timeout: float = 180,  # a deadline, not a wait
 ) -> RunningStack:
     """Deploy ``template`` (default: ``project``/template.yaml) with the local runtime's fast settings
     and ``params`` over them, in its own process; returns once its endpoint answers. ``workloads``:
-    only these of its workloads (a copy of the project whose workloads.yaml lists them)."""
+    only these of its workloads (a copy of the project whose workloads.yaml lists them);
+    ``existing_queues``: queues the account has before the deploy, ``NAME`` or ``NAME:VISIBILITY``
+    (``up --existing-queue``), for workloads with ``Queue: existing``."""
     if workloads:
         template = with_workloads(template or project / "template.yaml", workloads, workdir / "project")
     ready = workdir / f"{stack_name}.ready.json"
@@ -178,6 +186,8 @@ def start_stack(
         cmd += ["--param", f"{key}={value}"]
     if database_url is not None:
         cmd += ["--database-url", database_url]
+    for queue in existing_queues:
+        cmd += ["--existing-queue", queue]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SLUICE_", "MOTO_"))}
     with output.open("wb") as sink:
         process = subprocess.Popen(cmd, cwd=project, env=env, stdout=sink, stderr=subprocess.STDOUT)
@@ -207,3 +217,25 @@ def port_is_closed(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.5)
         return sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+def configure_existing_queue(client: Callable[[str], Any], outputs: dict[str, str], workload: str) -> None:
+    """What docs/workloads.md asks of a team once the stack is deployed, on a workload's ``Queue:
+    existing``, which the stack cannot set on a queue it does not own: the visibility timeout and the
+    ``maxReceiveCount`` its consumer needs (read from the deployed consumer's own settings) and a
+    redrive policy to the workload's dead-letter queue. ``client`` makes a boto3 client of the stack's
+    endpoint; ``outputs``: the stack's."""
+    function = outputs[f"{workload}ConsumerFunctionName"]
+    config = client("lambda").get_function_configuration(FunctionName=function)
+    variables = config.get("Environment", {}).get("Variables", {})
+    policy = {
+        "deadLetterTargetArn": outputs[f"{workload}DeadLetterQueueArn"],
+        "maxReceiveCount": int(variables.get("SLUICE_MAX_RECEIVE_COUNT", "5")),
+    }
+    client("sqs").set_queue_attributes(
+        QueueUrl=outputs[f"{workload}QueueUrl"],
+        Attributes={
+            "VisibilityTimeout": str(variables["SLUICE_VISIBILITY_TIMEOUT_SECONDS"]),
+            "RedrivePolicy": json.dumps(policy),
+        },
+    )
