@@ -11,8 +11,9 @@ job store's, is linted where it exists; each one at least once). A nested templa
 parameter on one line (``Name: {Type: String}``), which the copy extends.
 
 The workloads' template is linted a second time with a workload that sets every consumer setting of
-its own (``security_scan.EVERY_WORKLOAD_SETTING``, which checkov scans too): the properties and the
-network policy only such a block creates are linted as well.
+its own and consumes an existing queue (``security_scan.EVERY_WORKLOAD_SETTING``, which checkov scans
+too): the properties, the network policy and the existing-queue branch only such a block creates are
+linted as well.
 
 Run with the project's virtualenv: ``make validate``.
 """

@@ -10,7 +10,8 @@ template: it skips their resources without a word. Each variant is therefore exp
 project's virtualenv (``python -m sluice_local.emulation.language_extensions``, SAM CLI's own
 expansion), with each nested template's resources expanded into it for the values the root passes,
 and checkov scans that one template; a loop left in it fails the scan. The every-option variant adds a
-workload that sets every consumer setting of its own (``EVERY_WORKLOAD_SETTING``).
+workload that sets every consumer setting of its own and consumes an existing queue
+(``EVERY_WORKLOAD_SETTING``): the branch of the loop a ``Queue: existing`` block takes is scanned too.
 
 Run with the checkov virtualenv's Python (standard library only): ``make security``.
 """
@@ -47,6 +48,8 @@ VARIANTS: dict[str, dict[str, str]] = {
 # the resources only such a block creates (its VPC's network policy, ...) are scanned too.
 EVERY_WORKLOAD_SETTING = f"""    Scanned:
       Code: examples/orders/
+      Queue: existing
+      QueueArn: arn:aws:sqs:us-east-1:{ACCOUNT}:a-queue-made-before-sluice
       ReservedConcurrency: "5"
       SubnetIds: subnet-0123456789abcdef0,subnet-0fedcba9876543210
       SecurityGroupIds: sg-0123456789abcdef0

@@ -149,7 +149,7 @@ def alarms_in_alarm(cloud: LocalCloud, workload: str) -> set[str]:
 
 @pytest.mark.parametrize("mode", ["lambda", "stepfunctions"])
 def test_each_workloads_failures_go_through_its_own_dlq_and_redrive_back_to_its_own_queue(
-    tmp_path, mode
+    tmp_path, mode, caplog
 ) -> None:
     # Given three workloads, the existing queue set up as the docs say, in this RedriveMode, each redrive
     # started by its workload's DLQ alarm alone (no backstop run empties a DLQ before the alarm sees it);
@@ -202,6 +202,13 @@ def test_each_workloads_failures_go_through_its_own_dlq_and_redrive_back_to_its_
             "both failing workloads' dlq-depth alarms in ALARM",
         )
         assert alarms_in_alarm(cloud, ORDERS) == set()
+        if mode == "lambda":  # the created queue's backoffs went through the delay pipeline, the other's not
+            redriven = [r for r in caplog.records if r.getMessage() == "message re-driven"]
+            reasons = {(r.name, str(getattr(r, "reason", ""))) for r in redriven}
+            assert any("delay pipeline" in why for name, why in reasons if name.endswith(REFUNDS)), reasons
+            cut = [why for name, why in reasons if name.endswith(INVOICES)]
+            assert cut, reasons
+            assert all("ExtraDelayTargetArns" in why for why in cut), cut
         charged = cloud.client("dynamodb").scan(TableName=outputs["LedgerTableName"])["Items"]
         assert {item["effect_key"]["S"] for item in charged} >= {"o-7#charge", "o-7#notify"}
     finally:

@@ -353,7 +353,9 @@ class Redriver:
             report_.delayed += 1
         else:
             report_.redriven += 1
-        self._log.info("message re-driven", extra={EVENT: LogEvent.MESSAGE_REDRIVEN, **extra})
+        self._log.info(
+            "message re-driven", extra={EVENT: LogEvent.MESSAGE_REDRIVEN, **extra, "reason": d.reason[:512]}
+        )
 
     def _delete(self, decisions: list[Decision], report_: RedriveReport) -> None:
         for start in range(0, len(decisions), MAX_BATCH_ENTRIES):
