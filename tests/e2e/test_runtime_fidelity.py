@@ -22,7 +22,7 @@ import pytest
 
 from sluice_local.app.jobstore import release_connections
 from sluice_local.emulation.functions import FunctionError, FunctionHost, FunctionSpec
-from sluice_local.emulation.pollers import MappingSpec, SqsPoller
+from sluice_local.emulation.pollers import IDLE_POLLS_BEFORE_LONG, MappingSpec, SqsPoller
 
 HANDLERS = """
 import time
@@ -289,6 +289,45 @@ def test_deletes_sqs_refuses_are_logged_and_counted():
     assert len(refused) == 1
     assert "m-1" in refused[0]
     assert "ReceiptHandleIsInvalid" in refused[0]
+
+
+def test_an_idle_queue_holding_nothing_is_not_polled_until_a_message_is_added():
+    # Given a poller whose queue has been empty long enough to be long-polled, and holds nothing at all
+    sqs = _Sqs([], refuse=set())
+    receives: list[dict[str, Any]] = []
+    receive = sqs.receive_message
+
+    def counted(**kwargs: Any) -> dict[str, Any]:
+        receives.append(kwargs)
+        return receive(**kwargs)
+
+    sqs.receive_message = counted  # type: ignore[method-assign]
+    holds = [False]
+    poller = SqsPoller(
+        sqs,
+        MappingSpec(
+            uuid="u-2",
+            queue_arn="arn:aws:sqs:us-east-1:123456789012:work",
+            queue_url="https://sqs.local/work",
+            function=_Function({}),  # type: ignore[arg-type]
+            batch_size=10,
+            window=0,
+            max_concurrency=1,
+            report_failures=True,
+        ),
+        quiet=lambda timeout: holds[0],
+    )
+    poller._idle.polls = IDLE_POLLS_BEFORE_LONG
+    # When it polls while the queue holds nothing: no receive is sent
+    for _ in range(5):
+        poller._poll_once()
+    assert receives == []
+    # And once a message is there, it is received with a long poll, as before
+    holds[0] = True
+    sqs.messages = [{"MessageId": "m-1", "ReceiptHandle": "rh-1", "Body": "{}"}]
+    poller._poll_once()
+    assert [r["WaitTimeSeconds"] for r in receives] == [1]
+    assert sqs.deleted == ["rh-1"]
 
 
 # --- 4. batchItemFailures as the event source mapping reads it -------------------------------------

@@ -11,6 +11,7 @@ policies all come from the template, so a wiring mistake there fails here as it 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -341,9 +342,12 @@ class LocalCloud:
                 max_concurrency=int((mapping.get("ScalingConfig") or {}).get("MaximumConcurrency") or 2),
                 report_failures="ReportBatchItemFailures" in (mapping.get("FunctionResponseTypes") or []),
             )
+            account, queue_name = spec.queue_arn.split(":")[4:6]
             poller = SqsPoller(
-                endpoint_client("sqs", self.endpoint, self.region), spec
-            )  # own connection pool
+                endpoint_client("sqs", self.endpoint, self.region),  # own connection pool
+                spec,
+                quiet=functools.partial(moto_adapter.wait_while_empty, account, self.region, queue_name),
+            )
             poller.start()
             self.pollers.append(poller)
 

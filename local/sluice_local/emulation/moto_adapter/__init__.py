@@ -58,6 +58,7 @@ from sluice_local.emulation.moto_adapter.backends import (
     queue_metric,
     reset,
     start_server,
+    wait_while_empty,
 )  # fmt: skip
 from sluice_local.emulation.moto_adapter.cfn_secrets import install_cloudformation_secrets
 from sluice_local.emulation.moto_adapter.dead_letter import DEAD_LETTER_SOURCE, install_dead_letter_sources
@@ -83,5 +84,5 @@ __all__ = [
     "install_event_delivery", "install_execution_names", "install_invoke", "install_module_list_once",
     "install_sqs_locks", "install_sqs_rules",
     "installed_version", "metric_data_since", "problems", "queue_metric", "reset", "start_server",
-    "wire_attributes",
+    "wait_while_empty", "wire_attributes",
 ]  # fmt: skip
