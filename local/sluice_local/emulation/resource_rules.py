@@ -212,7 +212,7 @@ def resolve_text(value: Any, values: Mapping[str, Any]) -> str | None:
     return None if found is _UNKNOWN else str(found)
 
 
-def _resolve(value: Any, values: Mapping[str, Any]) -> Any:
+def _resolve(value: Any, values: Mapping[str, Any]) -> Any:  # noqa: PLR0911 - one per function
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, (str, int, float)):
