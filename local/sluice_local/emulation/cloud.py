@@ -30,6 +30,7 @@ from sluice_local.emulation.functions import FunctionHost, Handler
 from sluice_local.emulation.language_extensions import LanguageExtensionError, MappingError
 from sluice_local.emulation.nested import publish_outputs
 from sluice_local.emulation.pollers import MappingSpec, SqsPoller
+from sluice_local.emulation.resource_rules import resource_problems
 from sluice_local.emulation.template import (
     ARTIFACT_BUCKET,
     ParameterError,
@@ -258,6 +259,12 @@ class LocalCloud:
         except (LanguageExtensionError, MappingError) as exc:  # the transform fails: nothing is created
             raise DeployError(f"Transform failed: {exc}") from exc
         self.translated = translated
+        # names and batching AWS refuses and moto accepts: the stack would fail there (CREATE_FAILED)
+        refused = resource_problems(
+            {**translated.template["Resources"], **translated.emulated}, self._parameter_values()
+        )
+        if refused:
+            raise DeployError(f"stack {self.stack_name} would fail in AWS: " + "; ".join(refused))
         s3 = self.client("s3")
         s3.create_bucket(Bucket=ARTIFACT_BUCKET)
         for key, blob in artifacts.items():

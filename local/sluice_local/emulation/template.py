@@ -36,6 +36,7 @@ from samtranslator.yaml_helper import yaml_parse
 from sluice_local.emulation import language_extensions, nested
 from sluice_local.emulation.conditions import evaluate_conditions, resolve_if
 from sluice_local.emulation.language_extensions import resolve_find_in_map
+from sluice_local.emulation.template_rules import rule_problems
 
 ARTIFACT_BUCKET = "sluice-local-artifacts"
 EMULATED_TYPES = ("AWS::CloudWatch::Alarm", "AWS::Scheduler::Schedule", "AWS::SNS::Subscription")
@@ -171,6 +172,7 @@ def _translate(
     sam = yaml_parse(template_path.read_text())
     sam = copy.deepcopy(sam)
     problems = parameter_problems(sam.get("Parameters", {}), parameters, deferred)
+    problems += rule_problems(sam, parameters, deferred)  # the Rules section, which moto ignores
     if problems:
         raise ParameterError("; ".join(problems))
     # Fn::ForEach and Fn::FindInMap (AWS::LanguageExtensions), before SAM's transform
