@@ -42,6 +42,21 @@ VARIANTS = (
     },
 )
 WORKLOADS = ROOT / "workloads.yaml"
+WORKLOAD_NAME = re.compile(r"[A-Z][A-Za-z0-9]{0,23}")
+"""docs/workloads.md, "Naming": the shared resources' names are lower case, so a workload's never collide."""
+
+
+def name_problems(text: str) -> list[str]:
+    """The workloads' list (the ``Fn::ForEach::Workload`` loop's) against the naming rule."""
+    listed = re.search(r"&workloads \[([^\]]*)\]", text)
+    if listed is None:
+        return ["workloads.yaml: no workloads' list (&workloads [...]) found"]
+    names = [name.strip() for name in listed[1].split(",") if name.strip()]
+    return [
+        f"workload name {name!r}: a capital letter, then letters and digits, 24 at most (docs/workloads.md)"
+        for name in names
+        if not WORKLOAD_NAME.fullmatch(name)
+    ]
 
 
 def with_defaults(text: str, values: dict[str, str]) -> str:
@@ -63,6 +78,10 @@ def with_every_workload_setting(text: str) -> str:
 
 
 def main() -> int:
+    named = name_problems(WORKLOADS.read_text(encoding="utf-8"))
+    if named:
+        print("\n".join(named), file=sys.stderr)
+        return 1
     cfn_lint = Path(sys.executable).with_name("cfn-lint")
     every = {app for app, _, _ in nested_sources(ROOT / "template.yaml", {}, every=True)}
     copies: dict[Path, str] = {}  # each copy -> what it is, for a failure's message

@@ -93,7 +93,7 @@ def test_given_the_documented_diff_then_it_adds_a_workload_with_everything_one_h
     # ... and the change is as small as the docs say: the lines of the diff, nothing more
     changed = [line for line in diff if line[:1] in "+-" and not line.startswith("@@")]
     assert len(after.split("\n")) - len(before.split("\n")) == sum(1 if c[0] == "+" else -1 for c in changed)
-    assert len(changed) <= 10  # its block, its name in the loop and in WorkloadList's Default
+    assert len(changed) <= 8
 
 
 def declared(tmp: Path, names: str) -> tuple[int, int]:

@@ -1,7 +1,6 @@
-"""A workload's name is checked by CloudFormation itself (workloads.yaml: the WorkloadList parameter's
-AllowedPattern, per value of its Default, which lists the Fn::ForEach::Workload loop's names), and by
-the local runtime, which applies parameter constraints and a template's Rules section as CloudFormation
-does (docs/workloads.md, "Naming"; docs/local.md)."""
+"""The local runtime applies a template's parameter constraints (an AllowedPattern to each value of a
+CommaDelimitedList) and its Rules section as CloudFormation does, before creating anything
+(docs/local.md); moto ignores both."""
 
 from __future__ import annotations
 
@@ -10,58 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from samtranslator.yaml_helper import yaml_parse
 
 from sluice_local.emulation.cloud import DeployError, LocalCloud
-from sluice_local.emulation.template import parameter_problems
 from sluice_local.emulation.template_rules import rule_problems
-from tests.conftest import ROOT
-
-WORKLOADS = (ROOT / "workloads.yaml").read_text()
-LOOP = "&workloads [Orders, Refunds]"
-DEFAULT = 'Default: "Orders,Refunds"'
-
-
-def _problems(text: str) -> list[str]:
-    """What CloudFormation refuses of workloads.yaml, the root passing the parameters it passes."""
-    template = yaml_parse(text)
-    passed = [name for name, spec in template["Parameters"].items() if "Default" not in spec]
-    return parameter_problems(template["Parameters"], {}, passed) + rule_problems(template, {}, passed)
-
-
-def test_given_the_project_workloads_when_checked_then_every_name_passes():
-    assert LOOP in WORKLOADS
-    assert DEFAULT in WORKLOADS
-    assert _problems(WORKLOADS) == []
-
-
-@pytest.mark.parametrize("name", ["poison", "flow", "jobs", "Has-Dash", "Has_Underscore", "A" * 25, "9Lives"])
-def test_given_a_workload_name_breaking_the_pattern_when_listed_then_cloudformation_refuses_it(name):
-    text = WORKLOADS.replace(LOOP, f"&workloads [Orders, {name}]").replace(
-        DEFAULT, f'Default: "Orders,{name}"'
-    )
-    [problem] = _problems(text)
-    assert problem.startswith(
-        "Parameter 'WorkloadList' failed to satisfy constraint: each workload name starts"
-    )
-
-
-def test_given_the_project_then_the_checked_list_names_the_workloads_the_loop_runs():
-    template = yaml_parse(WORKLOADS)
-    [_, loop, _] = template["Resources"]["Fn::ForEach::Workload"]
-    assert template["Parameters"]["WorkloadList"]["Default"].split(",") == loop
-
-
-@pytest.mark.parametrize("name", ["A", "Orders2", "A" + "b" * 23])
-def test_given_a_workload_name_within_the_pattern_when_listed_then_it_passes(name):
-    text = WORKLOADS.replace(LOOP, f"&workloads [{name}]").replace(DEFAULT, f'Default: "{name}"')
-    assert _problems(text) == []
 
 
 def _template(names: str, loop: list[str]) -> dict[str, Any]:
     return {
         "Parameters": {
-            "WorkloadList": {
+            "Names": {
                 "Type": "CommaDelimitedList",
                 "Default": names,
                 "AllowedPattern": "^[A-Z][A-Za-z0-9]{0,23}$",
@@ -71,7 +27,7 @@ def _template(names: str, loop: list[str]) -> dict[str, Any]:
             "Checked": {
                 "Assertions": [
                     {
-                        "Assert": {"Fn::EachMemberIn": [loop, {"Ref": "WorkloadList"}]},
+                        "Assert": {"Fn::EachMemberIn": [loop, {"Ref": "Names"}]},
                         "AssertDescription": "unlisted",
                     }
                 ]
@@ -87,7 +43,7 @@ def _template(names: str, loop: list[str]) -> dict[str, Any]:
         (
             "Orders,poison",
             ["Orders", "poison"],
-            "ValidationError: Parameter 'WorkloadList' failed to satisfy constraint",
+            "ValidationError: Parameter 'Names' failed to satisfy constraint",
         ),
         ("Orders", ["Orders", "poison"], "ValidationError: Rule 'Checked': unlisted"),
     ],
