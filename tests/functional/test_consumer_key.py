@@ -180,3 +180,26 @@ def test_given_no_key_path_when_a_keyless_body_is_consumed_then_message_identity
     assert missing_lines(log) == []
     assert metrics.values[MISSING] == 0
     assert drain(aws.sqs, aws.poison_url) == []
+
+
+def test_given_a_record_with_a_side_effect_then_every_key_stored_starts_with_the_functions_name(
+    aws, metrics, session, context
+):
+    # The consumer role's IdempotencyRecords statement reaches "<consumer function name>.*" only
+    # (workloads.yaml; tests/unit/test_template.py): every item the consumer writes must be under it
+    def charge(record: SluiceRecord) -> None:
+        record.once("charge", lambda: {"charged": True})
+
+    consumer = Consumer.from_env(
+        charge,
+        logger=Logger(service="sluice-test-keys"),
+        metrics_sink=metrics,
+        environ=aws.env(),
+        session=session,
+    )
+    aws.send({"order_id": "o-9"})
+    consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context)
+    ids = [item["id"]["S"] for item in aws.dynamodb.scan(TableName=aws.table)["Items"]]
+    function = aws.env()["AWS_LAMBDA_FUNCTION_NAME"]
+    assert len(ids) == 2  # the record's and its effect's
+    assert all(i.startswith(f"{function}.") for i in ids), ids

@@ -1056,3 +1056,14 @@ def test_given_each_workloads_redrive_roles_then_they_reach_only_its_own_breaker
             for statement in on_table:
                 condition = statement.get("Condition", {}).get("ForAllValues:StringEquals", {})
                 assert condition == {"dynamodb:LeadingKeys": [name]}, (f"{name}{role}", statement)
+
+
+def test_given_each_workloads_consumer_then_it_reaches_only_its_own_idempotency_records(raw: Template) -> None:
+    # Every key a consumer writes starts with its function's name and a dot (sluice.consumer.idempotency;
+    # tests/functional/test_consumer_key.py): its role reaches those items only
+    for name in workload_names():
+        function = _properties(raw, f"{name}ConsumerFunction")["FunctionName"]
+        statements = _properties(raw, f"{name}ConsumerRole")["Policies"][0]["PolicyDocument"]["Statement"]
+        [records] = [s for s in statements if s.get("Sid") == "IdempotencyRecords"]
+        leading = {"Fn::Sub": function["Fn::Sub"] + ".*"}
+        assert records["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [leading]}}
