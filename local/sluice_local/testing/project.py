@@ -44,12 +44,13 @@ def with_workloads(template: Path, names: Sequence[str], into: Path) -> Path:
     return copy_project(template, into, workloads=listed)
 
 
-def _listed(text: str) -> list[str]:
-    match = _LIST.search(text)
-    if not match or not _MAPPING.search(text):
+def _listed(text: str) -> tuple[list[str], re.Match[str]]:
+    """The workloads ``text`` lists, and its Workloads mapping's match (group 1: the blocks)."""
+    match, mapping = _LIST.search(text), _MAPPING.search(text)
+    if not match or not mapping:
         raise ValueError(f"{WORKLOADS_FILE}: no `Workloads:` mapping or `Fn::ForEach::Workload` list")
     inside = match[0][match[0].rindex("[") + 1 : -1]
-    return [name.strip() for name in inside.split(",") if name.strip()]
+    return [name.strip() for name in inside.split(",") if name.strip()], mapping
 
 
 def _relisted(text: str, names: Sequence[str]) -> str:
@@ -60,10 +61,8 @@ def add_workloads(text: str, blocks: Mapping[str, str]) -> str:
     """workloads.yaml's ``text`` with each workload of ``blocks`` (name: its block's lines, indented six
     spaces, as docs/workloads.md writes them) added where it has none: its block at the end of the
     Workloads mapping, its name at the end of the list. One it has already is left as it is."""
-    names = _listed(text)
+    names, mapping = _listed(text)
     new = {name: block for name, block in blocks.items() if name not in names}
-    mapping = _MAPPING.search(text)
-    assert mapping is not None  # _listed checked it
     core = mapping[1].rstrip() + "\n" if mapping[1].strip() else ""
     added = "".join(
         f"    {name}:\n{block.rstrip()}\n"
@@ -78,9 +77,7 @@ def examples_only(text: str, extra: Mapping[str, str] | None = None) -> str:
     """workloads.yaml's ``text`` running the examples alone (:data:`EXAMPLES`) and ``extra``'s workloads:
     its Workloads mapping and list replaced, every other line kept. What a test of the examples'
     behaviour deploys, so that a team's own workloads, added or removed, leave it as sluice ships it."""
-    _listed(text)
-    mapping = _MAPPING.search(text)
-    assert mapping is not None
+    _, mapping = _listed(text)
     blocks = {**EXAMPLES, **(extra or {})}
     body = "".join(f"    {name}:\n{block.rstrip()}\n" for name, block in blocks.items())
     core = mapping[1].rstrip() + "\n" if mapping[1].strip() else ""
