@@ -205,7 +205,12 @@ def expected_alarms(template: Template) -> dict[str, tuple[str, str, str, Any, s
 def test_given_each_mode_then_every_alarm_watches_its_metric_at_its_threshold_and_notifies_its_topic(
     parameters: dict[str, str],
 ) -> None:
-    template = resolved(parameters)
+    check_alarms(resolved(parameters))
+
+
+def check_alarms(template: Template) -> None:
+    """Every alarm of the resolved ``template`` is an expected one, watching its metric at its threshold
+    and notifying its topic, and none is missing (tests/unit/test_fork_workloads.py runs it on a fork)."""
     alarms = of_type(template, "AWS::CloudWatch::Alarm")
     expected = expected_alarms(template)
 
