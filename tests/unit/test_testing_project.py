@@ -42,8 +42,9 @@ def test_given_the_project_when_one_workload_is_chosen_then_the_copy_lists_it_al
 
 
 def test_given_a_workload_without_a_block_then_the_copy_is_refused_naming_it(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="Shipments"):
-        with_workloads(ROOT / "template.yaml", ["Orders", "Shipments"], tmp_path / "copy")
+    first = listed((ROOT / "workloads.yaml").read_text(encoding="utf-8"))[0]
+    with pytest.raises(ValueError, match="NoSuchWorkload"):  # a name no fork's workloads.yaml has
+        with_workloads(ROOT / "template.yaml", [first, "NoSuchWorkload"], tmp_path / "copy")
     assert not (tmp_path / "copy").exists()
 
 
