@@ -1,4 +1,6 @@
-"""e2e fixtures: the real template.yaml deployed into embedded AWS, running as its own process.
+"""e2e fixtures: the real template.yaml deployed into embedded AWS, running as its own process, with
+the examples' workloads as sluice ships them (the e2e tests are about them: a fork's own workloads,
+added or removed, change nothing here; ``with_examples``).
 
 One stack serves the whole test run (session scope), with the default ``RedriveMode=lambda``; a second
 one, with ``RedriveMode=stepfunctions``, is started for the redrive tests that need it. Each runs in a
@@ -24,6 +26,7 @@ from sluice_local.app.messages import ORDERS
 from sluice_local.app.observer import Stack
 from sluice_local.emulation.endpoint import endpoint_client
 from sluice_local.testing import RunningStack, port_is_closed, start_stack
+from sluice_local.testing.project import with_examples
 
 ROOT = Path(__file__).resolve().parents[2]
 LAMBDA_ENDPOINT_VARIABLE = "SLUICE_LAMBDA_ENDPOINT"
@@ -36,9 +39,16 @@ def _session_stack(
     database_url: str | None = None,
     workloads: tuple[str, ...] = (),
 ) -> Iterator[RunningStack]:
-    """Start a stack for the session; on teardown it must stop cleanly and free its port."""
+    """Start a stack of the examples (``workloads``: only these of them) for the session; on teardown it
+    must stop cleanly and free its port."""
+    examples = with_examples(ROOT / "template.yaml", factory.mktemp(f"{name}-examples") / "project")
     running = start_stack(
-        factory.mktemp(name), stack_name=name, params=params, database_url=database_url, workloads=workloads
+        factory.mktemp(name),
+        stack_name=name,
+        template=examples,
+        params=params,
+        database_url=database_url,
+        workloads=workloads,
     )
     yield running
     code = running.stop()

@@ -35,6 +35,7 @@ from pathlib import Path
 import pytest
 
 from sluice_local.emulation.cloud import ROOT
+from sluice_local.testing.project import WORKLOADS_FILE, examples_only
 
 DOC = ROOT / "docs" / "adopt.md"
 PORT = "4566"
@@ -101,13 +102,21 @@ def free_port() -> int:
 def project_copy(into: Path) -> Path:
     """What ``git clone`` gives the team, made of this working tree: the files the steps change are
     copies, the local runtime too (it finds the project by its own path), the rest links; the
-    virtualenv is this one, installed (``make venv`` has nothing to do)."""
+    virtualenv is this one, installed (``make venv`` has nothing to do). Its workloads.yaml runs the
+    examples alone, as sluice ships it, and the folders the page writes are not there: a fork's own
+    workloads (docs/workloads.md) change neither what the page's diff applies to nor the line counts
+    it shows, and the page never writes into a fork's own folders."""
     into.mkdir()
     for name in COPIED:
         shutil.copy2(ROOT / name, into / name)
+    shipped = examples_only((ROOT / WORKLOADS_FILE).read_text(encoding="utf-8"))
+    (into / WORKLOADS_FILE).write_text(shipped, encoding="utf-8")
     shutil.copytree(ROOT / "local", into / "local", ignore=shutil.ignore_patterns("__pycache__"))
+    written = {
+        Path(b.info["file"]).parts[0] for b in blocks(DOC.read_text(encoding="utf-8")) if "file" in b.info
+    }
     for entry in ROOT.iterdir():
-        if entry.name not in (*COPIED, *UNCLONED, "local"):
+        if entry.name not in (*COPIED, *UNCLONED, "local", *written):
             (into / entry.name).symlink_to(entry)
     venv = into / ".venv"
     venv.mkdir()

@@ -64,7 +64,7 @@ def test_a_rehydrator_crash_part_way_through_an_object_delivers_the_rest_exactly
         "DelaySweepRate": "rate(1 hour)",
         "ExtraDelayTargetArns": target_arn,
     }
-    with local_cloud(params, stack_name="sluice-crash") as cloud:
+    with local_cloud(params, stack_name="sluice-crash", examples=True) as cloud:
         sqs = cloud.client("sqs")
         target = sqs.create_queue(QueueName="crash-target")["QueueUrl"]
         # Make the rehydrator's SQS refuse the 'flaky' entry 4 times (4 tries per invocation inside

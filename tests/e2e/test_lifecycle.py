@@ -44,7 +44,7 @@ def test_start_and_stop_leave_nothing_behind():
     }
     patched_before = patched_attributes()
 
-    with local_cloud({"MaximumConcurrency": "2"}, stack_name="sluice-lifecycle") as cloud:
+    with local_cloud({"MaximumConcurrency": "2"}, stack_name="sluice-lifecycle", examples=True) as cloud:
         port = cloud.endpoint.rsplit(":", 1)[1]
         assert not port_is_closed(int(port))
         assert cloud.pollers
@@ -66,8 +66,10 @@ def test_start_and_stop_leave_nothing_behind():
 def test_stopping_the_first_of_two_stacks_in_one_account_stops_both_and_leaves_nothing_behind():
     threads_before = {t.ident for t in threading.enumerate()}
     patched_before = patched_attributes()
-    first = local_cloud({"MaximumConcurrency": "2"}, stack_name="sluice-first").start()
-    second = local_cloud({"MaximumConcurrency": "2"}, stack_name="sluice-second", beside=first).start()
+    first = local_cloud({"MaximumConcurrency": "2"}, stack_name="sluice-first", examples=True).start()
+    second = local_cloud(
+        {"MaximumConcurrency": "2"}, stack_name="sluice-second", beside=first, examples=True
+    ).start()
     port = int(first.endpoint.rsplit(":", 1)[1])
     assert second.endpoint == first.endpoint
     assert second.pollers

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from sluice_local.emulation.cloud import ROOT
-from sluice_local.testing.project import copy_project
+from sluice_local.testing.project import copy_project, examples_only
 
 CONFTEST = 'pytest_plugins = ["sluice_local.testing.plugin"]\n'
 INI = """\
@@ -62,7 +62,8 @@ def test_given_a_teams_own_test_session_when_it_uses_the_kit_then_its_outcomes_a
     # Given a clone of sluice (its pyproject.toml holds sluice's own pytest settings) where a team keeps its
     # tests in a folder of their own, as docs/testing.md says: the plugin in its conftest, the template
     # (relative to the folder), its workload and a parameter in its pytest.ini, tests using sluice_stack
-    project = copy_project(ROOT / "template.yaml", tmp_path / "clone").parent
+    shipped = examples_only((ROOT / "workloads.yaml").read_text(encoding="utf-8"))  # a clone of sluice
+    project = copy_project(ROOT / "template.yaml", tmp_path / "clone", workloads=shipped).parent
     tests = project / "team" / "orders" / "tests"
     tests.mkdir(parents=True)
     (tests / "conftest.py").write_text(CONFTEST)

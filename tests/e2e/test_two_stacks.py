@@ -43,8 +43,8 @@ def test_a_failure_storm_in_one_stack_moves_no_alarm_of_the_other_in_the_same_ac
     # Given two stacks of the same template in one embedded account and region
     suffix = uuid.uuid4().hex[:6]
     with (
-        local_cloud(FAST, stack_name=f"storm-{suffix}") as storm,
-        local_cloud(FAST, stack_name=f"calm-{suffix}", beside=storm) as calm,
+        local_cloud(FAST, stack_name=f"storm-{suffix}", examples=True) as storm,
+        local_cloud(FAST, stack_name=f"calm-{suffix}", beside=storm, examples=True) as calm,
     ):
         assert calm.endpoint == storm.endpoint  # one embedded AWS
         assert storm.alarms is not None

@@ -9,8 +9,10 @@ import signal
 import time
 from pathlib import Path
 
+from sluice_local.emulation.cloud import ROOT
 from sluice_local.emulation.endpoint import endpoint_client
 from sluice_local.testing import start_stack
+from sluice_local.testing.project import with_examples
 
 TEMPLATE = """\
 AWSTemplateFormatVersion: "2010-09-09"
@@ -72,7 +74,8 @@ def test_given_a_running_stack_when_a_module_of_its_function_changes_then_the_ne
 
 def test_given_a_running_stack_when_sigterms_land_back_to_back_then_it_stops(tmp_path: Path) -> None:
     # Given `up` running (as `make up` is stopped: SIGTERM to its process group, and make forwards one)
-    running = start_stack(tmp_path, stack_name="sluice-signals", workloads=("Orders",))
+    examples = with_examples(ROOT / "template.yaml", tmp_path / "examples")  # whatever a fork lists
+    running = start_stack(tmp_path, stack_name="sluice-signals", template=examples, workloads=("Orders",))
     # When they arrive back to back, many of them (up's handlers once took the stop Event's lock, and
     # one landing inside another deadlocked: seen in test_adopt_doc's stop; this does not force that
     # interleaving, it checks that a burst of them stops it)

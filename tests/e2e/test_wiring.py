@@ -7,7 +7,7 @@ from pathlib import Path
 from sluice_local.app import observer
 from sluice_local.demo.scenarios import consumer, runner
 from sluice_local.testing import port_is_closed, start_stack
-from sluice_local.testing.project import copy_project
+from sluice_local.testing.project import copy_project, examples_only
 
 from .conftest import ROOT
 
@@ -15,7 +15,7 @@ from .conftest import ROOT
 def miswired_template(tmp: Path) -> Path:
     """A copy of the project whose workloads' consumers send poison pills to their dead-letter queue."""
     copy_project(ROOT / "template.yaml", tmp)
-    text = (ROOT / "workloads.yaml").read_text()
+    text = examples_only((ROOT / "workloads.yaml").read_text())  # the examples, whatever a fork lists
     wrong = text.replace(  # in the workloads' loop: each workload's functions, its own DLQ
         "              SLUICE_POISON_QUEUE_URL: !Ref PoisonPillQueue",
         '              SLUICE_POISON_QUEUE_URL: {Ref: !Sub "${Name}DeadLetterQueue"}',

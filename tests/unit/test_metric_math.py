@@ -2,19 +2,25 @@
 
 moto and the local runtime never evaluate an alarm built from an expression, so these run the template's
 own expressions, thresholds and evaluation periods (with the parameters' defaults) on series a person
-can check by hand: steady traffic, losses, a ramp, redeliveries, a backlog, the breaker.
+can check by hand: steady traffic, losses, a ramp, redeliveries, a backlog, the breaker. The template is
+a copy of the project that runs the example Orders whatever a fork lists (every workload's alarms come
+from one loop body: the tests read the example's), and a fork's own workloads beside it.
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
 import re
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sluice_local.emulation.metric_math import MetricMathError, alarm_state, evaluate
-from tests.unit.test_template import load_template, workload_names
+from tests.unit.test_template import load_template, project_with_examples, workload_names
 from tests.unit.test_template_operations import resolved
 
 DEFAULTS = {"RedriveMode": "stepfunctions"}  # the redrive state machine's alarm exists in this mode
@@ -25,7 +31,9 @@ def _template() -> tuple[dict[str, Any], dict[str, str]]:
     """The resolved template and the parameters' defaults (read once: it is slow to resolve)."""
     raw = load_template()
     defaults = {k: str(v.get("Default")) for k, v in raw["Parameters"].items() if "Default" in v}
-    return resolved(DEFAULTS), defaults
+    into = Path(tempfile.mkdtemp(prefix="sluice-metric-math-")) / "project"  # links and two small files
+    atexit.register(shutil.rmtree, into.parent, True)
+    return resolved(DEFAULTS, project_with_examples(into)), defaults
 
 
 def alarm(logical_id: str) -> dict[str, Any]:
@@ -220,7 +228,7 @@ def test_every_expression_in_the_template_is_one_the_evaluator_reads():
         for lid, r in template["Resources"].items()
         if r["Type"] == "AWS::CloudWatch::Alarm" and "Metrics" in (props := r["Properties"])
     }
-    workloads = workload_names()
+    workloads = workload_names(template)
     assert set(math) == {  # each workload's three (one loop body: the tests read the first one's)
         f"{name}{alarm_id}"
         for name in workloads

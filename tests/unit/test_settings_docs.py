@@ -209,11 +209,13 @@ def _column_problems(
 def table_problems(table: Table, text: str, template: Template) -> list[str]:
     """Every default ``table`` (in ``text``) states that its model or the template does not have."""
 
-    workloads = workload_names()
+    workloads = workload_names(template)
 
     def resource(cell: Any) -> bool:  # a resource of the template's, or each workload's (<Workload>X)
         names = [str(cell).replace("<Workload>", w) for w in workloads]
-        return all(n in template["Resources"] for n in names)
+        # a workload's queue: the one it creates, or an existing one its event source reads (no resource)
+        resources = template["Resources"]
+        return all(n in resources or (n.endswith("Queue") and f"{n}Source" in resources) for n in names)
 
     def parameter(name: str, default: Any, where: str) -> list[str]:
         if resource(default):

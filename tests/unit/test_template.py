@@ -5,6 +5,12 @@ contract tests run every rule on the real template; the mutation tests at the en
 template in one way each and assert the matching rule notices, so a rule cannot silently stop
 checking anything.
 
+The rules check every workload the project runs, created queue or existing, whatever a team's
+workloads.yaml lists; a rule about the one loop body every workload's resources come from checks it on
+the example Orders, which the checked copy of the project always runs (the examples' blocks added to a
+team's own, :func:`project_with_examples`). A fork's own workloads are checked too: a copy with one
+created and one existing queue added as docs/workloads.md says (tests/unit/test_fork_workloads.py).
+
 The translation is done like ``sam validate``: local ``CodeUri``/``ContentUri`` become a dummy S3 URI,
 then samtranslator's ``Translator`` runs with the template's parameter defaults, a boto3 session for
 the region and a stub managed-policy loader (SAM's bundled map covers the policies it adds itself).
@@ -31,6 +37,7 @@ from sluice.limits import MAX_VISIBILITY_SECONDS
 from sluice.redrive.settings import RedriveSettings
 from sluice.settings import ENV_PREFIX
 from sluice_local.emulation.language_extensions import resolve_find_in_map, with_nested
+from sluice_local.testing.project import EXAMPLES, add_workloads, copy_project
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
@@ -40,7 +47,7 @@ REGION = "us-east-1"
 Template = dict[str, Any]
 Check = Callable[[Template, Template], list[str]]
 
-WORKLOAD = "Orders"  # every workload's resources come from one loop body: the first one's are checked
+WORKLOAD = "Orders"  # every workload's resources come from one loop body: the example's are checked
 WORK_QUEUE = f"{WORKLOAD}Queue"
 DEAD_LETTER_QUEUE = f"{WORKLOAD}DeadLetterQueue"
 CONSUMER = f"{WORKLOAD}ConsumerFunction"
@@ -92,18 +99,31 @@ ALLOWED_MANAGED_POLICIES: dict[str, str] = {
 # --- loading -----------------------------------------------------------------------------------
 
 
-def load_template() -> Template:
+def load_template(template: Path = TEMPLATE) -> Template:
     """The whole application as CloudFormation reads it after ``AWS::LanguageExtensions``: template.yaml
     with its nested applications' templates (workloads.yaml, ...) in it, their ``Fn::ForEach`` loops
     expanded for the parameters' defaults (the loops repeat resources; none depends on a parameter, so
-    every resource of every mode is here, each under its Condition)."""
-    return with_nested(TEMPLATE, {}, resolve_mappings=False)
+    every resource of every mode is here, each under its Condition). ``template``: a copy's."""
+    return with_nested(template, {}, resolve_mappings=False)
 
 
-def workload_names() -> list[str]:
-    """The workloads workloads.yaml runs: the list its ``Fn::ForEach::Workload`` loops over."""
-    raw = yaml_parse(WORKLOADS_TEMPLATE.read_text(encoding="utf-8"))
-    names = raw["Resources"]["Fn::ForEach::Workload"][1]
+def project_with_examples(into: Path, extra: dict[str, str] | None = None) -> Path:
+    """``into`` made a copy of the project running its own workloads, the examples (added when a team's
+    workloads.yaml left them out) and ``extra``'s (name: block, as docs/workloads.md writes one);
+    returns the copy's template."""
+    text = add_workloads(WORKLOADS_TEMPLATE.read_text(encoding="utf-8"), {**EXAMPLES, **(extra or {})})
+    return copy_project(TEMPLATE, into, workloads=text)
+
+
+def workload_names(raw: Template | None = None) -> list[str]:
+    """The workloads workloads.yaml runs: the list its ``Fn::ForEach::Workload`` loops over; of ``raw``
+    (a loaded template) the workloads it has a block and a consumer of."""
+    if raw is not None:
+        resources = raw.get("Resources", {})
+        blocks = raw.get("Mappings", {}).get("Workloads", {})
+        return [str(name) for name in blocks if f"{name}ConsumerFunction" in resources]
+    loaded = yaml_parse(WORKLOADS_TEMPLATE.read_text(encoding="utf-8"))
+    names = loaded["Resources"]["Fn::ForEach::Workload"][1]
     assert isinstance(names, list), "workloads.yaml's loop no longer lists its workloads"
     return [str(name) for name in names]
 
@@ -142,8 +162,8 @@ def translate(raw: Template) -> Template:
 
 
 @pytest.fixture(scope="module")
-def raw() -> Template:
-    return load_template()
+def raw(tmp_path_factory: pytest.TempPathFactory) -> Template:
+    return load_template(project_with_examples(tmp_path_factory.mktemp("project")))
 
 
 @pytest.fixture(scope="module")
@@ -542,6 +562,8 @@ def check_outputs(raw: Template, cfn: Template) -> list[str]:
     }
     for value in map(_default, values):
         text = value.get("Fn::Sub", "") if isinstance(value, dict) else ""
+        if not isinstance(text, str):  # an existing queue's URL: a Sub of its ARN's parts
+            continue
         prefix = "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:"
         if text.startswith(prefix) and text.removeprefix(prefix) in queue_names:
             values.append(_arn(queue_names[text.removeprefix(prefix)]))
@@ -728,7 +750,7 @@ def check_envelope_key_and_queue_policies(raw: Template, cfn: Template) -> list[
         }
         if len(denies) != 1 or allowed != set(senders):
             problems.append(f"{queue} must deny SendMessage to all but {senders}, got {sorted(allowed)}")
-    workloads = workload_names()
+    workloads = workload_names(raw)
     workload_roles = {f"{name}{role}" for name in workloads for role in SENDING_WORKLOAD_ROLES}
     for role in _of_type(raw, "AWS::IAM::Role"):  # the path admits exactly the workloads' senders
         on_path = _properties(raw, role).get("Path") == WORKLOAD_ROLE_PATH
@@ -1047,7 +1069,7 @@ def test_given_the_delay_queue_when_checked_then_its_visibility_covers_six_timeo
 
 def test_given_each_workloads_redrive_roles_then_they_reach_only_its_own_breaker_item(raw: Template) -> None:
     # The breaker table holds every workload's item: a workload's redrive may read and write its own
-    workloads = workload_names()
+    workloads = workload_names(raw)
     for name in workloads:
         for role in ("CircuitBreakerRole", "RedriverRole", "RedrivePlanRole"):
             statements = _properties(raw, f"{name}{role}")["Policies"][0]["PolicyDocument"]["Statement"]
@@ -1058,10 +1080,10 @@ def test_given_each_workloads_redrive_roles_then_they_reach_only_its_own_breaker
                 assert condition == {"dynamodb:LeadingKeys": [name]}, (f"{name}{role}", statement)
 
 
-def test_given_each_workloads_consumer_then_it_reaches_only_its_own_idempotency_records(raw: Template) -> None:
+def test_given_each_workloads_consumer_then_it_reaches_only_its_idempotency_records(raw: Template) -> None:
     # Every key a consumer writes starts with its function's name and a dot (sluice.consumer.idempotency;
     # tests/functional/test_consumer_key.py): its role reaches those items only
-    for name in workload_names():
+    for name in workload_names(raw):
         function = _properties(raw, f"{name}ConsumerFunction")["FunctionName"]
         statements = _properties(raw, f"{name}ConsumerRole")["Policies"][0]["PolicyDocument"]["Statement"]
         [records] = [s for s in statements if s.get("Sid") == "IdempotencyRecords"]

@@ -22,7 +22,7 @@ from sluice.errors import ConfigurationError
 from sluice.workload_environment import VARIABLE, parse
 from sluice_local.emulation.language_extensions import expand
 from sluice_local.emulation.template import translate
-from sluice_local.testing.project import copy_project
+from sluice_local.testing.project import copy_project, examples_only
 from tests.unit.test_workloads_doc import passed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,12 +50,11 @@ Template = dict[str, Any]
 
 
 def with_shipments(text: str, block: str = EVERY_SETTING) -> str:
-    """workloads.yaml's ``text`` with a third workload, Shipments, configured by ``block``."""
-    listed = text.replace("&workloads [Orders, Refunds]", "&workloads [Orders, Refunds, Shipments]", 1)
-    anchor = "  # The code folder of each function every workload runs"
-    assert listed != text, "workloads.yaml no longer lists its workloads the expected way"
-    assert anchor in listed, "workloads.yaml's shared code mapping moved"
-    return listed.replace(anchor, block + anchor, 1)
+    """workloads.yaml's ``text`` as sluice ships it (the examples alone, whatever a fork lists:
+    :func:`examples_only`) with a third workload, Shipments, configured by ``block``."""
+    name, _, settings = block.partition("\n")
+    assert name.strip() == "Shipments:", "the block configures Shipments"
+    return examples_only(text, {"Shipments": settings})
 
 
 def renamed(resource: Any) -> Any:
@@ -69,7 +68,7 @@ def expanded(text: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def before() -> dict[str, Any]:
-    return expanded(WORKLOADS.read_text(encoding="utf-8"))
+    return expanded(examples_only(WORKLOADS.read_text(encoding="utf-8")))
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
-"""docs/workloads.md's "Adding a workload" diff, applied to workloads.yaml as it is: the new workload gets
+"""docs/workloads.md's "Adding a workload" diff, applied to workloads.yaml as sluice ships it (the examples'
+blocks, whatever a team's fork lists: :func:`shipped`): the new workload gets
 every resource a workload has, with its own settings, and nothing else changes; the cap on workloads
 the docs state is CloudFormation's quotas divided by what one workload declares."""
 
@@ -12,12 +13,17 @@ from samtranslator.yaml_helper import yaml_parse
 
 from sluice_local.emulation.language_extensions import expand, nested_sources
 from sluice_local.emulation.template import translate
-from sluice_local.testing.project import copy_project
+from sluice_local.testing.project import copy_project, examples_only
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "workloads.md"
 TEMPLATE = ROOT / "template.yaml"
 WORKLOADS = ROOT / "workloads.yaml"
+
+
+def shipped() -> str:
+    """workloads.yaml running the examples alone, as sluice ships it (a fork's own workloads left out)."""
+    return examples_only(WORKLOADS.read_text(encoding="utf-8"))
 
 
 def documented_diff() -> list[str]:
@@ -58,7 +64,7 @@ def resources(text: str) -> dict[str, Any]:
 
 
 def test_given_the_documented_diff_then_it_adds_a_workload_with_everything_one_has_and_its_settings() -> None:
-    before = WORKLOADS.read_text(encoding="utf-8")
+    before = shipped()
     diff = documented_diff()
     # When the diff in the docs is applied to the template (config only: the folder is the code)
     after = apply(diff, before)
@@ -100,7 +106,7 @@ def declared(tmp: Path, names: str) -> tuple[int, int]:
     """(resources, outputs) the workloads' nested stack declares with the workloads ``names`` (a YAML
     list), after SAM's transform, every RedriveMode's: CloudFormation counts a conditional one too."""
     copy_project(ROOT / "template.yaml", tmp)
-    text = WORKLOADS.read_text(encoding="utf-8")
+    text = shipped()
     assert "&workloads [" in text, "workloads.yaml no longer lists its workloads the expected way"
     listed = re.sub(r"&workloads \[[^\]]*\]", f"&workloads {names}", text, count=1)
     (tmp / "workloads.yaml").write_text(listed, encoding="utf-8")

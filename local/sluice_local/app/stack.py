@@ -3,11 +3,15 @@
 The emulation deploys whatever template and parameters it is given; this is where the app's own
 choices come in: samconfig.toml's ``parameter_overrides`` (read by the operator CLI's reader, the one
 place samconfig.toml is read) beneath the caller's, and the job store attached when a PostgreSQL is.
-The example workloads configure themselves in template.yaml's ``Mappings.Workloads``, as a team's do.
+The example workloads configure themselves in workloads.yaml's ``Mappings.Workloads``, as a team's do;
+the demo and the soak, which are about the examples, deploy them alone (``examples``), whatever a
+team's fork lists beside them (an existing queue of its own would not even exist in embedded AWS).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -15,6 +19,7 @@ from sluice_cli.samconfig import parameter_overrides
 from sluice_local.app.jobstore import JobStoreAttachment
 from sluice_local.emulation.cloud import ROOT, Attachment, LocalCloud
 from sluice_local.emulation.existing import ExistingQueue
+from sluice_local.testing.project import with_examples
 
 __all__ = ["local_cloud", "samconfig_parameters"]
 
@@ -35,11 +40,15 @@ def local_cloud(
     database_url: str | None = None,
     beside: LocalCloud | None = None,
     existing_queues: Sequence[ExistingQueue] = (),
+    examples: bool = False,
 ) -> LocalCloud:
     """The stack (not started): the example's parameters, overridden by samconfig.toml's of
     ``config_env``, overridden by ``parameters``; with ``database_url``, the job store in that
     PostgreSQL (:class:`JobStoreAttachment`); ``beside``: a running stack whose embedded AWS (account
-    and region) this one is deployed into; ``existing_queues``: created in it before the deploy."""
+    and region) this one is deployed into; ``existing_queues``: created in it before the deploy;
+    ``examples``: the project's examples alone (:func:`examples_project`)."""
+    if examples:
+        template = examples_project(project, template, stack_name)
     attachments: list[Attachment] = [*existing_queues]
     if database_url is not None:
         attachments.append(JobStoreAttachment(database_url))
@@ -55,3 +64,28 @@ def local_cloud(
         attachments=attachments,
         beside=beside,
     )
+
+
+def examples_project(project: Path, template: Path | None, stack_name: str) -> Path:
+    """The template of a copy of ``project`` whose workloads.yaml runs the examples alone, as sluice
+    ships them: what the demo and the soak deploy, so a team's own workloads, added or removed, change
+    neither. The copy is this process's (``.sluice-local/projects/<stack_name>-<pid>``: the soak's
+    workers deploy stacks of one name side by side); copies of processes no longer running are removed."""
+    projects = project / ".sluice-local" / "projects"
+    for old in projects.glob("*-*"):
+        pid = old.name.rsplit("-", 1)[1]
+        if pid.isdigit() and int(pid) != os.getpid() and not _running(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)  # its links are unlinked, never followed
+    into = projects / f"{stack_name}-{os.getpid()}"
+    shutil.rmtree(into, ignore_errors=True)
+    return with_examples(template or project / "template.yaml", into)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -56,7 +56,7 @@ def _run(console: Console, log_file: Path, overrides: dict[str, str]) -> int:
         console.print(
             f"job store: PostgreSQL at {postgres.redacted(database)} (own schema, dropped at the end)"
         )
-    with local_cloud(params, stack_name="sluice-demo", database_url=database) as cloud:
+    with local_cloud(params, stack_name="sluice-demo", database_url=database, examples=True) as cloud:
         console.print(
             f"stack up at {cloud.endpoint} in {time.monotonic() - started:.1f} s; function logs → {log_file}"
         )

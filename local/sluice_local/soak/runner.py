@@ -288,7 +288,10 @@ def run_worker(seeds: Iterable[int], *, mode: str, log_dir: Path, options: Optio
     with (
         function_output(log_path),  # the functions' JSON logs and EMF
         local_cloud(
-            parameters=params, stack_name=stack_name, database_url=None if no_jobs else database
+            parameters=params,
+            stack_name=stack_name,
+            database_url=None if no_jobs else database,
+            examples=True,  # the soak sends to the examples, whatever a fork runs beside them
         ) as cloud,
     ):
         soak = Soak(cloud, log_path, mode=mode, options=options, no_jobs=no_jobs)
