@@ -61,6 +61,9 @@ class Redrive:
     """redrive (to the source, DelaySeconds or after a wait), delay (long-delay pipeline) or poison."""
     delay_seconds: int
     at: datetime
+    received: datetime | None = None
+    """lambda mode: when the redriver's receive of the message's batch returned (what its velocity limit
+    paces; the send follows by the batch's handling time, which a loaded machine stretches)."""
 
 
 @dataclass
@@ -245,6 +248,7 @@ class Stack:
         for e in self.logged(LogEvent.MESSAGE_REDRIVEN, LogEvent.MESSAGE_ISOLATED):
             at = logged_at(e)
             if e.get("origin_id") and e.get("attempt") is not None and at is not None:
+                received = e.get("received_at")
                 out.append(
                     Redrive(
                         str(e["origin_id"]),
@@ -252,6 +256,7 @@ class Stack:
                         str(e.get("action")),
                         int(e.get("delay_seconds") or 0),
                         at,
+                        datetime.fromisoformat(received) if isinstance(received, str) else None,
                     )
                 )
         return out

@@ -111,6 +111,7 @@ class Redriver:
         self._seal = seal
         self._offload = offload
         self._clock = clock
+        self._batch_received = clock()
         self._monotonic = monotonic
         self._sleep = sleep
         self._uniform = uniform
@@ -201,7 +202,7 @@ class Redriver:
     def _batch(self, messages: list[DlqMessage], report_: RedriveReport, status: BreakerStatus) -> None:
         report_.batches += 1
         report_.received += len(messages)
-        now = self._clock()
+        now = self._batch_received = self._clock()  # the paced receive's time, logged with each send
         half_open = status.state is BreakerState.HALF_OPEN
         # a half-open breaker past its hold judges by failures that happened after the probe
         failed_after = (
@@ -335,6 +336,7 @@ class Redriver:
             "action": d.action,
             "delay_seconds": d.delay_seconds,
             "bouncing": d.bouncing,
+            "received_at": self._batch_received.isoformat(),  # the velocity limit paces the receives
         }
         if d.action == "poison":
             report_.isolated += 1
