@@ -135,8 +135,9 @@ def _attribute_json(value: Mapping[str, Any]) -> dict[str, Any]:
 class QueueScan:
     """Pages through a queue in receives of 10, deduplicated by message id; releases on exit.
 
-    The scan stops at ``limit`` messages, when a receive comes back empty, or when a receive brings
-    only messages already seen. Messages the caller deletes must be passed to :meth:`forget`.
+    The scan stops at ``limit`` messages, when a receive comes back empty, or after a run of receives
+    bringing only messages already seen (:meth:`batches`). Messages the caller deletes must be passed to
+    :meth:`forget`.
     """
 
     def __init__(
@@ -172,13 +173,25 @@ class QueueScan:
         self.release()
 
     def batches(self) -> Iterator[list[Received]]:
+        """The queue's messages, batch by batch, each once. A receive that brings only messages already
+        seen (held ones whose visibility ran out while the scan went on: they are held again) does not end
+        the scan, or a queue where most messages are left where they are (another workload's pills) would
+        hide the rest; it ends on an empty receive, or after as many receives in a row as it would take
+        to go through every message seen twice over brought nothing new."""
+        stale = 0
         while self._limit is None or len(self._seen) < self._limit:
             wanted = (
                 SQS_MAX_BATCH if self._limit is None else min(SQS_MAX_BATCH, self._limit - len(self._seen))
             )
-            new = self._receive(wanted)
-            if not new:
+            got, new = self._receive(wanted)
+            if not got:
                 return
+            if not new:
+                stale += 1
+                if stale > 2 * (len(self._seen) // SQS_MAX_BATCH + 1):
+                    return
+                continue
+            stale = 0
             yield new
 
     def messages(self) -> Iterator[Received]:
@@ -213,7 +226,8 @@ class QueueScan:
                 why = f"{failure.get('Code')} {failure.get('Message', '')}"
                 self.release_failures.append(f"{message_id}: {why}")
 
-    def _receive(self, wanted: int) -> list[Received]:
+    def _receive(self, wanted: int) -> tuple[int, list[Received]]:
+        """How many messages the receive brought, and those not seen before."""
         response = self._sqs.receive_message(
             QueueUrl=self._url,
             MaxNumberOfMessages=wanted,
@@ -229,4 +243,4 @@ class QueueScan:
             if received.message_id not in self._seen:
                 self._seen.add(received.message_id)
                 new.append(received)
-        return new
+        return len(response.get("Messages", [])), new

@@ -87,6 +87,29 @@ def test_given_two_dashboards_of_one_name_when_checked_then_the_second_already_e
     ]
 
 
+def test_given_names_aws_accepts_twice_or_as_written_when_checked_then_nothing_is_refused():
+    # a layer's name given again publishes a version; rules are unique per event bus; an alarm name may
+    # hold any character but a control one
+    layer = {"Type": "AWS::Lambda::LayerVersion", "Properties": {"LayerName": "common"}}
+    resources = {
+        "A": layer,
+        "B": layer,
+        "R1": {"Type": "AWS::Events::Rule", "Properties": {"Name": "tick", "EventBusName": "a"}},
+        "R2": {"Type": "AWS::Events::Rule", "Properties": {"Name": "tick", "EventBusName": "b"}},
+        "Alarm": {"Type": "AWS::CloudWatch::Alarm", "Properties": {"AlarmName": "Bestellungen-Größe"}},
+    }
+    assert resource_problems(resources, VALUES) == []
+
+
+def test_given_two_roles_whose_names_differ_in_case_when_checked_then_iam_refuses_the_second():
+    roles = {
+        name: {"Type": "AWS::IAM::Role", "Properties": {"RoleName": name}}
+        for name in ("App-Role", "app-role")
+    }
+    [problem] = resource_problems(roles, VALUES)
+    assert problem.startswith("app-role: AWS::IAM::Role RoleName 'app-role' already exists (also App-Role's)")
+
+
 def test_given_two_alarms_of_one_name_when_checked_then_it_is_refused_and_two_inline_policies_are_not():
     alarm = {
         "Type": "AWS::CloudWatch::Alarm",
@@ -114,6 +137,12 @@ def test_given_two_alarms_of_one_name_when_checked_then_it_is_refused_and_two_in
         (STANDARD, 0, None, "BatchSize 0 on a standard SQS queue: Lambda allows 1 to 10000"),
         (FIFO, 11, None, "BatchSize 11 on a FIFO SQS queue: Lambda allows 1 to 10"),
         (STANDARD, 10, 301, "MaximumBatchingWindowInSeconds 301: Lambda allows 0 to 300"),
+        (
+            FIFO,
+            10,
+            5,
+            "MaximumBatchingWindowInSeconds 5 on a FIFO SQS queue: Lambda supports no batching window",
+        ),
     ],
 )
 def test_given_sqs_batching_lambda_refuses_when_checked_then_it_is_refused(queue, size, window, says):

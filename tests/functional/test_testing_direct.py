@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 from aws_lambda_powertools import Logger, Metrics
@@ -28,6 +30,7 @@ from tests.conftest import create_ledger_table
 
 ROOT = Path(__file__).resolve().parents[2]
 REFUNDS = ROOT / "examples" / "refunds"
+NOW = datetime.now(UTC)
 
 
 def refund(refund_id: str, **extra: object) -> dict[str, object]:
@@ -148,3 +151,19 @@ def test_record_later_is_recorded_alone_and_sent_to_the_delay_queue_in_a_world()
         assert delayed.envelope is not None
         assert delayed.envelope.deliver_at is not None
         assert delayed.envelope.target == world.queue_url
+
+
+@pytest.mark.parametrize(
+    "asked",
+    [
+        {},
+        {"delay_seconds": 10**9},
+        {"deliver_at": datetime(2030, 1, 1)},
+        {"delay_seconds": 1, "deliver_at": NOW},
+    ],
+)
+def test_record_later_alone_refuses_what_the_real_one_refuses(asked: dict[str, Any]) -> None:
+    effects = EffectLog()
+    with pytest.raises(ValueError):  # noqa: PT011 - the message is send_delayed's own
+        sluice_record({"id": "a"}, effects=effects).later("x", **asked)
+    assert effects.delayed == []

@@ -11,7 +11,7 @@ import pytest
 from sluice.arrival import Arrival
 from sluice.envelope import Envelope, Seal, merge
 from sluice.redrive.plan import DlqMessage
-from sluice_cli.messages import Received
+from sluice_cli.messages import QueueScan, Received
 
 SEAL = Seal((b"k" * 32,))
 FORGER = Seal((b"f" * 32,))
@@ -107,3 +107,34 @@ def test_given_a_message_without_a_receipt_handle_when_read_for_redrive_then_it_
     del api["ReceiptHandle"]
     with pytest.raises(KeyError):
         DlqMessage.from_api(api)
+
+
+class _Receives:
+    """An SQS stand-in answering each receive with the next prepared batch of message ids."""
+
+    def __init__(self, *batches: list[str]) -> None:
+        self.batches = list(batches)
+
+    def receive_message(self, **_: object) -> dict[str, object]:
+        ids = self.batches.pop(0) if self.batches else []
+        return {"Messages": [{"MessageId": i, "ReceiptHandle": f"rh-{i}", "Body": "{}"} for i in ids]}
+
+
+def test_given_held_messages_reappearing_when_scanned_then_the_rest_of_the_queue_is_still_reached() -> None:
+    # Given a queue whose first ten messages come back (their hold ran out while the scan went on) before
+    # five it has not seen yet, as on a poison queue mostly holding another workload's pills
+    first = [f"other-{i}" for i in range(10)]
+    sqs = _Receives(first, first, first, [f"mine-{i}" for i in range(5)], [])
+    scan = QueueScan(sqs, "https://sqs.local/poison")  # type: ignore[arg-type]
+    # When it is scanned, Then every message is reached once: the receives of old ones do not end it
+    assert [[m.message_id for m in batch] for batch in scan.batches()] == [
+        first,
+        [f"mine-{i}" for i in range(5)],
+    ]
+
+
+def test_given_only_old_messages_for_long_when_scanned_then_the_scan_ends() -> None:
+    sqs = _Receives(*([["a", "b"]] * 50))
+    scan = QueueScan(sqs, "https://sqs.local/poison")  # type: ignore[arg-type]
+    assert [len(batch) for batch in scan.batches()] == [2]
+    assert len(sqs.batches) > 40  # it stopped after a few receives of nothing new, not at the end

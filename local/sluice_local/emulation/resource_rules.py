@@ -31,14 +31,21 @@ class NameRule:
     minimum: int = 1
     unique: bool = True
     """False where the same name is legal twice (an inline policy's is its identity's own)."""
+    folded: bool = False
+    """Unique regardless of case (IAM's names)."""
+    scope: str = ""
+    """The property a name is unique within (an EventBridge rule's, its event bus)."""
 
 
 _LAMBDA = "https://docs.aws.amazon.com/lambda/latest/api/API_CreateFunction.html"
 _IAM = "https://docs.aws.amazon.com/IAM/latest/APIReference/API_CreateRole.html"
 NAME_RULES: dict[tuple[str, str], NameRule] = {
     ("AWS::Lambda::Function", "FunctionName"): NameRule(64, r"[a-zA-Z0-9_-]+", _LAMBDA),
-    ("AWS::Lambda::LayerVersion", "LayerName"): NameRule(
-        140, r"[a-zA-Z0-9_-]+", "https://docs.aws.amazon.com/lambda/latest/api/API_PublishLayerVersion.html"
+    ("AWS::Lambda::LayerVersion", "LayerName"): NameRule(  # a name given again publishes a new version
+        140,
+        r"[a-zA-Z0-9_-]+",
+        "https://docs.aws.amazon.com/lambda/latest/api/API_PublishLayerVersion.html",
+        unique=False,
     ),
     ("AWS::SQS::Queue", "QueueName"): NameRule(
         80,
@@ -48,19 +55,22 @@ NAME_RULES: dict[tuple[str, str], NameRule] = {
     ("AWS::SNS::Topic", "TopicName"): NameRule(
         256, r"[A-Za-z0-9_-]+(\.fifo)?", "https://docs.aws.amazon.com/sns/latest/api/API_CreateTopic.html"
     ),
-    ("AWS::IAM::Role", "RoleName"): NameRule(64, r"[\w+=,.@-]+", _IAM),
+    ("AWS::IAM::Role", "RoleName"): NameRule(64, r"[\w+=,.@-]+", _IAM, folded=True),
     ("AWS::IAM::Policy", "PolicyName"): NameRule(128, r"[\w+=,.@-]+", _IAM, unique=False),
     ("AWS::IAM::ManagedPolicy", "ManagedPolicyName"): NameRule(
-        128, r"[\w+=,.@-]+", "https://docs.aws.amazon.com/IAM/latest/APIReference/API_CreatePolicy.html"
+        128,
+        r"[\w+=,.@-]+",
+        "https://docs.aws.amazon.com/IAM/latest/APIReference/API_CreatePolicy.html",
+        folded=True,
     ),
     ("AWS::StepFunctions::StateMachine", "StateMachineName"): NameRule(
         80,
         r"[^\s<>{}\[\]?*\"#%\\^|~`$&,;:/\x00-\x1f\x7f-\x9f]+",
         "https://docs.aws.amazon.com/step-functions/latest/apireference/API_CreateStateMachine.html",
     ),
-    ("AWS::CloudWatch::Alarm", "AlarmName"): NameRule(
+    ("AWS::CloudWatch::Alarm", "AlarmName"): NameRule(  # the API gives its length only
         255,
-        r"[\x20-\x7e]+",
+        r"[^\x00-\x1f\x7f]+",
         "https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_PutMetricAlarm.html",
     ),
     ("AWS::CloudWatch::Dashboard", "DashboardName"): NameRule(
@@ -83,6 +93,7 @@ NAME_RULES: dict[tuple[str, str], NameRule] = {
         64,
         r"[.\-_A-Za-z0-9]+",
         "https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_PutRule.html",
+        scope="EventBusName",
     ),
     ("AWS::Scheduler::Schedule", "Name"): NameRule(
         64,
@@ -123,7 +134,9 @@ def resource_problems(resources: Mapping[str, Mapping[str, Any]], values: Mappin
             if problem:
                 problems.append(problem)
             if rule.unique:
-                first = seen.setdefault((kind, name), logical_id)
+                within = resolve_text(properties.get(rule.scope, "default"), values) if rule.scope else ""
+                key = (kind, f"{within}/{name.lower() if rule.folded else name}")
+                first = seen.setdefault(key, logical_id)
                 if first != logical_id:
                     problems.append(
                         f"{logical_id}: {kind} {prop} '{name}' already exists (also {first}'s): "
@@ -168,6 +181,11 @@ def _batching_problems(
     if not 0 <= window <= 300:
         problems.append(
             f"{logical_id}: MaximumBatchingWindowInSeconds {window}: Lambda allows 0 to 300 ({_ESM})"
+        )
+    if fifo and window > 0:  # "Batching window is not supported for FIFO queues" (0 is its default)
+        problems.append(
+            f"{logical_id}: MaximumBatchingWindowInSeconds {window} on a FIFO SQS queue: Lambda supports no "
+            "batching window there (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-parameters.html)"
         )
     if not fifo and size > 10 and window < 1:
         problems.append(

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from pydantic import BaseModel
 
 from sluice.consumer import SluiceRecord
 from sluice.consumer.record import business_key, identity_key
+from sluice.delay import requested_due
 from sluice.envelope import Envelope, SendAttributes
 from sluice_local.app.observer import envelope_of
 from sluice_local.emulation.lambda_loader import Handler, load_handler
@@ -79,6 +80,9 @@ class EffectLog:
         deliver_at: datetime | None,
         attributes: SendAttributes | None,
     ) -> str:
+        """Records the request, refusing what the real ``record.later`` refuses (``ValueError``: neither
+        or both of ``delay_seconds`` and ``deliver_at``, a naive ``deliver_at``, beyond 365 days)."""
+        requested_due(datetime.now(UTC), deliver_at=deliver_at, delay_seconds=delay_seconds)
         self.delayed.append(Delayed(body, delay_seconds, deliver_at, attributes))
         return str(uuid.uuid4())
 
@@ -108,13 +112,14 @@ def sluice_record(
     text = body if isinstance(body, str) else json.dumps(body)
     payload = json.loads(text)
     mid = message_id or str(uuid.uuid4())
+    data = model.model_validate(payload) if model is not None else payload  # the model first, as the consumer
     if key is None:
         key = _key(payload, key_path, mid)
     log = effects if effects is not None else EffectLog()
     return SluiceRecord(
         message_id=mid,
         body=text,
-        data=model.model_validate(payload) if model is not None else payload,
+        data=data,
         attributes=dict(attributes or {}),
         envelope=Envelope(origin_id=mid),
         receive_count=receive_count,

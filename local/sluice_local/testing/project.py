@@ -26,7 +26,7 @@ EXAMPLES: dict[str, str] = {
     "Orders": "      Code: examples/orders/\n      KeyPath: order_id\n      ExampleLedger: [Ledger]\n",
     "Refunds": "      Code: examples/refunds/\n      KeyPath: refund_id\n      ExampleLedger: [Ledger]\n",
 }
-_SKIPPED = {".git", ".venv", ".aws-sam", "node_modules", "__pycache__"}
+_SKIPPED = {".git", ".venv", ".aws-sam", "node_modules", "__pycache__", ".sluice-local"}
 
 
 def with_workloads(template: Path, names: Sequence[str], into: Path) -> Path:

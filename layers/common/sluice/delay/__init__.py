@@ -11,7 +11,14 @@ from sluice._lazy import lazy_exports
 if TYPE_CHECKING:
     from sluice.delay.parker import BatchDelay
     from sluice.delay.rehydrator import Rehydrator
-    from sluice.delay.schedule import Parked, check_target, decode_object, encode_object, send_delayed
+    from sluice.delay.schedule import (
+        Parked,
+        check_target,
+        decode_object,
+        encode_object,
+        requested_due,
+        send_delayed,
+    )
     from sluice.delay.settings import DelaySettings
 
 REQUIRES: tuple[str, ...] = ()
@@ -25,6 +32,7 @@ __all__ = [
     "check_target",
     "decode_object",
     "encode_object",
+    "requested_due",
     "send_delayed",
 ]
 
@@ -37,6 +45,7 @@ __getattr__, __dir__ = lazy_exports(
         "check_target": "schedule",
         "decode_object": "schedule",
         "encode_object": "schedule",
+        "requested_due": "schedule",
         "send_delayed": "schedule",
         "DelaySettings": "settings",
     },

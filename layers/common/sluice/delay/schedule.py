@@ -41,6 +41,22 @@ OBJECT_VERSION = 1
 # --- producer ----------------------------------------------------------------------------------
 
 
+def requested_due(sent: datetime, *, deliver_at: datetime | None, delay_seconds: float | None) -> datetime:
+    """When a delay asked for at ``sent`` is due: exactly one of ``deliver_at`` (timezone-aware) or
+    ``delay_seconds``, at most 365 days away; anything else is a :class:`ValueError` saying why (what
+    :func:`send_delayed` and ``record.later`` refuse, before anything is sent)."""
+    if (deliver_at is None) == (delay_seconds is None):
+        raise ValueError("give exactly one of deliver_at or delay_seconds")
+    if delay_seconds is not None and not 0 <= delay_seconds <= MAX_LONG_DELAY_SECONDS:
+        raise ValueError(f"delay_seconds {delay_seconds} is outside 0 to 365 days")
+    due = deliver_at if deliver_at is not None else sent + timedelta(seconds=float(delay_seconds or 0))
+    if due.tzinfo is None:
+        raise ValueError("deliver_at must be timezone-aware (UTC)")
+    if due - sent > MAX_DELAY:  # batch-delay would isolate it; refused here, where the caller can see why
+        raise ValueError(f"deliver_at {due.isoformat()} is more than 365 days away")
+    return due
+
+
 def send_delayed(
     sqs: SQSClient,
     *,
@@ -64,16 +80,7 @@ def send_delayed(
     its bookkeeping survives only when ``seal`` holds the stack's key (:func:`sluice.sealing.load_seal`);
     a producer without it sends an unsealed envelope, whose bookkeeping sluice ignores.
     """
-    if (deliver_at is None) == (delay_seconds is None):
-        raise ValueError("give exactly one of deliver_at or delay_seconds")
-    if delay_seconds is not None and not 0 <= delay_seconds <= MAX_LONG_DELAY_SECONDS:
-        raise ValueError(f"delay_seconds {delay_seconds} is outside 0 to 365 days")
-    sent = now()
-    due = deliver_at if deliver_at is not None else sent + timedelta(seconds=float(delay_seconds or 0))
-    if due.tzinfo is None:
-        raise ValueError("deliver_at must be timezone-aware (UTC)")
-    if due - sent > MAX_DELAY:  # batch-delay would isolate it; refused here, where the caller can see why
-        raise ValueError(f"deliver_at {due.isoformat()} is more than 365 days away")
+    due = requested_due(now(), deliver_at=deliver_at, delay_seconds=delay_seconds)
     user, envelope, _ = split(dict(attributes or {}), body=body, seal=seal)
     if not keep_identity or envelope is None:  # a new message, on the same trace as the one handled
         envelope = Envelope(
