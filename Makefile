@@ -45,9 +45,9 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy layers/common/sluice local/sluice_local cli/sluice_cli
 	$(BIN)/mypy --strict benchmarks
-	@set -e; for d in functions/*/ examples/*/; do \
+	@set -e; shopt -s nullglob; for d in functions/*/ examples/*/ workloads/*/; do \
 	  MYPYPATH="layers/common:$$d" $(BIN)/mypy --strict --no-error-summary "$$d"*.py; \
-	done; echo "functions and examples: strict, no issues"
+	done; echo "functions, examples and workloads/: strict, no issues"
 	$(BIN)/mypy tests
 
 validate: $(STAMP)

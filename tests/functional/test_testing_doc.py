@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -61,7 +62,13 @@ def test_the_testing_pages_tests_pass_on_the_adoption_pages_workload(tmp_path: P
         timeout=300,
         check=False,
     )
-    # Then its three tests pass, with the folder as pytest's rootdir
+    # Then its three tests pass, with the folder as pytest's rootdir, and the files pass `make check`'s
+    # ruff with the project's settings, as they would in the team's clone
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
     assert "3 passed" in done.stdout, done.stdout[-3000:]
     assert f"rootdir: {tmp_path / 'workload-tests' / 'shipments'}" in done.stdout
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    ruff = str(Path(sys.executable).with_name("ruff"))
+    for check in ([ruff, "check", "."], [ruff, "format", "--check", "."]):
+        linted = subprocess.run(check, cwd=tmp_path, capture_output=True, text=True, check=False)
+        assert linted.returncode == 0, linted.stdout + linted.stderr
