@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,6 +195,21 @@ class Resources:
     def send(self, body: Any, **kwargs: Any) -> str:
         text = body if isinstance(body, str) else json.dumps(body)
         return self.sqs.send_message(QueueUrl=self.work_url, MessageBody=text, **kwargs)["MessageId"]
+
+
+def team_pytest(cwd: Path, folder: str, *, timeout: float) -> subprocess.CompletedProcess[str]:
+    """pytest run on ``folder`` from ``cwd`` as a team runs its own tests: a fresh process, without this
+    session's AWS, sluice, moto or pytest settings in its environment."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SLUICE_", "MOTO_", "PYTEST_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", folder],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def create_ledger_table(dynamodb: Any, name: str) -> None:

@@ -3,13 +3,11 @@ own, that asks for ``sluice_stack``, sends messages and waits for where each end
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from sluice_local.emulation.cloud import ROOT
 from sluice_local.testing.project import copy_project, examples_only
+from tests.conftest import team_pytest
 
 CONFTEST = 'pytest_plugins = ["sluice_local.testing.plugin"]\n'
 INI = """\
@@ -70,16 +68,7 @@ def test_given_a_teams_own_test_session_when_it_uses_the_kit_then_its_outcomes_a
     (tests / "pytest.ini").write_text(INI)
     (tests / "test_orders.py").write_text(TESTS)
     # When pytest runs them from the clone's root, as the page says
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SLUICE_", "MOTO_", "PYTEST_"))}
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "team/orders/tests"],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=360,
-        check=False,
-    )
+    done = team_pytest(project, "team/orders/tests", timeout=360)
     # Then every outcome it waited for was seen: processed, duplicate, poison with its reason
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
     assert "4 passed" in done.stdout, done.stdout[-3000:]

@@ -4,7 +4,6 @@ pytest there, as the team runs them."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from sluice_local.emulation.cloud import ROOT
+from tests.conftest import team_pytest
 
 FILE_BLOCK = re.compile(r"^```(?:python|ini) file=(\S+)\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
 
@@ -43,25 +43,7 @@ def test_the_testing_pages_tests_pass_on_the_adoption_pages_workload(tmp_path: P
         "workload-tests/shipments/test_processor.py",
     ]
     # When pytest runs that folder, as the page says
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SLUICE_", "MOTO_", "PYTEST_"))}
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:xdist",
-            "workload-tests/shipments",
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = team_pytest(tmp_path, "workload-tests/shipments", timeout=300)
     # Then its three tests pass, with the folder as pytest's rootdir, and the files pass `make check`'s
     # ruff with the project's settings, as they would in the team's clone
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
