@@ -84,3 +84,19 @@ def test_given_a_running_stack_when_sigterms_land_back_to_back_then_it_stops(tmp
     # Then it stops, saying so (a deadline, not a wait)
     assert running.process.wait(timeout=120) == 0
     assert "stopped" in running.output.read_text(encoding="utf-8")
+
+
+def test_given_up_when_it_deploys_then_it_prints_nothing_a_user_cannot_act_on(tmp_path: Path) -> None:
+    # Given `up` on the project's template (moto's CloudFormation creates no queue or bucket policy; the
+    # SAM translator keeps metrics it never publishes)
+    examples = with_examples(ROOT / "template.yaml", tmp_path / "examples")
+    running = start_stack(tmp_path, stack_name="sluice-quiet", template=examples)
+    try:
+        outputs = running.stack.outputs
+    finally:
+        assert running.stop() == 0
+    said = running.output.read_text(encoding="utf-8")
+    # Then its output holds none of their notices, and the layer's output is an ARN, as CloudFormation's
+    for noise in ("No Moto CloudFormation support", "UserWarning", "unpublished metrics", "object at 0x"):
+        assert noise not in said, f"{noise!r} in up's output:\n{said[-3000:]}"
+    assert outputs["CommonLayerArn"].startswith("arn:aws:lambda:us-east-1:123456789012:layer:")

@@ -69,6 +69,7 @@ from sluice_local.emulation.moto_adapter.delivery import (
     install_execution_names,
     install_invoke,
 )  # fmt: skip
+from sluice_local.emulation.moto_adapter.quiet import install_quiet, layer_arns, not_created
 from sluice_local.emulation.moto_adapter.sqs_lock import install_sqs_locks
 from sluice_local.emulation.moto_adapter.sqs_rules import install_sqs_rules, wire_attributes
 
@@ -82,7 +83,7 @@ __all__ = [
     "attribute_problem", "configure", "detach_sqs_invoke", "event_rules", "hand_over_state_machines",
     "install_aws_sdk_casing", "install_cloudformation_secrets", "install_dead_letter_sources",
     "install_event_delivery", "install_execution_names", "install_invoke", "install_module_list_once",
-    "install_sqs_locks", "install_sqs_rules",
-    "installed_version", "metric_data_since", "problems", "queue_metric", "reset", "start_server",
+    "install_quiet", "install_sqs_locks", "install_sqs_rules", "installed_version", "layer_arns",
+    "metric_data_since", "not_created", "problems", "queue_metric", "reset", "start_server",
     "wait_while_empty", "wire_attributes",
 ]  # fmt: skip
