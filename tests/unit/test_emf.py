@@ -110,12 +110,16 @@ def test_given_the_capture_installed_when_powertools_flushes_then_the_document_i
         undo()
     assert "print" not in vars(cloudwatch)  # undone
     assert "print" not in vars(base)
-    assert '"RecordsProcessed":[3.0]' in capsys.readouterr().out  # still printed where stdout goes
-    [point] = subscription.drain()
-    assert (point.namespace, point.name, point.dimensions, point.values) == (
-        "Sluice", "RecordsProcessed", (("service", "orders"),), (3.0,)
-    )  # fmt: skip
-    assert subscription.drain() == []  # each datapoint handed over once
+    # another test's stack may still run a thread of this process that adds metrics: Powertools keeps one
+    # metric set per process, so this flush may carry its values too; this test's 3 is in it, once
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    ours = [d for d in printed if d.get("service") == "orders" and 3.0 in d.get("RecordsProcessed", [])]
+    assert len(ours) == 1, printed
+    orders = (("service", "orders"),)
+    [point] = [p for p in subscription.drain() if p.dimensions == orders and 3.0 in p.values]
+    assert (point.namespace, point.name) == ("Sluice", "RecordsProcessed")
+    again = [p for p in subscription.drain() if p.dimensions == orders and 3.0 in p.values]
+    assert again == []  # each datapoint handed over once
     subscription.close()
     feed.put([point])  # a closed subscription keeps nothing
 
