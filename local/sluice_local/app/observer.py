@@ -173,27 +173,8 @@ class Stack:
         return list(seen.values())
 
     def every_message(self, output: str) -> list[dict[str, Any]]:
-        """Every message on a queue, not just the first 10 a receive returns: each batch is held
-        briefly so the next receive returns the ones after it, then all are released."""
-        sqs, url = self.client("sqs"), self.outputs[output]
-        messages: list[dict[str, Any]] = []
-        try:
-            while batch := sqs.receive_message(
-                QueueUrl=url,
-                MaxNumberOfMessages=10,
-                VisibilityTimeout=30,
-                MessageAttributeNames=["All"],
-                MessageSystemAttributeNames=["All"],
-            ).get("Messages", []):
-                messages += batch
-        finally:
-            for start in range(0, len(messages), 10):
-                entries = [
-                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
-                    for i, m in enumerate(messages[start : start + 10])
-                ]
-                sqs.change_message_visibility_batch(QueueUrl=url, Entries=entries)
-        return messages
+        """Every message on the queue of ``output`` (:func:`every_message`)."""
+        return every_message(self.client("sqs"), self.outputs[output])
 
     def queue_depths(self, output: str) -> tuple[int, int]:
         attrs = self.client("sqs").get_queue_attributes(
@@ -370,6 +351,29 @@ class Stack:
             if not page.get("nextToken"):
                 return events
             kwargs["nextToken"] = page["nextToken"]
+
+
+def every_message(sqs: Any, url: str) -> list[dict[str, Any]]:
+    """Every message on a queue, not just the first 10 a receive returns: each batch is held briefly so
+    the next receive returns the ones after it, then all are released (left where they were)."""
+    messages: list[dict[str, Any]] = []
+    try:
+        while batch := sqs.receive_message(
+            QueueUrl=url,
+            MaxNumberOfMessages=10,
+            VisibilityTimeout=30,
+            MessageAttributeNames=["All"],
+            MessageSystemAttributeNames=["All"],
+        ).get("Messages", []):
+            messages += batch
+    finally:
+        for start in range(0, len(messages), 10):
+            entries = [
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
+                for i, m in enumerate(messages[start : start + 10])
+            ]
+            sqs.change_message_visibility_batch(QueueUrl=url, Entries=entries)
+    return messages
 
 
 def envelope_of(message: dict[str, Any]) -> Envelope | None:

@@ -29,7 +29,7 @@ from sluice.consumer import SluiceRecord
 from sluice.consumer.record import business_key, identity_key
 from sluice.delay import requested_due
 from sluice.envelope import Envelope, SendAttributes
-from sluice_local.app.observer import envelope_of
+from sluice_local.app.observer import envelope_of, every_message
 from sluice_local.emulation.lambda_loader import Handler, load_handler
 from sluice_local.testing.events import sqs_record
 
@@ -210,20 +210,12 @@ class ConsumerWorld:
         return self._every(self.delay_queue_url)
 
     def _every(self, url: str) -> list[Ended]:
-        sqs = self.client("sqs")
-        seen: dict[str, Ended] = {}
-        handles: list[str] = []
-        while True:
-            got = sqs.receive_message(
-                QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"], VisibilityTimeout=30
-            ).get("Messages", [])
-            if not got:
-                break
-            for message in got:
-                handles.append(message["ReceiptHandle"])
-                envelope = envelope_of(message)
-                error = envelope.last_error if envelope is not None else None
-                seen[message["MessageId"]] = Ended(
+        ended = []
+        for message in every_message(self.client("sqs"), url):  # looked at, left where they are
+            envelope = envelope_of(message)
+            error = envelope.last_error if envelope is not None else None
+            ended.append(
+                Ended(
                     message_id=message["MessageId"],
                     origin_id=(envelope.origin_id if envelope is not None else None) or message["MessageId"],
                     body=message["Body"],
@@ -232,9 +224,8 @@ class ConsumerWorld:
                     attributes=message.get("MessageAttributes", {}),
                     envelope=envelope,
                 )
-        for handle in handles:  # back in the queue for the next look
-            sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=0)
-        return list(seen.values())
+            )
+        return ended
 
 
 @contextmanager

@@ -111,7 +111,6 @@ class Redriver:
         self._seal = seal
         self._offload = offload
         self._clock = clock
-        self._batch_received = clock()
         self._monotonic = monotonic
         self._sleep = sleep
         self._uniform = uniform
@@ -202,7 +201,7 @@ class Redriver:
     def _batch(self, messages: list[DlqMessage], report_: RedriveReport, status: BreakerStatus) -> None:
         report_.batches += 1
         report_.received += len(messages)
-        now = self._batch_received = self._clock()  # the paced receive's time, logged with each send
+        now = self._clock()  # the paced receive's time, logged with each send
         half_open = status.state is BreakerState.HALF_OPEN
         # a half-open breaker past its hold judges by failures that happened after the probe
         failed_after = (
@@ -282,7 +281,7 @@ class Redriver:
                 r = refused_ids.get(d.message_id)
                 if r is None:
                     accepted.add(d.message_id)
-                    self._done(d, report_)
+                    self._done(d, report_, now)
                 elif r.sender_fault and d.action != "poison":  # the source will never take it
                     retry_as_poison.append(
                         d.refused(
@@ -325,10 +324,10 @@ class Redriver:
                     )
                 else:
                     accepted.add(d.message_id)
-                    self._done(d, report_)
+                    self._done(d, report_, now)
         return accepted
 
-    def _done(self, d: Decision, report_: RedriveReport) -> None:
+    def _done(self, d: Decision, report_: RedriveReport, received: datetime) -> None:
         extra = {
             **d.ids(),
             "origin_id": d.envelope.origin_id,
@@ -336,7 +335,7 @@ class Redriver:
             "action": d.action,
             "delay_seconds": d.delay_seconds,
             "bouncing": d.bouncing,
-            "received_at": self._batch_received.isoformat(),  # the velocity limit paces the receives
+            "received_at": received.isoformat(),  # the velocity limit paces the receives
         }
         if d.action == "poison":
             report_.isolated += 1

@@ -121,15 +121,16 @@ def queue_metric(account: str, region: str, queue_name: str, metric: str) -> flo
 def wait_while_empty(account: str, region: str, queue_name: str, timeout: float) -> bool:
     """Whether the queue holds a message (visible, in flight or delayed), waiting up to ``timeout`` s
     for one on the queue's own condition, which moto notifies when a message is added: no request to
-    the server (an idle queue's pollers then cost nothing). True for a queue moto does not know: the
-    receive that follows says what is wrong."""
+    the server (an idle queue's pollers then cost nothing). True for a queue moto does not know, or a
+    moto whose queue has no such condition: the receive that follows decides, as before."""
     from moto.sqs.models import sqs_backends  # noqa: PLC0415
 
     queue = sqs_backends[account][region].queues.get(queue_name)
-    if queue is None:
+    lock = getattr(queue, "_messages_lock", None)  # moto's own: without it, the receive decides
+    if queue is None or lock is None or not hasattr(queue, "_messages"):
         return True
-    with queue._messages_lock:
-        return bool(queue._messages_lock.wait_for(lambda: len(queue._messages) > 0, timeout=timeout))
+    with lock:
+        return bool(lock.wait_for(lambda: len(queue._messages) > 0, timeout=timeout))
 
 
 def metric_data_since(
