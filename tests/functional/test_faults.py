@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -332,6 +333,83 @@ def test_given_a_timed_out_invocation_then_its_thread_dies_at_its_next_call_and_
         with pytest.raises(faults.SimulatedCrash):
             injector.db("commit")
     assert injector.in_window == {"o-7#charge": 1}  # performed before the deadline, its guard never committed
+
+
+PAST_ITS_DEADLINE = """\
+import os
+import sys
+import time
+
+import boto3
+
+
+QUEUE = os.environ["QUEUE"]  # the cold start reads the function's environment
+
+
+def lambda_handler(event, context):
+    while context.get_remaining_time_in_millis() > 0:  # until Lambda would have stopped it
+        time.sleep(0.01)
+    boto3.client("sqs", region_name="us-east-1").send_message(QueueUrl=QUEUE, MessageBody="late")
+    sys.modules["_late_signal"].set()  # (never reached when the call is stopped)
+"""
+
+
+def test_given_a_handler_past_its_deadline_when_its_timeout_is_not_told_yet_then_its_call_never_goes_out(
+    sqs, tmp_path, monkeypatch
+):
+    """Found by a loaded short soak in CI (seed 3, ``s3-4#notify x2``): between the context's deadline and
+    the moment the runtime's wait for the handler's thread ends (seconds, on a loaded machine), the thread
+    ran on unhindered: it could perform a side effect whose guard had expired at that deadline and been
+    taken over by a retry. Lambda stops the invocation at the deadline; so does the injector now."""
+    from sluice_local.emulation.functions import FunctionError, FunctionHost, FunctionSpec  # noqa: PLC0415
+
+    client, url = sqs
+    (tmp_path / "late.py").write_text(PAST_ITS_DEADLINE)
+    spec = FunctionSpec(
+        logical_id="LateFunction", name="late", arn="arn:aws:lambda:us-east-1:1:function:late",
+        code_dir=tmp_path, handler="late.lambda_handler", environment={"QUEUE": url}, timeout=1, memory=128,
+    )  # fmt: skip
+    host = FunctionHost(spec)
+    # The runtime's verdict comes only once the late call was made or is being held: what a loaded
+    # machine's scheduling can do, made certain
+    reached = threading.Event()
+    monkeypatch.setitem(sys.modules, "_late_signal", reached)
+    drop, hold = FunctionHost._drop, faults.Injector.hold
+
+    def verdict_once_reached(self: FunctionHost, environment: Any) -> None:
+        reached.wait(30)
+        drop(self, environment)
+
+    def held(self: faults.Injector, here: faults.Scope, api: str) -> None:
+        reached.set()
+        hold(self, here, api)
+
+    monkeypatch.setattr(FunctionHost, "_drop", verdict_once_reached)
+    monkeypatch.setattr(faults.Injector, "hold", held)
+    injector, undo = installed(only=(), rate=0.0)
+    try:
+        # When the handler calls AWS once its context says no time is left
+        with pytest.raises(FunctionError) as failed:
+            host.invoke({})
+        (zombie,) = host.timed_out
+        zombie.join(30)  # it dies at the call it was holding
+    finally:
+        undo()
+    # Then the invocation timed out, its thread is gone, and the message was never sent
+    assert failed.value.payload["errorType"] == "Sandbox.Timedout"
+    assert not zombie.is_alive()
+    assert injector.where == {"LateFunction Invoke timed-out (stopped at its next call)": 1}
+    assert depth(client, url) == 0
+
+
+def test_given_a_call_past_the_deadline_when_the_invocation_returned_in_time_then_it_goes_on():
+    """A thread the handler left running (it returned before its deadline) is not killed by the hold."""
+    injector = faults.Injector(faults.FaultPlan(seed=7, aws_rate=0.0))
+    inner = faults.Scope("ConsumerFunction", deadline=0.0)  # long past
+    inner.over.set()  # the runtime settled the invocation: it returned
+    with handler(inner):
+        assert injector.aws("sqs", "SendMessage", b"{}") is None
+    assert not inner.crashed
 
 
 def test_given_a_job_commit_that_fails_then_lands_on_retry_then_its_effect_is_not_excused():

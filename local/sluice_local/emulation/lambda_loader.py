@@ -42,6 +42,11 @@ class LambdaContext:
     def invoked_function_arn(self) -> str:
         return f"arn:aws:lambda:{self.region}:{self.account_id}:function:{self.function_name}"
 
+    @property
+    def deadline(self) -> float:
+        """When the invocation times out, by ``time.monotonic``."""
+        return self._started + self.timeout_seconds
+
     def get_remaining_time_in_millis(self) -> int:
         return max(0, int((self.timeout_seconds - (time.monotonic() - self._started)) * 1000))
 

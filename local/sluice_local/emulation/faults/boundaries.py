@@ -14,6 +14,7 @@ from botocore.client import BaseClient
 from botocore.endpoint import Endpoint
 from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 
+from sluice_local.emulation import functions
 from sluice_local.emulation.faults.injector import Injector
 from sluice_local.emulation.faults.plan import (
     CONNECTION_ERROR,
@@ -36,6 +37,7 @@ from sluice_local.emulation.faults.plan import (
     scope,
 )  # fmt: skip
 from sluice_local.emulation.functions import FunctionError, FunctionHost
+from sluice_local.emulation.lambda_loader import LambdaContext
 from sluice_local.emulation.pollers import SqsPoller
 
 Undo = Callable[[], None]
@@ -143,6 +145,8 @@ def _faulty_invocations(injector: Injector, original: Callable[..., Any]) -> Cal
             if exc.payload.get("errorType") == TIMED_OUT:
                 injector.timed_out(inner)
             raise
+        finally:
+            inner.over.set()  # a call held past the deadline (Injector.hold) dies or goes on now
         if kind == LOST_INVOKE_RESPONSE:
             raise FunctionError({"errorType": SERVICE_EXCEPTION, "errorMessage": "injected: ran, lost"})
         return result
@@ -176,6 +180,7 @@ def install(injector: Injector, *boundaries: Boundary) -> Undo:
     original_run = threading.Thread.run
     original_invoke = FunctionHost._run
     original_poll = SqsPoller._poll_once
+    original_context = LambdaContext  # as functions.py names it
     original_call = BaseClient._make_api_call  # type: ignore[attr-defined]
 
     def do_get_response(self: Endpoint, request: Any, operation_model: Any, context: Any) -> Any:
@@ -192,6 +197,13 @@ def install(injector: Injector, *boundaries: Boundary) -> Undo:
         with scope(Scope(f"esm:{self.spec.function.spec.logical_id}")):
             original_poll(self)
 
+    def context(*args: Any, **kwargs: Any) -> LambdaContext:
+        made = original_context(*args, **kwargs)
+        here = current()  # made on the invoking thread, inside the invocation's scope
+        if here is not None:
+            here.deadline = made.deadline
+        return made
+
     def start(self: threading.Thread) -> None:
         self._sluice_scope = current()  # type: ignore[attr-defined]
         original_start(self)
@@ -207,6 +219,7 @@ def install(injector: Injector, *boundaries: Boundary) -> Undo:
         (threading.Thread, "run", run, original_run),
         (FunctionHost, "_run", invoke, original_invoke),
         (SqsPoller, "_poll_once", poll_once, original_poll),
+        (functions, "LambdaContext", context, original_context),
     ]
     for owner, name, new, _ in patches:
         setattr(owner, name, new)

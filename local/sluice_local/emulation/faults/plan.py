@@ -104,6 +104,11 @@ class Scope:
     """Threads whose guard commit (the UpdateItem to COMPLETED) took effect on some attempt although its
     caller saw an error: the guard is completed, so a retry must not perform the effect again and no
     window opens (a repeat would be a duplicate)."""
+    deadline: float | None = None
+    """The invocation's deadline (``time.monotonic``), its context's: no thread of it makes a call after
+    it (:meth:`~sluice_local.emulation.faults.Injector.hold`)."""
+    over: threading.Event = field(default_factory=threading.Event)
+    """Set once the runtime has settled the invocation (returned, failed, timed out)."""
 
 
 _local = threading.local()
