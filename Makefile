@@ -12,7 +12,7 @@ export AWS_DEFAULT_REGION ?= $(REGION)
 # sam build runs the layer's Makefile with this PATH, so it finds the venv's pip.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help venv lint typecheck validate asl build security security-venv static check check-tests test tests unit functional e2e demo up soak bench deploy clean
+.PHONY: help venv lint typecheck validate asl build security security-venv static check check-tests test tests library unit functional e2e demo up soak bench deploy clean
 
 help:
 	@echo "make demo      the whole app on this machine (embedded AWS, no Docker): scenarios, expected vs observed"
@@ -20,6 +20,7 @@ help:
 	@echo "make check     lint + types + unit and functional tests, no deployed stack (about 2 minutes on 2 cores; prints its time)"
 	@echo "make test      everything: make check's, sam validate --lint, asl, sam build, checkov, e2e and soak (what CI runs)"
 	@echo "make build     sam build (no Docker needed)"
+	@echo "make library   the runtime library's wheel at the oldest and the newest of its dependency ranges, each in a clean venv: pip check, import time, its tests"
 	@echo "make security  checkov on template.yaml in each mode (its own venv): 0 failed checks, every skip explained in the template"
 	@echo "make deploy    sam build && sam deploy (guided when the stack does not exist yet; ENV=prod for production)"
 	@echo "make soak      seeded fault schedules through the stack (SOAK_SEEDS=500, SOAK_WORKERS=2×cores): lost, duplicated, unexpected, per workload"
@@ -28,10 +29,11 @@ help:
 # Create or reuse .venv with Python 3.13 where the machine has it (the Lambda runtime's version). pip
 # installs uv into it, and uv the dependencies: the same versions pip resolves, in seconds instead of a
 # minute or two (a clean clone's two virtualenvs: 141 s with pip beside the rest of CI). The venv keeps its
-# pip: sam build runs the layer's Makefile with it.
-$(STAMP): pyproject.toml layers/common/requirements.txt
+# pip: sam build runs the layer's Makefile with it. pip installs uv with errors only (-qq): what it warns of
+# there is its own configuration on this machine (an index folder that is absent), nothing sluice can act on.
+$(STAMP): pyproject.toml layers/common/pyproject.toml cli/pyproject.toml local/pyproject.toml layers/common/requirements.txt
 	@test -x $(PY) || "$$(scripts/find-python.sh)" -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip uv
+	$(PY) -m pip install --quiet --quiet --upgrade pip uv
 	$(BIN)/uv pip install --quiet --python $(PY) -e '.[dev]'
 	@touch $@
 
@@ -78,7 +80,7 @@ CHECKOV_VENV  := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 $(CHECKOV_STAMP): requirements-checkov.txt
 	@test -x $(CHECKOV_VENV)/bin/python || python3 -m venv $(CHECKOV_VENV)
-	$(CHECKOV_VENV)/bin/python -m pip install --quiet --upgrade pip uv
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --quiet --upgrade pip uv
 	$(CHECKOV_VENV)/bin/uv pip install --quiet --python $(CHECKOV_VENV)/bin/python -r requirements-checkov.txt
 	@touch $@
 
@@ -95,7 +97,9 @@ security: $(STAMP) $(CHECKOV_STAMP)
 CHECK_WORKERS ?= 2
 TEST_WORKERS  ?= 6
 PYTEST_XDIST  := --dist loadgroup --no-loadscope-reorder
-TEST_PARTS    ?= tests static
+TEST_PARTS    ?= tests static library
+# In `make test` the library's tests run at both ends of its ranges (`library`), not in the dev environment.
+TESTS_MARK    ?=
 CHECK_PARTS   ?= check-tests lint typecheck
 
 static: lint typecheck validate asl build security
@@ -109,10 +113,13 @@ check: $(STAMP)
 	  exit $$status
 
 tests: $(STAMP)
-	$(BIN)/pytest -n $(TEST_WORKERS) $(PYTEST_XDIST) --durations=25 $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) $(PYTEST_XDIST) --durations=25 $(if $(TESTS_MARK),-m "$(TESTS_MARK)") $(PYTEST_ARGS)
+
+library: $(STAMP)
+	$(PY) scripts/library_ends.py
 
 test: $(STAMP)
-	@start=$$(date +%s); $(MAKE) --no-print-directory -k -j2 --output-sync=target $(TEST_PARTS); \
+	@start=$$(date +%s); $(MAKE) --no-print-directory -k -j2 --output-sync=target TESTS_MARK="not library" $(TEST_PARTS); \
 	  status=$$?; echo "make test: static checks and every tier in $$(( $$(date +%s) - start )) s, exit $$status"; \
 	  exit $$status
 
@@ -149,4 +156,4 @@ deploy: build
 	fi
 
 clean:
-	rm -rf .aws-sam .pytest_cache .mypy_cache .ruff_cache .sluice-local
+	rm -rf .aws-sam .pytest_cache .mypy_cache .ruff_cache .sluice-local .library-ends

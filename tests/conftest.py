@@ -73,6 +73,33 @@ def tier_group(nodeid: str) -> str | None:
     return STACK_GROUPS.get(parts[-1], "stack")
 
 
+LIBRARY_TESTS = (
+    "tests/unit/test_arrival.py", "tests/unit/test_backoff.py", "tests/unit/test_batch_delay.py",
+    "tests/unit/test_batchsend.py", "tests/unit/test_batchsend_due.py", "tests/unit/test_breaker.py",
+    "tests/unit/test_claimcheck.py", "tests/unit/test_deadline.py", "tests/unit/test_delay.py",
+    "tests/unit/test_envelope.py", "tests/unit/test_fit.py", "tests/unit/test_heartbeat.py",
+    "tests/unit/test_job_consumer.py", "tests/unit/test_jobs.py", "tests/unit/test_redrive.py",
+    "tests/unit/test_redrive_sfn.py", "tests/unit/test_seal.py", "tests/unit/test_settings.py",
+    "tests/unit/test_sqs.py", "tests/unit/test_tracing.py",
+    "tests/unit/test_workload_routing.py",
+    "tests/functional/test_consumer.py", "tests/functional/test_consumer_key.py",
+    "tests/functional/test_job_store.py", "tests/functional/test_queue_check.py",
+    "tests/functional/test_record_later.py", "tests/functional/test_routing.py",
+    "tests/functional/test_testing_direct.py",
+)  # fmt: skip
+"""The runtime library's tests: they need the library, moto, pytest and the test harness's light modules
+(the direct test kit, the Lambda loader, SQS events), nothing of the CLI or the local runtime's template
+machinery. ``make test`` runs them at both ends of the library's dependency ranges (scripts/library_ends.py,
+each in a clean virtualenv with the library's wheel) instead of in the dev environment, whose pins lie
+between the ends; ``make check`` runs them in the dev environment with the rest. Marked ``library``."""
+
+
+def nodeid_path(nodeid: str) -> str:
+    """The test file of a node id, relative to the repository (as LIBRARY_TESTS names it)."""
+    path = nodeid.partition("::")[0]
+    return path if path.startswith("tests/") else f"tests/{path}"
+
+
 STACK_TIMEOUT = 400
 """pytest-timeout's bound for a test on a deployed stack (the default, 120 s, is for everything else). The
 first test of a group pays for what it sets up: the session stack's start (its own deadline: 180 s) and
@@ -94,6 +121,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.soak)
         if PG_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.pg)
+        if nodeid_path(item.nodeid) in LIBRARY_TESTS:
+            item.add_marker(pytest.mark.library)
     rank = {name: i for i, name in enumerate(GROUP_ORDER)}
     items.sort(key=lambda item: rank.get(groups[item.nodeid] or "", len(rank)))  # stable: order kept within
 

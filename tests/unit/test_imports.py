@@ -145,16 +145,28 @@ def test_every_exported_name_resolves(capability):
         _ = package.nope
 
 
-def test_every_package_folder_is_listed_for_setuptools():
-    # Given the three import packages and their subpackages on disk
+DISTRIBUTIONS = {"layers/common": "sluice", "cli": "sluice_cli", "local": "sluice_local"}
+"""Each distribution's folder (its own pyproject.toml) and the import package it ships."""
+
+
+@pytest.mark.parametrize(("folder", "package"), sorted(DISTRIBUTIONS.items()))
+def test_every_package_folder_is_shipped_by_its_distribution(folder, package):
+    # Given a distribution's pyproject.toml and its import package's folders on disk
+    import fnmatch  # noqa: PLC0415
     import tomllib  # noqa: PLC0415
 
-    root = LAYER.parents[2]
-    config = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
-    on_disk = set()
-    for name, folder in config["package-dir"].items():
-        for init in (root / folder).rglob("__init__.py"):
-            relative = init.parent.relative_to(root / folder).parts
-            on_disk.add(".".join((name, *relative)))
-    # Then each one is listed, so a non-editable install ships it too
-    assert on_disk == set(config["packages"])
+    base = LAYER.parents[2] / folder
+    config = tomllib.loads((base / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    on_disk = {
+        ".".join(path.parent.relative_to(base).parts)
+        for path in (base / package).rglob("*")
+        if path.name == "__init__.py" or path.suffix == ".sql"
+    }
+    # Then setuptools ships each one (listed, or found by an include pattern), so a wheel holds them all
+    found = config.get("packages", {}).get("find", {}) if isinstance(config.get("packages"), dict) else {}
+    if found:
+        missing = {p for p in on_disk if not any(fnmatch.fnmatch(p, g) for g in found["include"])}
+    else:
+        missing = on_disk - set(config["packages"])
+    assert on_disk
+    assert missing == set()

@@ -1,4 +1,5 @@
-"""The common layer ships exactly the pinned runtime dependencies that pyproject.toml declares."""
+"""The common layer ships exactly the pinned runtime dependencies the dev environment declares (the root
+pyproject.toml), and those pins lie inside the ranges the library declares (layers/common/pyproject.toml)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 REQUIREMENTS = ROOT / "layers" / "common" / "requirements.txt"
 PYPROJECT = ROOT / "pyproject.toml"
+LIBRARY = ROOT / "layers" / "common" / "pyproject.toml"
+OWN = {"sluice-sqs", "sluice-sqs-cli", "sluice-sqs-local"}
+"""This repository's distributions: the dev environment installs them from their folders, unpinned."""
 
 # Provided by the Lambda Python runtime, so declared for development but never bundled in the layer.
 RUNTIME_PROVIDED = {"boto3", "botocore", "s3transfer", "urllib3"}
@@ -43,9 +47,9 @@ def layer_requirements() -> list[str]:
     return [line for line in lines if line]
 
 
-def project_dependencies() -> dict[str, str]:
-    project = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]
-    return dict(parse(line) for line in project["dependencies"])
+def project_dependencies(path: Path = PYPROJECT) -> dict[str, str]:
+    project = tomllib.loads(path.read_text(encoding="utf-8"))["project"]
+    return {name: spec for name, spec in map(parse, project["dependencies"]) if name not in OWN}
 
 
 @pytest.mark.parametrize(
@@ -106,3 +110,19 @@ def test_given_both_files_when_compared_then_every_pinned_runtime_dependency_is_
 
 def test_given_the_layer_requirements_when_read_then_nothing_the_runtime_provides_is_bundled() -> None:
     assert {parse(line)[0] for line in layer_requirements()} & RUNTIME_PROVIDED == set()
+
+
+def test_given_the_library_ranges_when_compared_then_every_pin_the_layer_ships_lies_inside_them() -> None:
+    from packaging.specifiers import SpecifierSet  # noqa: PLC0415
+
+    layer = {name: pinned_version(spec) for name, spec in map(parse, layer_requirements())}
+    extras = tomllib.loads(LIBRARY.read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    ranges = project_dependencies(LIBRARY) | dict(map(parse, extras["jobs"]))
+
+    outside = {
+        name: (layer[name], spec)
+        for name, spec in ranges.items()
+        if name in layer and layer[name] not in SpecifierSet(spec)
+    }
+    assert set(ranges) - RUNTIME_PROVIDED <= set(layer), "the layer ships every dependency of the library"
+    assert outside == {}

@@ -37,7 +37,7 @@ def make_variable(name: str) -> str:
 
 def test_every_tier_the_readme_names_is_a_registered_marker():
     tiers = readme_tiers()
-    assert set(tiers) == {"pg", "slow", "subprocess", "browser", "bench", "stack", "soak"}
+    assert set(tiers) == {"pg", "slow", "subprocess", "browser", "bench", "stack", "soak", "library"}
     assert set(tiers) <= registered_markers()
 
 
@@ -47,6 +47,17 @@ def test_make_check_leaves_out_exactly_the_tiers_the_readme_says():
     excluded = set(re.findall(r"not (\w+)", recipe.group(1)))
     # soak tests are stack tests too: leaving out the stack tier leaves them out
     assert {name for name, in_check in readme_tiers().items() if in_check == "no"} == excluded | {"soak"}
+
+
+def test_the_library_tests_exist_and_make_test_runs_them_at_both_ends_instead_of_in_the_dev_environment():
+    from tests.conftest import LIBRARY_TESTS  # noqa: PLC0415
+
+    assert LIBRARY_TESTS
+    assert [path for path in LIBRARY_TESTS if not (ROOT / path).is_file()] == []
+    parts = re.search(r"^TEST_PARTS\s*\?=\s*(.+)$", MAKEFILE, flags=re.MULTILINE)
+    assert parts
+    assert "library" in parts.group(1).split()
+    assert 'TESTS_MARK="not library"' in MAKEFILE
 
 
 @pytest.mark.parametrize("name", ["CHECK_WORKERS", "TEST_WORKERS"])

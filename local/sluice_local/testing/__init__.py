@@ -9,23 +9,19 @@ deployed locally for sending it messages and waiting for where each one ends (do
 - the pytest fixtures ``sluice_stack`` and ``sluice_context`` (:mod:`.plugin`).
 """
 
-from sluice_local.testing.direct import (
-    ConsumerWorld,
-    Delayed,
-    EffectLog,
-    Ended,
-    consumer_world,
-    sluice_record,
-)
-from sluice_local.testing.events import QUEUE_ARN, lambda_context, sqs_event, sqs_record
-from sluice_local.testing.project import with_workloads
-from sluice_local.testing.stack import (
-    Outcome,
-    RunningStack,
-    configure_existing_queue,
-    port_is_closed,
-    start_stack,
-)
+from sluice._lazy import lazy_exports  # the library's own helper: both released together
+
+_EXPORTS = {
+    "ConsumerWorld": "direct", "Delayed": "direct", "EffectLog": "direct", "Ended": "direct",
+    "consumer_world": "direct", "sluice_record": "direct",
+    "QUEUE_ARN": "events", "lambda_context": "events", "sqs_event": "events", "sqs_record": "events",
+    "with_workloads": "project",
+    "Outcome": "stack", "RunningStack": "stack", "configure_existing_queue": "stack",
+    "port_is_closed": "stack", "start_stack": "stack",
+}  # fmt: skip
+"""Imported on first use (PEP 562): a test of a processor alone pays neither for the local runtime's
+template machinery (the SAM translator) nor for the stack it never starts."""
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "QUEUE_ARN", "ConsumerWorld", "Delayed", "EffectLog", "Ended", "Outcome", "RunningStack",
