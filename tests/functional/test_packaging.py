@@ -4,6 +4,10 @@ templates name it in S3 (what ``sam deploy`` hands CloudFormation, which cannot 
 
 SAM CLI 1.170 leaves a loop's artifact local in two cases (docs/workloads.md, "What packaging needs"):
 this test fails if either comes back. It packages into the embedded S3 (moto's server), no AWS account.
+
+The same build (one `sam build`, the slow part) is also read for what it printed (no warning) and for
+what it put in the two common layers: each compiled file for arm64 and for x86_64, told apart by file
+names and ELF headers, nothing imported.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from moto.server import ThreadedMotoServer
 from samtranslator.yaml_helper import yaml_parse
 
 from sluice_local.emulation.endpoint import free_port
+from tests.build_output import architecture_gaps, build_warnings, extension_modules
 
 ROOT = Path(__file__).resolve().parents[2]
 SAM = Path(sys.executable).with_name("sam")
@@ -89,6 +94,7 @@ def test_given_sam_build_and_sam_package_then_every_artifact_is_in_s3(
     s3.create_bucket(Bucket="artifacts")
     build, packaged = tmp_path / "build", tmp_path / "packaged.yaml"
     # When the application is built and packaged as `sam deploy` packages it (samconfig.toml's settings)
+    outputs = []
     for argv in (
         [str(SAM), "build", "--build-dir", str(build), "--cache-dir", str(tmp_path / "cache")],
         [str(SAM), "package", "--template-file", str(build / "template.yaml"), "--s3-bucket", "artifacts",
@@ -96,6 +102,28 @@ def test_given_sam_build_and_sam_package_then_every_artifact_is_in_s3(
     ):  # fmt: skip
         done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        outputs.append(done.stdout + done.stderr)
+    # Then the build printed no warning (none about the functions' missing requirements.txt: they are
+    # built by functions/Makefile)
+    assert build_warnings(outputs[0]) == [], outputs[0][-3000:]
+    # ... the common layer serves both architectures: every compiled module twice, bundled libraries both
+    common, lean = build / "CommonLayer" / "python", build / "CommonLayerWithoutPowertools" / "python"
+    assert architecture_gaps(common) == []
+    assert extension_modules(common) >= {
+        "pydantic_core/_pydantic_core.cpython-313",
+        "wrapt/_wrappers.cpython-313",
+        "psycopg_binary/_psycopg.cpython-313",
+        "psycopg_binary/pq.cpython-313",
+    }
+    assert {"sluice", "aws_lambda_powertools", "pydantic", "aws_xray_sdk", "psycopg"} <= {
+        p.name for p in common.iterdir()
+    }
+    # ... and so does the variant without Powertools, which ships sluice and the job store's driver only
+    assert architecture_gaps(lean) == []
+    assert extension_modules(lean) == {"psycopg_binary/_psycopg.cpython-313", "psycopg_binary/pq.cpython-313"}
+    assert {p.name for p in lean.iterdir() if not p.name.endswith(".dist-info")} == {
+        "sluice", "psycopg", "psycopg_binary", "psycopg_binary.libs",
+    }  # fmt: skip
     # Then the root and every nested template it names are in S3, with nothing local left in any
     templates = {"template.yaml": yaml_parse(packaged.read_text(encoding="utf-8"))}
     pending = list(templates.items())

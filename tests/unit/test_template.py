@@ -539,10 +539,9 @@ def check_common_layer(raw: Template, cfn: Template) -> list[str]:
     if layer.get("Metadata", {}).get("BuildMethod") != "makefile":
         problems.append("CommonLayer must have Metadata.BuildMethod: makefile")
     p = layer.get("Properties", {})
-    if "python3.13" not in p.get("CompatibleRuntimes", []) or "arm64" not in p.get(
-        "CompatibleArchitectures", []
-    ):
-        problems.append("CommonLayer must be compatible with python3.13 on arm64")
+    architectures = sorted(p.get("CompatibleArchitectures", []))
+    if "python3.13" not in p.get("CompatibleRuntimes", []) or architectures != ["arm64", "x86_64"]:
+        problems.append("CommonLayer must be compatible with python3.13 on arm64 and x86_64")
     makefile = ROOT / str(p.get("ContentUri", "")) / "Makefile"
     if not makefile.is_file() or "build-CommonLayer:" not in makefile.read_text(encoding="utf-8"):
         problems.append(f"{makefile} must define the build-CommonLayer target")
@@ -1022,6 +1021,10 @@ MUTATIONS: dict[str, tuple[Callable[[Template], None], Check]] = {
     "untraced functions": (_delete("Globals.Function.Tracing"), check_globals),
     "no log level": (_delete("Globals.Function.Environment.Variables.LOG_LEVEL"), check_globals),
     "layer built by pip": (_delete("Resources.CommonLayer.Metadata"), check_common_layer),
+    "layer for arm64 only": (
+        _set("Resources.CommonLayer.Properties.CompatibleArchitectures", ["arm64"]),
+        check_common_layer,
+    ),
     "no dead-letter queue url": (_delete(f"Outputs.{WORKLOAD}DeadLetterQueueUrl"), check_outputs),
     "no function arn": (_delete(f"Outputs.{WORKLOAD}ConsumerFunctionArn"), check_outputs),
     "misspelt setting": (_set(f"{CONSUMER_ENV}.SLUICE_CONCURENCY", "4"), check_settings_variables),
