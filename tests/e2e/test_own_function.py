@@ -24,7 +24,7 @@ from sluice_local.app.observer import envelope_of, every_message
 from sluice_local.emulation.cloud import ROOT, LocalCloud
 
 EXAMPLE = ROOT / "examples" / "own-function"
-FAST = {
+SHORT_TIMINGS = {
     "FunctionTimeoutSeconds": "10",
     "QueueVisibilityTimeoutSeconds": "60",  # 6 x 10 s + no batching window
     "MaxReceiveCount": "3",
@@ -39,7 +39,8 @@ TARIFF_CENTS_PER_KWH = Decimal(30)
 def metering() -> Iterator[LocalCloud]:
     """examples/own-function/template.yaml deployed alone (its own stack name, no sluice stack)."""
     name = f"metering-{uuid.uuid4().hex[:6]}"
-    with LocalCloud(EXAMPLE, template=EXAMPLE / "template.yaml", parameters=FAST, stack_name=name) as cloud:
+    template = EXAMPLE / "template.yaml"
+    with LocalCloud(EXAMPLE, template=template, parameters=SHORT_TIMINGS, stack_name=name) as cloud:
         yield cloud
 
 
@@ -169,7 +170,7 @@ def test_a_reading_whose_meter_never_registers_is_dead_lettered_after_max_receiv
     assert envelope.last_error is not None
     assert envelope.last_error.type == "TransientError"
     assert envelope.last_error.message == "meter m-unregistered is not registered (yet)"
-    assert envelope.last_error.receives == int(FAST["MaxReceiveCount"])
+    assert envelope.last_error.receives == int(SHORT_TIMINGS["MaxReceiveCount"])
     assert envelope.source == metering.outputs["ReadingsQueueArn"]
     # and it left the readings queue, billed nothing and was not isolated
     wait_for(lambda: drained(metering), "the readings queue drained")

@@ -24,28 +24,36 @@ FENCE = re.compile(r"^```(.*)$", re.MULTILINE)
 BLOCK = re.compile(r"^```python (excerpt|run)=(\S+)\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
 
 
-def blocks(kind: str) -> dict[str, str]:
-    """The page's blocks of ``kind`` (excerpt or run), by their path or name, in the page's order."""
-    return {
-        name: code for found, name, code in BLOCK.findall(PAGE.read_text(encoding="utf-8")) if found == kind
-    }
+def blocks(kind: str) -> list[tuple[str, str]]:
+    """The page's blocks of ``kind`` (excerpt or run): (path or name, code), in the page's order."""
+    found = BLOCK.findall(PAGE.read_text(encoding="utf-8"))
+    return [(name, code) for block_kind, name, code in found if block_kind == kind]
 
 
 def run(name: str, namespace: dict[str, Any]) -> None:
-    exec(compile(blocks("run")[name], f"docs/library.md:{name}", "exec"), namespace)  # noqa: S102 - the page's code
+    exec(compile(dict(blocks("run"))[name], f"docs/library.md:{name}", "exec"), namespace)  # noqa: S102 - the page's code
 
 
 def test_every_code_block_of_the_page_is_an_excerpt_or_a_run_block():
     openers = FENCE.findall(PAGE.read_text(encoding="utf-8"))[::2]  # an opening fence, then its closing one
     assert openers, "the page shows no code"
     assert all(re.fullmatch(r"python (excerpt|run)=\S+", info) for info in openers), openers
-    assert list(blocks("run")) == ["claim-check-send", "short-delay", "long-delay", "job-producer"]
+    assert [name for name, _ in blocks("run")] == [
+        "claim-check-send",
+        "short-delay",
+        "long-delay",
+        "job-producer",
+    ]
 
 
 def test_each_excerpt_is_the_examples_code_as_it_is():
     excerpts = blocks("excerpt")
-    assert sorted(excerpts) == ["examples/own-function/src/app.py", "examples/own-function/src/processor.py"]
-    for path, code in excerpts.items():
+    assert sorted({path for path, _ in excerpts}) == [
+        "examples/own-function/src/app.py",
+        "examples/own-function/src/processor.py",
+        "tests/e2e/test_own_function.py",
+    ]
+    for path, code in excerpts:
         assert code in (ROOT / path).read_text(encoding="utf-8"), f"{path} no longer holds the page's excerpt"
 
 
