@@ -43,18 +43,22 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# Strictness per package lives in pyproject.toml; each function folder is its own Lambda root.
+# Strictness per package lives in pyproject.toml; each function folder is its own Lambda root (an
+# example with a template of its own keeps its function's code in src/, its CodeUri). A folder without
+# Python files of its own (examples/own-function/, beside its src/) is skipped.
 typecheck: $(STAMP)
 	$(BIN)/mypy layers/common/sluice local/sluice_local cli/sluice_cli
 	$(BIN)/mypy --strict benchmarks
-	@set -e; shopt -s nullglob; for d in functions/*/ examples/*/ workloads/*/; do \
-	  MYPYPATH="layers/common:$$d" $(BIN)/mypy --strict --no-error-summary "$$d"*.py; \
+	@set -e; shopt -s nullglob; for d in functions/*/ examples/*/ examples/*/src/ workloads/*/; do \
+	  files=("$$d"*.py); if [ $${#files[@]} -eq 0 ]; then continue; fi; \
+	  MYPYPATH="layers/common:$$d" $(BIN)/mypy --strict --no-error-summary "$${files[@]}"; \
 	done; echo "functions, examples and workloads/: strict, no issues"
 	$(BIN)/mypy tests
 
 validate: $(STAMP)
 	$(BIN)/sam validate --lint --region $(REGION)
 	$(BIN)/python scripts/lint_nested.py
+	@set -e; for t in examples/*/template.yaml; do $(BIN)/sam validate --lint --region $(REGION) -t "$$t"; done
 
 # Node tools (asl-validator) from package-lock.json; reinstalled only when the lock file changes.
 node_modules/.package-lock.json: package-lock.json

@@ -13,6 +13,9 @@ and checkov scans that one template; a loop left in it fails the scan. The every
 workload that sets every consumer setting of its own and consumes an existing queue
 (``EVERY_WORKLOAD_SETTING``): the branch of the loop a ``Queue: existing`` block takes is scanned too.
 
+Each example with a template of its own (``examples/*/template.yaml``: a team's function on the library
+alone) is scanned too, as it is.
+
 Run with the checkov virtualenv's Python (standard library only): ``make security``.
 """
 
@@ -107,6 +110,21 @@ def expanded(source: Path) -> str:
     return done.stdout
 
 
+def scanned(checkov: Path, template: Path) -> bool:
+    """checkov on one CloudFormation template: True with 0 failed checks."""
+    argv = [
+        str(checkov),
+        "--file",
+        str(template),
+        "--framework",
+        "cloudformation",
+        "--compact",
+        "--quiet",
+        "--skip-download",
+    ]
+    return subprocess.run(argv, check=False).returncode == 0  # noqa: S603 - our own argv
+
+
 def main() -> int:
     checkov = Path(sys.executable).with_name("checkov")
     template = (ROOT / "template.yaml").read_text(encoding="utf-8")
@@ -126,18 +144,15 @@ def main() -> int:
                 source.unlink(missing_ok=True)
                 (ROOT / f".checkov-workloads-{n}.yaml").unlink(missing_ok=True)
             print(f"== checkov: template.yaml, {name}", flush=True)
-            argv = [
-                str(checkov),
-                "--file",
-                str(path),
-                "--framework",
-                "cloudformation",
-                "--compact",
-                "--quiet",
-                "--skip-download",
-            ]
-            if subprocess.run(argv, check=False).returncode != 0:  # noqa: S603 - our own argv
+            if not scanned(checkov, path):
                 failed.append(name)
+    # An example with a template of its own (examples/own-function/: a team's function on the library
+    # alone, docs/library.md) is scanned as it is: it has no loops or nested applications to expand.
+    for example in sorted(ROOT.glob("examples/*/template.yaml")):
+        name = str(example.relative_to(ROOT))
+        print(f"== checkov: {name}", flush=True)
+        if not scanned(checkov, example):
+            failed.append(name)
     if failed:
         print(f"checkov failed for: {', '.join(failed)}", file=sys.stderr)
         return 1

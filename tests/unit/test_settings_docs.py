@@ -107,6 +107,13 @@ TABLES = (
         parameter="parameter",
         fast="fast",
     ),
+    Table(
+        "docs/library.md",
+        "| variable | default | set it to |",
+        default="default",
+        env="variable",
+        model=ConsumerSettings,
+    ),
 )
 
 
