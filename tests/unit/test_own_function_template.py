@@ -13,6 +13,7 @@ import pytest
 from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 from samtranslator.yaml_helper import yaml_parse
 
+import sluice
 from sluice.consumer.settings import ConsumerSettings
 from sluice.envelope import MIN_KEY_BYTES
 from sluice.settings import ENV_PREFIX
@@ -81,9 +82,10 @@ def test_the_function_is_x86_64_and_gets_the_library_from_its_own_package(resour
     assert function["Architectures"] == ["x86_64"]
     assert "Layers" not in function
     requirements = (TEMPLATE.parent / function["CodeUri"] / "requirements.txt").read_text(encoding="utf-8")
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    project = tomllib.loads((ROOT / "layers/common/pyproject.toml").read_text(encoding="utf-8"))["project"]
     pinned = [line for line in requirements.splitlines() if line and not line.startswith("#")]
-    assert pinned == [f"{project['name']}=={project['version']}"]  # the library this repository builds
+    # the library this repository builds, at its version, and the SDK the handler's Tracer needs
+    assert pinned == [f"{project['name']}=={sluice.__version__}", "aws-xray-sdk>=2.12,<3"]
 
 
 def test_every_statement_of_the_role_names_its_resource_but_x_rays(resources):
