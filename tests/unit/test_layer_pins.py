@@ -115,7 +115,7 @@ def test_given_the_layer_requirements_when_read_then_nothing_the_runtime_provide
 def test_given_the_library_ranges_when_compared_then_every_pin_the_layer_ships_lies_inside_them() -> None:
     from packaging.specifiers import SpecifierSet  # noqa: PLC0415
 
-    layer = {name: pinned_version(spec) for name, spec in map(parse, layer_requirements())}
+    layer = {name: pinned_version(spec) or "" for name, spec in map(parse, layer_requirements())}
     extras = tomllib.loads(LIBRARY.read_text(encoding="utf-8"))["project"]["optional-dependencies"]
     ranges = project_dependencies(LIBRARY) | dict(map(parse, extras["jobs"]))
 

@@ -9,7 +9,28 @@ deployed locally for sending it messages and waiting for where each one ends (do
 - the pytest fixtures ``sluice_stack`` and ``sluice_context`` (:mod:`.plugin`).
 """
 
+from typing import TYPE_CHECKING
+
 from sluice._lazy import lazy_exports  # the library's own helper: both released together
+
+if TYPE_CHECKING:
+    from sluice_local.testing.direct import (
+        ConsumerWorld,
+        Delayed,
+        EffectLog,
+        Ended,
+        consumer_world,
+        sluice_record,
+    )
+    from sluice_local.testing.events import QUEUE_ARN, lambda_context, sqs_event, sqs_record
+    from sluice_local.testing.project import with_workloads
+    from sluice_local.testing.stack import (
+        Outcome,
+        RunningStack,
+        configure_existing_queue,
+        port_is_closed,
+        start_stack,
+    )
 
 _EXPORTS = {
     "ConsumerWorld": "direct", "Delayed": "direct", "EffectLog": "direct", "Ended": "direct",
