@@ -6,13 +6,14 @@ VENV        := .venv
 BIN         := $(VENV)/bin
 PY          := $(BIN)/python
 STAMP       := $(VENV)/.installed
+VENV_COMPILE ?= --compile-bytecode
 REGION      ?= us-east-1
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= $(REGION)
 # sam build runs the layer's Makefile with this PATH, so it finds the venv's pip.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help venv lint typecheck validate asl build security security-venv static check check-tests test tests library unit functional e2e demo up soak bench deploy clean
+.PHONY: help venv bytecode lint typecheck validate asl build security security-venv static check check-tests test tests library unit functional e2e demo up soak bench deploy clean
 
 help:
 	@echo "make demo      the whole app on this machine (embedded AWS, no Docker): scenarios, expected vs observed"
@@ -31,10 +32,13 @@ help:
 # minute or two (a clean clone's two virtualenvs: 141 s with pip beside the rest of CI). The venv keeps its
 # pip: sam build runs the layer's Makefile with it. pip installs uv with errors only (-qq): what it warns of
 # there is its own configuration on this machine (an index folder that is absent), nothing sluice can act on.
+# Bytecode is compiled at install: a machine with PYTHONDONTWRITEBYTECODE set (this kind of machine has it)
+# would otherwise compile botocore, moto and the rest from source in each of the hundreds of interpreters
+# `make test` starts (workers, stacks, soak workers, fresh-interpreter tests).
 $(STAMP): pyproject.toml layers/common/pyproject.toml cli/pyproject.toml local/pyproject.toml layers/common/requirements.txt
 	@test -x $(PY) || "$$(scripts/find-python.sh)" -m venv $(VENV)
 	$(PY) -m pip install --quiet --quiet --upgrade pip uv
-	$(BIN)/uv pip install --quiet --python $(PY) -e '.[dev]'
+	$(BIN)/uv pip install --quiet $(VENV_COMPILE) --python $(PY) -e '.[dev]'
 	@touch $@
 
 venv: $(STAMP)
@@ -85,7 +89,7 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 $(CHECKOV_STAMP): requirements-checkov.txt
 	@test -x $(CHECKOV_VENV)/bin/python || python3 -m venv $(CHECKOV_VENV)
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet --quiet --upgrade pip uv
-	$(CHECKOV_VENV)/bin/uv pip install --quiet --python $(CHECKOV_VENV)/bin/python -r requirements-checkov.txt
+	$(CHECKOV_VENV)/bin/uv pip install --quiet --compile-bytecode --python $(CHECKOV_VENV)/bin/python -r requirements-checkov.txt
 	@touch $@
 
 security-venv: $(CHECKOV_STAMP)
@@ -108,7 +112,12 @@ CHECK_PARTS   ?= check-tests lint typecheck
 
 static: lint typecheck validate asl build security
 
-check-tests: $(STAMP)
+# The repository's own packages compiled once, for the same reason as the venv's (no stale file matters:
+# Python checks each .pyc against its source).
+bytecode: $(STAMP)
+	@$(PY) -m compileall -q -j 0 layers/common/sluice local/sluice_local cli/sluice_cli functions examples >/dev/null
+
+check-tests: $(STAMP) bytecode
 	$(BIN)/pytest -q -n $(CHECK_WORKERS) $(PYTEST_XDIST) -m "not stack and not bench" tests/unit tests/functional
 
 check: $(STAMP)
@@ -116,7 +125,7 @@ check: $(STAMP)
 	  status=$$?; echo "make check: lint, types, unit and functional in $$(( $$(date +%s) - start )) s, exit $$status"; \
 	  exit $$status
 
-tests: $(STAMP)
+tests: $(STAMP) bytecode
 	$(BIN)/pytest -n $(TEST_WORKERS) $(PYTEST_XDIST) --durations=25 $(if $(TESTS_MARK),-m "$(TESTS_MARK)") $(PYTEST_ARGS)
 
 library: $(STAMP)

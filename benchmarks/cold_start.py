@@ -238,9 +238,18 @@ def lean_python(base: str, *, with_moto: bool = False) -> str:
     if python.exists() and marker.exists() and marker.read_text().strip() == wanted:
         return str(python)
     print(f"creating lean venv {venv} ({' + '.join(specs)} + {LAYER_REQUIREMENTS.relative_to(ROOT)}) ...")
-    subprocess.run([base, "-m", "venv", "--clear", str(venv)], check=True)
+    uv = (
+        Path(sys.executable).parent / "uv"
+    )  # the dev environment's (make venv installs it): seconds, not a minute
+    if uv.exists():
+        subprocess.run([str(uv), "venv", "--quiet", "--clear", "--python", base, str(venv)], check=True)
+        # bytecode compiled at install, as pip does by default (what the figures were measured with)
+        install = [str(uv), "pip", "install", "--quiet", "--compile-bytecode", "--python", str(python)]
+    else:
+        subprocess.run([base, "-m", "venv", "--clear", str(venv)], check=True)
+        install = [str(python), "-m", "pip", "install", "--quiet"]
     pip = subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", *specs, "-r", str(LAYER_REQUIREMENTS)],
+        [*install, *specs, "-r", str(LAYER_REQUIREMENTS)],
         capture_output=True,
         text=True,
         check=False,

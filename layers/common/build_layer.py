@@ -79,11 +79,28 @@ def requirements(*, without_powertools: bool) -> list[str]:
     return pins
 
 
+UV_PLATFORMS = {"arm64": "aarch64-manylinux_2_28", "x86_64": "x86_64-manylinux_2_28"}
+"""uv's names for the same platforms (manylinux_2_28 admits the manylinux2014 wheels too)."""
+
+
+def installer() -> str | None:
+    """uv where this interpreter's environment (or PATH) has it: the same wheels as pip, in a fraction of
+    the time and CPU (``make build`` and the tests build the layer several times a run); else None."""
+    beside = Path(sys.executable).parent / "uv"
+    return str(beside) if beside.exists() else shutil.which("uv")
+
+
 def pip_install(pins: list[str], architecture: str, target: Path) -> subprocess.Popen[bytes]:
+    uv = installer()
+    if uv is not None:
+        argv = [uv, "pip", "install", "--quiet", "--no-deps", "--python-version", "3.13",
+                "--python-platform", UV_PLATFORMS[architecture], "--only-binary", ":all:",
+                "--target", str(target), *pins]  # fmt: skip
+        return subprocess.Popen(argv)  # noqa: S603 - uv, fixed arguments
     platforms = [arg for tag in ARCHITECTURES[architecture] for arg in ("--platform", tag)]
     argv = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
-            "--no-compile", *platforms, "--implementation", "cp", "--python-version", "3.13",
-            "--only-binary=:all:", "--target", str(target), *pins]  # fmt: skip
+            "--root-user-action=ignore", "--no-compile", *platforms, "--implementation", "cp",
+            "--python-version", "3.13", "--only-binary=:all:", "--target", str(target), *pins]  # fmt: skip
     return subprocess.Popen(argv)  # noqa: S603 - this interpreter's pip, fixed arguments
 
 
@@ -116,6 +133,8 @@ def build(destination: Path, *, without_powertools: bool) -> None:
         failed = [tree.name for tree, install in zip(trees, installs, strict=True) if install.wait() != 0]
         if failed:
             raise SystemExit(f"pip failed for {', '.join(failed)}")
+        for tree in trees:
+            (tree / ".lock").unlink(missing_ok=True)  # uv's, for its --target: no file of the layer
         merge(trees, destination)
     shutil.copytree(
         HERE / "sluice", destination / "sluice", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
