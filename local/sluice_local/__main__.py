@@ -93,7 +93,8 @@ def _send_an_order(cloud: LocalCloud) -> str:
 def cmd_demo(args: argparse.Namespace) -> int:
     from sluice_local.demo.run import run_demo  # noqa: PLC0415 - rich is only needed here
 
-    return run_demo(Path(args.log_file), _params(args.param))
+    only = frozenset(name.strip() for name in args.only.split(",") if name.strip())
+    return run_demo(Path(args.log_file), _params(args.param), only)
 
 
 def _options(args: argparse.Namespace) -> Options:
@@ -189,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     demo = sub.add_parser("demo", help="deploy, drive every scenario, print expected vs observed")
     demo.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
     demo.add_argument("--log-file", default=str(ROOT / ".sluice-local" / "demo-functions.log"))
+    demo.add_argument("--only", default="", help="comma-separated scenario names to run (default: every one)")
     demo.set_defaults(func=cmd_demo)
     soak = sub.add_parser("soak", help="seeded fault schedules through the stack; lost/duplicated checked")
     soak.add_argument("--seeds", type=int, default=500, help="how many seeds (default 500)")

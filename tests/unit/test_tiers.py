@@ -122,6 +122,8 @@ def test_make_check_and_make_test_exit_with_the_tests_status(tmp_path, target, p
     fake.mkdir()
     (fake / "pytest").write_text(f'#!/bin/sh\necho fake pytest "$@"\nexit {pytest_exit}\n')
     (fake / "pytest").chmod(0o755)
+    (fake / "python").write_text("#!/bin/sh\nexit 0\n")  # the bytecode step's
+    (fake / "python").chmod(0o755)
     # When make runs the target with only its tests part
     done = subprocess.run(
         [shutil.which("make") or "make", "--no-print-directory", target, f"BIN={fake}", "STAMP=", parts],

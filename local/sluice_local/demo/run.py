@@ -36,17 +36,18 @@ QUEUES = (
 REPORT = Path(".sluice-local/demo-report.html")
 
 
-def run_demo(log_file: Path, overrides: dict[str, str]) -> int:
+def run_demo(log_file: Path, overrides: dict[str, str], only: frozenset[str] = frozenset()) -> int:
+    """Deploy, drive every scenario (those named in ``only``, if any), print expected vs observed."""
     stream = sys.__stdout__ or sys.stderr
     # Piped (CI, logs): wide enough that the observed figures (lags, counts) are never cut.
     console = Console(file=stream, width=None if stream.isatty() else 160)
     log_file.parent.mkdir(parents=True, exist_ok=True)
     log_file.unlink(missing_ok=True)
     with function_output(log_file):
-        return _run(console, log_file, overrides)
+        return _run(console, log_file, overrides, only)
 
 
-def _run(console: Console, log_file: Path, overrides: dict[str, str]) -> int:
+def _run(console: Console, log_file: Path, overrides: dict[str, str], only: frozenset[str]) -> int:
     params = {**FAST, **overrides}
     started = time.monotonic()
     settings = ", ".join(f"{k}={v}" for k, v in params.items())
@@ -80,6 +81,14 @@ def _run(console: Console, log_file: Path, overrides: dict[str, str]) -> int:
             ],
             *exclusive_redrive_scenarios(params),
         ]
+        if only:
+            named = {s.name for phase in phases for s in phase} | {s.name for s in skipped}
+            if unknown := sorted(only - named):
+                raise SystemExit(
+                    f"no scenario named {', '.join(unknown)}; there are: {', '.join(sorted(named))}"
+                )
+            phases = [kept for phase in phases if (kept := [s for s in phase if s.name in only])]
+            skipped = [s for s in skipped if s.name in only]
         progress = Progress(
             TextColumn("scenarios"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
         )
