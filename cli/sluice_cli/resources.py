@@ -39,6 +39,7 @@ OUTPUTS = {
     "redrive_mode": "RedriveMode",
     "envelope_key_secret": "EnvelopeKeySecretArn",
     "delay_queue_url": "DelayQueueUrl",
+    "delay_targets": "DelayTargets",
     "delay_dead_letter_queue_url": "DelayDeadLetterQueueUrl",
     "claim_check_bucket": "ClaimCheckBucketName",
     "claim_check_prefix": "ClaimCheckPrefix",
@@ -64,6 +65,8 @@ class Resources:
     redrive_settings_function: str | None = None
     envelope_key_secret: str | None = None
     delay_queue_url: str | None = None
+    delay_targets: str | None = None
+    """The queues the delay pipeline delivers to (comma-separated ARNs and patterns, its stack's output)."""
     delay_dead_letter_queue_url: str | None = None
     claim_check_bucket: str | None = None
     claim_check_prefix: str | None = None
@@ -245,6 +248,8 @@ def _fallback(resources: Resources, why: str) -> LoadedSettings:
         "SLUICE_ENVELOPE_KEY_SECRET": resources.require("envelope_key_secret"),
         # as the deployed redriver: long backoffs through the delay queue, bodies that outgrow SQS offloaded
         "SLUICE_DELAY_QUEUE_URL": resources.delay_queue_url or "",
+        "SLUICE_DELAY_TARGETS": resources.delay_targets
+        or "",  # a backoff it cannot deliver is cut, as deployed
         "SLUICE_CLAIM_CHECK_BUCKETS": resources.claim_check_bucket or "",
         "SLUICE_CLAIM_CHECK_PREFIX": resources.claim_check_prefix or "",
     }

@@ -23,11 +23,12 @@ from sluice import claimcheck
 from sluice.delay import send_delayed
 from sluice.envelope import Envelope, ErrorInfo, merge, split
 from sluice.limits import MAX_MESSAGE_BYTES
+from sluice.redrive.plan import delay_pipeline_reaches
 from sluice.sqs import message_bytes
 from sluice_cli.__main__ import main, make_context, parse
 from sluice_cli.messages import QueueScan
 from sluice_cli.output import Output
-from sluice_cli.resources import Resources
+from sluice_cli.resources import Resources, redrive_settings
 from sluice_local.emulation import moto_adapter
 from tests.conftest import TEST_SEAL, envelope_key_secret
 
@@ -755,6 +756,24 @@ def test_given_a_pill_isolated_again_while_all_are_replayed_then_it_is_not_repla
     assert result.json["cameBack"] == [{"messageId": again, "originId": "o-1"}]
     assert len(stack.receive_all(stack.work_url)) == 1
     assert [m["MessageId"] for m in stack.receive_all(stack.poison_url)] == [again]
+
+
+def test_given_unreadable_settings_when_falling_back_then_the_delay_pipelines_targets_come_from_the_stack(
+    stack,
+):
+    # Given a stack whose delay pipeline delivers only to its own work queues, and a redriver that
+    # cannot be read
+    targets = "arn:aws:sqs:us-east-1:123456789012:sluice-*-work"
+    stack.resources = replace(stack.resources, delay_targets=targets)
+    stack.lambda_.delete_function(FunctionName=FUNCTION)
+    # When the CLI plans with the fallback settings
+    loaded = redrive_settings(stack.resources, stack.lambda_)
+    # Then they hold the pipeline's targets, as the deployed redriver's do: a backoff the pipeline would
+    # refuse to deliver is cut to the direct-send threshold instead of isolated (docs/workloads.md)
+    assert loaded.origin == "fallback"
+    assert loaded.settings.delay_targets == (targets,)
+    assert not delay_pipeline_reaches("arn:aws:sqs:us-east-1:123456789012:their-orders", loaded.settings)
+    assert delay_pipeline_reaches("arn:aws:sqs:us-east-1:123456789012:sluice-orders-work", loaded.settings)
 
 
 def test_given_an_unreadable_settings_function_when_replayed_then_fallback_settings_are_announced(stack):
