@@ -132,6 +132,22 @@ def test_a_processor_alone_runs_each_side_effect_once_per_key() -> None:
         sluice_record({"n": ""}, key_path="n")
 
 
+def test_an_effects_first_run_gets_its_own_result_and_a_repeat_the_stored_json_as_powertools_gives() -> None:
+    # Given an effect whose result JSON changes (a tuple comes back a list), as record.once stores it
+    effects = EffectLog()
+    key = json.dumps(["body:1", "charge"])
+    # When it runs, then runs again under the same key
+    first = effects.once(key, lambda: ("ch-1", 200))
+    again = effects.once(key, lambda: pytest.fail("a repeat must not run the effect"))
+    # Then the first run got its own object back, the repeat what was stored, and it ran once
+    assert first == ("ch-1", 200)
+    assert again == ["ch-1", 200]
+    assert effects.ran == [("body:1", "charge")]
+    # And a result that is not JSON fails where the store would refuse it
+    with pytest.raises(TypeError):
+        effects.once(json.dumps(["body:2", "charge"]), object)
+
+
 def test_record_later_is_recorded_alone_and_sent_to_the_delay_queue_in_a_world() -> None:
     effects = EffectLog()
     record = sluice_record({"id": "a"}, effects=effects)

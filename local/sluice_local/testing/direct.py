@@ -65,12 +65,13 @@ class EffectLog:
 
     def once(self, key: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """What ``record.once`` calls (``key`` is the record's key and the effect's name, as JSON)."""
-        if key not in self._results:
-            result = fn(*args, **kwargs)
-            self._results[key] = json.loads(json.dumps(result))  # what is stored must be JSON
-            record_key, name = json.loads(key)
-            self.ran.append((record_key, name))
-        return self._results[key]
+        if key in self._results:
+            return self._results[key]  # a repeat gets what was stored: the JSON of the first result
+        result = fn(*args, **kwargs)
+        self._results[key] = json.loads(json.dumps(result))  # what is stored must be JSON
+        record_key, name = json.loads(key)
+        self.ran.append((record_key, name))
+        return result  # the first run gets its own result, as Powertools returns it
 
     def later(
         self,
