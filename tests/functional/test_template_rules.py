@@ -104,3 +104,15 @@ def test_given_rule_functions_when_evaluated_then_they_follow_cloudformation():
     }
     assert rule_problems(template, {"S": "x", "L": "x,b"}) == ["Rule 'Fails': S is not a"]
     assert rule_problems(template, {}) == []
+
+
+def test_given_a_string_where_a_list_belongs_then_it_is_one_member_not_its_substrings():
+    # Given assertions over a String parameter where the rule functions take a list of strings
+    contains = {"Assert": {"Fn::Contains": [{"Ref": "S"}, "prod"]}, "AssertDescription": "c"}
+    member_in = {"Assert": {"Fn::EachMemberIn": [{"Ref": "S"}, "prod-eu"]}, "AssertDescription": "i"}
+    template = {
+        "Parameters": {"S": {"Type": "String", "Default": "prod-eu"}},
+        "Rules": {"Contains": {"Assertions": [contains]}, "In": {"Assertions": [member_in]}},
+    }
+    # Then "prod" is not a member of "prod-eu" (a substring is not a member), and "prod-eu" is in itself
+    assert rule_problems(template, {}) == ["Rule 'Contains': c"]

@@ -76,9 +76,15 @@ def _evaluate(expression: Any, values: Mapping[str, Any]) -> Any:  # noqa: C901,
     if function == "Fn::Equals":
         return args[0] == args[1]
     if function == "Fn::Contains":
-        return args[1] in args[0]
+        return args[1] in _members(args[0])
     if function == "Fn::EachMemberEquals":
-        return all(member == args[1] for member in args[0])
+        return all(member == args[1] for member in _members(args[0]))
     if function == "Fn::EachMemberIn":
-        return all(member in args[1] for member in args[0])
+        return all(member in _members(args[1]) for member in _members(args[0]))
     return _UNKNOWN
+
+
+def _members(value: Any) -> list[Any]:
+    """A list of strings as the rule functions take it: a String where a list belongs is one member (never
+    the characters or substrings of it: ``Fn::Contains`` of "ab" and "a" is false)."""
+    return list(value) if isinstance(value, list) else [value]
