@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +31,10 @@ if TYPE_CHECKING:
 LIST_VISIBILITY_SECONDS = 30
 REPLAY_VISIBILITY_SECONDS = 60
 """Held while a batch is sent and deleted; long enough for send_batch's retries."""
+
+CLOCK_SKEW_SECONDS = 5.0
+"""How far this machine's clock may run ahead of SQS's ``SentTimestamp`` before a pill isolated during a
+replay is taken for one that was already there (the two are only told apart in the report)."""
 
 
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -133,6 +138,9 @@ class ReplayResult:
     came_back: list[dict[str, Any]] = field(default_factory=list)
     """Pills isolated again while this replay ran (a message it replayed failed again): left, never
     replayed twice by one command (a replay of every pill must end)."""
+    isolated_twice: list[dict[str, Any]] = field(default_factory=list)
+    """Pills of an origin this replay already took that were on the queue before it began: one failure
+    isolated twice (an Isolate task retried after its send). Left, as the replayed one stands for it."""
 
     @property
     def complete(self) -> bool:
@@ -147,6 +155,7 @@ class ReplayResult:
             "notFound": self.not_found,
             "otherWorkloads": self.other_workloads,
             "cameBack": self.came_back,
+            "isolatedTwice": self.isolated_twice,
         }
         return {**lists, "counts": {name: len(items) for name, items in lists.items()}}
 
@@ -162,6 +171,7 @@ def replay_command(ctx: Context, args: argparse.Namespace) -> int:
     found: set[str] = set()
     seal = ctx.seal(required=True)
     taken: set[str] = set()  # the origins this command has replayed or left: each one once
+    began = time.time() - CLOCK_SKEW_SECONDS  # a pill SQS stamped after this was isolated during the replay
     others = ctx.resources.other_workload_queues if args.all else ()
     with _scan(ctx, REPLAY_VISIBILITY_SECONDS, writes=True) as scan:
         for batch in scan.batches():
@@ -171,7 +181,8 @@ def replay_command(ctx: Context, args: argparse.Namespace) -> int:
                     continue
                 entry = {"messageId": message.message_id, "originId": _origin(message)}
                 if _origin(message) in taken:
-                    result.came_back.append(entry)
+                    sent = int(message.arrival.system.get("SentTimestamp") or 0) / 1000
+                    (result.came_back if sent >= began else result.isolated_twice).append(entry)
                     continue
                 taken.add(_origin(message))
                 env = message.envelope
@@ -319,6 +330,8 @@ def replay_human(ctx: Context, result: ReplayResult) -> None:
     rows += [(r["messageId"], "another workload's", r["source"]) for r in result.other_workloads]
     again = "isolated again during this replay: left"
     rows += [(r["messageId"], "came back", again) for r in result.came_back]
+    twice = "a second isolation of a message this replay sent back: left (delete it by hand)"
+    rows += [(r["messageId"], "isolated twice", twice) for r in result.isolated_twice]
     counts = result.to_dict()["counts"]
     ctx.out.table(
         "Replay: " + ", ".join(f"{n} {name}" for name, n in counts.items()),

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import io
 import json
+import time
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -25,6 +27,7 @@ from sluice.envelope import Envelope, ErrorInfo, merge, split
 from sluice.limits import MAX_MESSAGE_BYTES
 from sluice.redrive.plan import delay_pipeline_reaches
 from sluice.sqs import message_bytes
+from sluice_cli import poison
 from sluice_cli.__main__ import main, make_context, parse
 from sluice_cli.messages import QueueScan
 from sluice_cli.output import Output
@@ -520,7 +523,7 @@ def test_given_an_id_when_replayed_then_it_goes_to_its_source_unchanged_and_leav
     assert result.code == 0, result.stderr
     assert result.json["counts"] == {
         "replayed": 1, "refused": 0, "failed": 0, "notDeleted": 0, "notFound": 0,
-        "otherWorkloads": 0, "cameBack": 0,
+        "otherWorkloads": 0, "cameBack": 0, "isolatedTwice": 0,
     }  # fmt: skip
     assert result.json["replayed"][0]["destination"] == stack.work_url
     assert result.json["resetAttempts"] is False
@@ -718,6 +721,7 @@ def test_given_all_and_yes_when_replayed_then_every_replayable_message_moves_and
         "notFound": 0,
         "otherWorkloads": 0,
         "cameBack": 0,
+        "isolatedTwice": 0,
     }
     assert len(stack.receive_all(stack.work_url)) == 12
     assert [m["Body"] for m in stack.receive_all(stack.poison_url)] == ["no envelope"]
@@ -742,18 +746,30 @@ def test_given_all_and_another_workloads_pills_when_replayed_then_they_are_left_
     assert [m["MessageId"] for m in stack.receive_all(stack.poison_url)] == [theirs]
 
 
-def test_given_a_pill_isolated_again_while_all_are_replayed_then_it_is_not_replayed_twice(stack):
-    # Given a pill, and its copy isolated again (same origin: what a replayed message that fails again
-    # becomes while a replay of every pill still runs)
+@pytest.mark.parametrize(
+    ("replay_began", "outcome"),
+    [(-60.0, "cameBack"), (60.0, "isolatedTwice")],
+    ids=["copy-sent-during-the-replay", "copy-there-before-it"],
+)
+def test_given_a_second_pill_of_one_origin_when_all_are_replayed_then_it_is_not_replayed_twice(
+    stack, monkeypatch, replay_began, outcome
+):
+    # Given a pill and a second pill of its origin, sent (by SQS's clock) after the replay began (what a
+    # replayed message that fails again becomes while the replay still runs) or before it (one failure
+    # isolated twice: an Isolate task retried after its send)
     first = stack.put(stack.poison_url, "fails again", source=stack.work_arn, origin="o-1")
     again = stack.put(stack.poison_url, "fails again", source=stack.work_arn, origin="o-1")
+    now = time.time()
+    monkeypatch.setattr(poison, "time", SimpleNamespace(time=lambda: now + replay_began))
 
     result = stack.run("--json", "poison", "replay", "--all", "--yes")
 
-    # Then the command replays it once and leaves the copy: a replay of every pill ends
+    # Then the command replays the origin once and leaves the second pill, named for what it is: a
+    # replay of every pill ends
     assert result.code == 0, result.stdout
     assert [r["messageId"] for r in result.json["replayed"]] == [first]
-    assert result.json["cameBack"] == [{"messageId": again, "originId": "o-1"}]
+    assert result.json[outcome] == [{"messageId": again, "originId": "o-1"}]
+    assert result.json["counts"]["cameBack"] + result.json["counts"]["isolatedTwice"] == 1
     assert len(stack.receive_all(stack.work_url)) == 1
     assert [m["MessageId"] for m in stack.receive_all(stack.poison_url)] == [again]
 
