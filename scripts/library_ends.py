@@ -5,10 +5,10 @@ each end — the oldest supported versions on the oldest supported Python, the n
 runtime's — in a clean virtualenv:
 
 1. installs the library's wheel alone: what comes is its dependencies and nothing else (neither moto, the
-   CLI, the local runtime nor psycopg), and ``uv pip check`` is clean;
-2. adds the ``jobs`` extra: psycopg comes, the check is still clean;
-3. times ``import sluice.consumer`` (``python -X importtime``, the median of five fresh interpreters),
-   beside the same import in the dev environment;
+   CLI, the local runtime, psycopg nor boto3: ``NEVER_WITH_THE_LIBRARY``), and ``uv pip check`` is clean;
+2. adds its extras, ``aws-sdk`` and ``jobs``: boto3 and psycopg come, the check is still clean;
+3. times ``from sluice.consumer import Consumer`` (``python -X importtime``, the median of five fresh
+   interpreters);
 4. runs the library's tests (``LIBRARY_TESTS`` in tests/conftest.py) with the test tools added under the
    versions resolved in 1-2 as constraints, so the tools cannot move them.
 
@@ -38,15 +38,15 @@ from tests.conftest import LIBRARY_TESTS  # noqa: E402 - the repository's tests 
 
 DISTRIBUTIONS = {"sluice-sqs": "layers/common", "sluice-sqs-cli": "cli", "sluice-sqs-local": "local"}
 NEVER_WITH_THE_LIBRARY = (
-    "moto",
-    "sluice-sqs-cli",
-    "sluice-sqs-local",
-    "psycopg",
-    "psycopg-binary",
-    "aws-sam-cli",
-)
+    "moto", "sluice-sqs-cli", "sluice-sqs-local", "psycopg", "psycopg-binary", "aws-sam-cli",
+    "aws-sam-translator", "boto3", "botocore", "aws-xray-sdk", "rich", "pyyaml",
+)  # fmt: skip
+"""What the library alone must not bring: the other distributions and their tools, the job store's driver
+(its ``jobs`` extra), the AWS SDK (the Lambda runtime's; its ``aws-sdk`` extra), the functions' tracer."""
 REPORTED = ("aws-lambda-powertools", "pydantic", "boto3", "botocore", "jmespath", "psycopg")
 IMPORT_RUNS = 5
+IMPORTED = "from sluice.consumer import Consumer"
+"""What a handler's cold start imports (``import sluice.consumer`` alone loads only the lazy package)."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,10 @@ def interpreter(version: str) -> str:
         else None
     )
     if found is not None and found.returncode == 0:
-        versions = sorted(Path(found.stdout.strip(), "versions").glob(f"{version}.*/bin/python{version}"))
+        versions = sorted(
+            Path(found.stdout.strip(), "versions").glob(f"{version}.*/bin/python{version}"),
+            key=lambda path: [int(part) for part in re.findall(r"\d+", path.parents[1].name)],
+        )
         if versions:
             return str(versions[-1])
     on_path = shutil.which(f"python{version}")
@@ -90,9 +93,11 @@ def uv(*args: str, capture: bool = True) -> str:
     return done.stdout
 
 
-def library_requirements() -> tuple[list[str], list[str]]:
+def library_requirements() -> tuple[list[str], dict[str, list[str]]]:
+    """The library's own requirements and its extras' (each given directly to the resolver, so the oldest
+    end's ``lowest-direct`` holds every one of them at its lower bound)."""
     project = tomllib.loads((ROOT / "layers/common/pyproject.toml").read_text(encoding="utf-8"))["project"]
-    return list(project["dependencies"]), list(project["optional-dependencies"]["jobs"])
+    return list(project["dependencies"]), dict(project["optional-dependencies"])
 
 
 def dev_pins() -> list[str]:
@@ -124,24 +129,23 @@ def installed(python: Path) -> dict[str, str]:
 
 
 def import_ms(python: Path) -> tuple[float, float]:
-    """``import sluice.consumer`` in fresh interpreters, bytecode cached as a Lambda runtime has it (one
-    more run, first, writes it): the medians, in ms, of its own cumulative time and of every import the
-    process made (the interpreter's start included: an editable install's finders import pathlib, re and
-    typing there, before sluice.consumer, which then looks cheaper than it is)."""
+    """``IMPORTED`` in fresh interpreters, bytecode cached as a Lambda runtime would have it (one more run,
+    first, writes it): the medians, in ms, of the self time of sluice's own modules and of every module
+    the process imported (its start included), from ``python -X importtime``."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
     own, total = [], []
     for _ in range(IMPORT_RUNS + 1):
         done = subprocess.run(  # noqa: S603 - our own argv
-            [str(python), "-X", "importtime", "-c", "import sluice.consumer"],
+            [str(python), "-X", "importtime", "-c", IMPORTED],
             capture_output=True, text=True, check=True, env=env, cwd=python.parent,
         )  # fmt: skip
         rows = [
-            row.split("|")
+            (int(row.split("|")[0].removeprefix("import time:")), row.split("|")[2].strip())
             for row in done.stderr.splitlines()
             if row.startswith("import time:") and "self" not in row
         ]
-        own.append(next(int(r[1]) for r in rows if r[2].strip() == "sluice.consumer") / 1000)
-        total.append(sum(int(r[0].removeprefix("import time:")) for r in rows) / 1000)
+        own.append(sum(us for us, name in rows if name.split(".")[0] == "sluice") / 1000)
+        total.append(sum(us for us, _ in rows) / 1000)
     return statistics.median(own[1:]), statistics.median(total[1:])
 
 
@@ -151,7 +155,7 @@ def run_end(end: End, wheel: Path, work: Path, *, tests: bool) -> list[str]:
     shutil.rmtree(venv, ignore_errors=True)
     uv("venv", "--quiet", "--python", interpreter(end.python), str(venv))
     python = venv / "bin" / "python"
-    base, jobs = library_requirements()
+    base, extras = library_requirements()
     problems: list[str] = []
     pip = (
         "pip",
@@ -170,19 +174,19 @@ def run_end(end: End, wheel: Path, work: Path, *, tests: bool) -> list[str]:
         f"{end.name}: installing the library brought {n}" for n in NEVER_WITH_THE_LIBRARY if n in alone
     ]
     uv("pip", "check", "--python", str(python))
-    # 2. with the jobs extra
-    uv(*pip, f"sluice-sqs[jobs] @ {wheel.as_uri()}", *base, *jobs)
+    # 2. with its extras: the job store's driver and the AWS SDK
+    uv(*pip, f"sluice-sqs[aws-sdk,jobs] @ {wheel.as_uri()}", *base, *extras["aws-sdk"], *extras["jobs"])
     versions = installed(python)
-    if "psycopg" not in versions:
-        problems.append(f"{end.name}: the jobs extra did not bring psycopg")
+    problems += [
+        f"{end.name}: its extras did not bring {n}" for n in ("psycopg", "boto3") if n not in versions
+    ]
     uv("pip", "check", "--python", str(python))
     print(f"{end.name} (Python {end.python}, {end.resolution}): pip check clean; "
           + ", ".join(f"{n} {versions.get(n, '-')}" for n in REPORTED))  # fmt: skip
-    # 3. import time, beside the dev environment's
-    (own, total), (dev_own, dev_total) = import_ms(python), import_ms(Path(sys.executable))
-    print(f"{end.name}: import sluice.consumer {own:.1f} ms, {total:.1f} ms with the interpreter's start "
-          f"(medians of {IMPORT_RUNS}); the dev environment's editable install: {dev_own:.1f} ms, "
-          f"{dev_total:.1f} ms")  # fmt: skip
+    # 3. import time
+    own, total = import_ms(python)
+    print(f"{end.name}: {IMPORTED!r}: {total:.0f} ms of imports with the interpreter's start, {own:.0f} ms "
+          f"of them sluice's own modules (medians of {IMPORT_RUNS})")  # fmt: skip
     if not tests:
         return problems
     # 4. the library's tests, the resolved versions held by constraints
@@ -234,7 +238,10 @@ def main(argv: list[str] | None = None) -> int:
     wheels = build(args.work)
     problems = []
     for name in args.ends.split(","):
-        problems += run_end(ENDS[name], wheels["sluice-sqs"], args.work, tests=not args.no_tests)
+        try:
+            problems += run_end(ENDS[name], wheels["sluice-sqs"], args.work, tests=not args.no_tests)
+        except SystemExit as stopped:  # a failed install or check: said, and the other end still runs
+            problems.append(f"{name}: {stopped}")
     for problem in problems:
         print(f"FAILED: {problem}")
     print("library at both ends: " + ("ok" if not problems else f"{len(problems)} problem(s)"))

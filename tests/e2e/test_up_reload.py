@@ -93,6 +93,8 @@ def test_given_up_when_it_deploys_then_it_prints_nothing_a_user_cannot_act_on(tm
     running = start_stack(tmp_path, stack_name="sluice-quiet", template=examples)
     try:
         outputs = running.stack.outputs
+        ssm = running.stack.client("ssm")
+        parameter = ssm.get_parameter(Name=outputs["CommonLayerArnParameter"])["Parameter"]["Value"]
     finally:
         assert running.stop() == 0
     said = running.output.read_text(encoding="utf-8")
@@ -100,3 +102,6 @@ def test_given_up_when_it_deploys_then_it_prints_nothing_a_user_cannot_act_on(tm
     for noise in ("No Moto CloudFormation support", "UserWarning", "unpublished metrics", "object at 0x"):
         assert noise not in said, f"{noise!r} in up's output:\n{said[-3000:]}"
     assert outputs["CommonLayerArn"].startswith("arn:aws:lambda:us-east-1:123456789012:layer:")
+    # And other stacks' functions find the layer's current version in its SSM parameter (not an export)
+    assert outputs["CommonLayerArnParameter"] == "/sluice-quiet/sluice/common-layer-arn"
+    assert parameter == outputs["CommonLayerArn"]

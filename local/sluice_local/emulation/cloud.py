@@ -214,6 +214,7 @@ class LocalCloud:
         self._unpatch.append(moto_adapter.configure())
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no access log per request
         self._unpatch.append(moto_adapter.install_quiet())  # moto's per-resource notices: one line instead
+        self._unpatch.append(moto_adapter.install_layer_version_refs())  # Ref of a layer version: its ARN
         self._unpatch.append(moto_adapter.install_invoke(self._invoke))
         self._unpatch.append(moto_adapter.install_sqs_rules())  # moto accepts what SQS refuses
         self._unpatch.append(moto_adapter.install_dead_letter_sources())  # moto's moves don't say from where
@@ -312,8 +313,6 @@ class LocalCloud:
         # every stack's outputs in one place, for the local tools (the operator CLI reads a nested
         # stack's from its own stack, as in AWS)
         outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
-        declared = deployable.get("Outputs", {})
-        outputs = moto_adapter.layer_arns(outputs, declared, self.client("lambda"), self.stack_name)
         self.outputs = publish_outputs(cfn, self.stack_name, outputs)
         for res in cfn.list_stack_resources(StackName=self.stack_name)["StackResourceSummaries"]:
             self.resources[res["LogicalResourceId"]] = res.get("PhysicalResourceId", "")

@@ -4,22 +4,20 @@ moto logs "No Moto CloudFormation support for AWS::SQS::QueuePolicy" (and warns 
 resource of a type its CloudFormation does not create, and the SAM translator's unpublished metrics warn
 when it is garbage-collected: some 25 lines before a stack's endpoint. :func:`install_quiet` silences
 them while a stack runs; :func:`not_created` names what moto's CloudFormation leaves out, for one line
-of the runtime's log; :func:`layer_arns` gives an output that ``Ref``s a layer version its ARN (moto's
-CloudFormation gives the object's repr).
+of the runtime's log; :func:`install_layer_version_refs` makes a ``Ref`` of a layer version its ARN
+(moto's CloudFormation gave the object's repr, in an output as in an SSM parameter).
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import warnings
 from collections import Counter
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 from sluice_local.emulation.moto_adapter.attributes import Undo
 
-__all__ = ["install_quiet", "layer_arns", "not_created"]
+__all__ = ["install_layer_version_refs", "install_quiet", "not_created"]
 
 _LOGGERS = ("samtranslator.metrics.metrics",)
 _MOTO_NOTICE = "No Moto CloudFormation support for"
@@ -33,7 +31,6 @@ class _NoUnsupportedNotice(logging.Filter):
 
 
 _UNSUPPORTED = r"Tried to parse AWS::\S+ but it's not supported by moto's CloudFormation implementation"
-_LAYER_REPR = re.compile(r"<moto\.awslambda\.models\.LayerVersion object at 0x[0-9a-f]+>")
 
 
 def install_quiet() -> Undo:
@@ -66,24 +63,20 @@ def not_created(types: Iterable[str]) -> Counter[str]:
     )
 
 
-def layer_arns(
-    outputs: Mapping[str, str], declared: Mapping[str, Any], lambda_client: Any, stack_name: str
-) -> dict[str, str]:
-    """``outputs`` with each one that ``Ref``s a layer version (``declared``: the template's Outputs) given
-    the layer version's ARN, as CloudFormation gives it (moto names it ``<stack>-<logical id>-<id>``)."""
-    fixed = dict(outputs)
-    layers: list[dict[str, Any]] | None = None
-    for key, value in outputs.items():
-        ref = (declared.get(key) or {}).get("Value")
-        if not (_LAYER_REPR.fullmatch(value) and isinstance(ref, dict) and isinstance(ref.get("Ref"), str)):
-            continue
-        if layers is None:
-            layers = list(lambda_client.list_layers().get("Layers", []))
-        named = [
-            layer["LatestMatchingVersion"]["LayerVersionArn"]
-            for layer in layers
-            if str(layer.get("LayerName", "")).startswith(f"{stack_name}-{ref['Ref']}-")
-        ]
-        if len(named) == 1:
-            fixed[key] = str(named[0])
-    return fixed
+def install_layer_version_refs() -> Undo:
+    """A ``Ref`` of a layer version is its ARN, as CloudFormation gives it, wherever the template uses it
+    (an output, an SSM parameter's value, a function's ``Layers``): moto's model has no physical id, so its
+    CloudFormation put the object's repr there."""
+    from moto.awslambda.models import LayerVersion  # noqa: PLC0415 - moto's model, patched while a stack runs
+
+    had = "physical_resource_id" in vars(LayerVersion)
+    previous = vars(LayerVersion).get("physical_resource_id")
+    LayerVersion.physical_resource_id = property(lambda self: self.arn)  # type: ignore[attr-defined]
+
+    def undo() -> None:
+        if had:
+            LayerVersion.physical_resource_id = previous  # type: ignore[attr-defined]
+        else:
+            del LayerVersion.physical_resource_id  # type: ignore[attr-defined]
+
+    return undo
