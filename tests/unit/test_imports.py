@@ -170,3 +170,17 @@ def test_every_package_folder_is_shipped_by_its_distribution(folder, package):
         missing = on_disk - set(config["packages"])
     assert on_disk
     assert missing == set()
+
+
+@pytest.mark.subprocess
+def test_given_no_psycopg_when_the_job_store_is_imported_then_the_error_names_the_jobs_extra():
+    # Given an interpreter where psycopg cannot be imported (the library installed without its jobs extra)
+    code = "import sys\nsys.modules['psycopg'] = None\nfrom sluice.jobs import JobStore"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60,
+        env={"PYTHONPATH": str(LAYER.parent), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    # Then importing the job store fails naming the extra that brings its driver
+    assert done.returncode == 1
+    assert "ModuleNotFoundError: sluice.jobs.JobStore needs psycopg" in done.stderr, done.stderr
+    assert "sluice-sqs[jobs]" in done.stderr

@@ -34,6 +34,23 @@ if TYPE_CHECKING:
 
     from sluice.envelope import SendAttributes
 
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_THRESHOLD",
+    "EXTENDED_POINTER_CLASS",
+    "EXTENDED_SIZE_ATTRIBUTE",
+    "LEGACY_POINTER_CLASS",
+    "SIMPLE_TYPE",
+    "Pointer",
+    "authorize",
+    "fetch",
+    "lazy_offloader",
+    "offloader",
+    "parse_pointer",
+    "rehearsal",
+    "send",
+]
+
 EXTENDED_POINTER_CLASS = "software.amazon.payloadoffloading.PayloadS3Pointer"
 LEGACY_POINTER_CLASS = "com.amazon.sqs.javamessaging.MessageS3Pointer"
 EXTENDED_SIZE_ATTRIBUTE = "ExtendedPayloadSize"

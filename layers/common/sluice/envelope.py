@@ -30,6 +30,24 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sluice.limits import MAX_ATTRIBUTES
 
+__all__ = [
+    "ATTRIBUTE",
+    "MAX_ERROR_MESSAGE",
+    "MIN_KEY_BYTES",
+    "SEALED_FIELDS",
+    "SEAL_SCHEME",
+    "Envelope",
+    "ErrorInfo",
+    "Seal",
+    "SendAttributes",
+    "decode",
+    "from_event_attributes",
+    "merge",
+    "split",
+    "string_value",
+    "utcnow",
+]
+
 ATTRIBUTE = "sluice"
 MAX_ERROR_MESSAGE = 512
 SEALED_FIELDS = ("origin_id", "source", "attempts", "first_failure", "last_error", "redriven_at")

@@ -17,6 +17,21 @@ from __future__ import annotations
 
 from sluice.limits import MAX_VISIBILITY_SECONDS
 
+__all__ = [
+    "AlreadyHandled",
+    "ConfigurationError",
+    "InvalidEventError",
+    "JobContention",
+    "JobError",
+    "JobNotFound",
+    "JobStoreUnavailable",
+    "LostClaim",
+    "PermanentError",
+    "RetryAfter",
+    "SluiceError",
+    "TransientError",
+]
+
 
 class SluiceError(Exception):
     """Root of every error sluice raises or understands."""

@@ -48,7 +48,7 @@ __all__ = [
     "parse_job_message",
 ]
 
-__getattr__, __dir__ = lazy_exports(
+_lazy_getattr, __dir__ = lazy_exports(
     __name__,
     {
         "Connector": "connection",
@@ -75,3 +75,17 @@ __getattr__, __dir__ = lazy_exports(
         "parse_job_message": "worker",
     },
 )
+
+
+def __getattr__(name: str) -> object:
+    """The lazy export, or a missing driver named with the extra that brings it."""
+    try:
+        return _lazy_getattr(name)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] != "psycopg":
+            raise
+        raise ModuleNotFoundError(
+            f"sluice.jobs.{name} needs psycopg, the job store's driver: install the library's jobs extra, "
+            "sluice-sqs[jobs]",
+            name="psycopg",
+        ) from exc
