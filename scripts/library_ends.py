@@ -215,7 +215,7 @@ def run_end(end: End, wheel: Path, work: Path, *, tests: bool) -> list[str]:
     if str(venv) not in where:
         problems.append(f"{end.name}: the tests would import sluice from {where}, not the installed wheel")
     done = subprocess.run(  # noqa: S603 - our own argv
-        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", *LIBRARY_TESTS],
+        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", *LIBRARY_TESTS],
         cwd=ROOT, env=env, check=False, capture_output=True, text=True,
     )  # fmt: skip
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "(no output)"
