@@ -157,16 +157,8 @@ def run_end(end: End, wheel: Path, work: Path, *, tests: bool) -> list[str]:
     python = venv / "bin" / "python"
     base, extras = library_requirements()
     problems: list[str] = []
-    pip = (
-        "pip",
-        "install",
-        "--quiet",
-        "--compile-bytecode",
-        "--python",
-        str(python),
-        "--resolution",
-        end.resolution,
-    )
+    install = ("pip", "install", "--quiet", "--compile-bytecode", "--python", str(python))
+    pip = (*install, "--resolution", end.resolution)
     # 1. the library alone
     uv(*pip, str(wheel), *base)
     alone = installed(python)
@@ -192,17 +184,7 @@ def run_end(end: End, wheel: Path, work: Path, *, tests: bool) -> list[str]:
     # 4. the library's tests, the resolved versions held by constraints
     constraints = work / f"constraints-{end.name}.txt"
     constraints.write_text("\n".join(f"{n}=={v}" for n, v in versions.items() if n != "sluice-sqs") + "\n")
-    uv(
-        "pip",
-        "install",
-        "--quiet",
-        "--compile-bytecode",
-        "--python",
-        str(python),
-        "-c",
-        str(constraints),
-        *dev_pins(),
-    )
+    uv(*install, "-c", str(constraints), *dev_pins())
     after = installed(python)
     moved = {n: f"{v} -> {after.get(n)}" for n, v in versions.items() if after.get(n) != v}
     if moved:
