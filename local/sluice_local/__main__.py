@@ -64,9 +64,28 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _send_to_a_queue(cloud: LocalCloud) -> str:
+    """How to send to a stack that is not sluice's (docs/library.md): the queues its outputs name."""
+    queues = sorted((key, url) for key, url in cloud.outputs.items() if key.endswith("QueueUrl"))
+    if not queues:
+        return (
+            f"outputs: {', '.join(sorted(cloud.outputs)) or 'none'} (aws ... --endpoint-url {cloud.endpoint})"
+        )
+    return "\n".join(
+        [
+            "queues (the stack's outputs):",
+            *(f"  {key}: {url}" for key, url in queues),
+            f"aws sqs send-message --endpoint-url {cloud.endpoint} --queue-url {queues[0][1]} "
+            "--message-body '<your body>'",
+        ]
+    )
+
+
 def _send_an_order(cloud: LocalCloud) -> str:
     """How to send to each workload of the running stack (the example's order body for its Orders)."""
     names = [name for name in cloud.outputs.get("WorkloadNames", "").split(",") if name]
+    if not names:  # a template of the team's own, not a sluice stack: its queues, no sluice command
+        return _send_to_a_queue(cloud)
     lines = [f"{name}: {cloud.outputs.get(f'{name}QueueUrl')}" for name in names]
     body = (
         '{"order_id":"o-1","customer_id":"c-1","amount_cents":100,"currency":"EUR"}'

@@ -37,3 +37,19 @@ def test_given_a_teams_stack_of_one_workload_then_its_queue_is_the_target_and_no
     assert ".venv/bin/sluice --stack-name sluice-local poison list" in said
     assert ".venv/bin/sluice --stack-name sluice-local dlq stats" in said
     assert "None" not in said
+
+
+def test_given_a_template_that_is_not_a_sluice_stack_then_its_queues_are_listed_and_no_sluice_command() -> (
+    None
+):
+    # Given a team's own template (docs/library.md): no workloads, its own outputs
+    said = _send_an_order(
+        cloud({"HooksQueueUrl": "http://q/hooks", "HooksDeadLetterQueueUrl": "http://q/dlq"})
+    )
+    # Then its queues are named, the send goes to one of them, and no sluice command is suggested (the
+    # operator CLI reads a sluice stack's outputs, which this one has not)
+    assert "  HooksQueueUrl: http://q/hooks" in said
+    assert "  HooksDeadLetterQueueUrl: http://q/dlq" in said
+    assert "--queue-url http://q/" in said
+    assert "sluice" not in said
+    assert "None" not in said
