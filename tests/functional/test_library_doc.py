@@ -21,7 +21,7 @@ from sluice_local.emulation.cloud import ROOT
 
 PAGE = ROOT / "docs" / "library.md"
 FENCE = re.compile(r"^```(.*)$", re.MULTILINE)
-BLOCK = re.compile(r"^```python (excerpt|run)=(\S+)\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
+BLOCK = re.compile(r"^```(?:python|yaml) (excerpt|run)=(\S+)\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
 
 
 def blocks(kind: str) -> list[tuple[str, str]]:
@@ -37,7 +37,7 @@ def run(name: str, namespace: dict[str, Any]) -> None:
 def test_every_code_block_of_the_page_is_an_excerpt_or_a_run_block():
     openers = FENCE.findall(PAGE.read_text(encoding="utf-8"))[::2]  # an opening fence, then its closing one
     assert openers, "the page shows no code"
-    assert all(re.fullmatch(r"python (excerpt|run)=\S+", info) for info in openers), openers
+    assert all(re.fullmatch(r"python (excerpt|run)=\S+|yaml excerpt=\S+", info) for info in openers), openers
     assert [name for name, _ in blocks("run")] == [
         "claim-check-send",
         "short-delay",
@@ -51,6 +51,7 @@ def test_each_excerpt_is_the_examples_code_as_it_is():
     assert sorted({path for path, _ in excerpts}) == [
         "examples/own-function/src/app.py",
         "examples/own-function/src/processor.py",
+        "examples/own-function/template.yaml",
         "tests/e2e/test_own_function.py",
     ]
     for path, code in excerpts:
