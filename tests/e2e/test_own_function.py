@@ -10,9 +10,8 @@ three receives, backoffs of 1-2 s. Every wait is a deadline on a condition, poll
 from __future__ import annotations
 
 import json
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -22,6 +21,7 @@ from sluice.claimcheck import send
 from sluice.envelope import Envelope
 from sluice_local.app.observer import envelope_of, every_message
 from sluice_local.emulation.cloud import ROOT, LocalCloud
+from tests.waiting import wait_for
 
 EXAMPLE = ROOT / "examples" / "own-function"
 SHORT_TIMINGS = {
@@ -31,7 +31,6 @@ SHORT_TIMINGS = {
     "BackoffBaseSeconds": "1",
     "BackoffCapSeconds": "2",
 }
-DEADLINE = 90.0  # seconds: a deadline, not a wait (each condition is usually met within a few seconds)
 TARIFF_CENTS_PER_KWH = Decimal(30)
 
 
@@ -49,14 +48,6 @@ def _embedded_aws(metering: LocalCloud, monkeypatch: pytest.MonkeyPatch) -> None
     """The functions' clients are made at their cold start, in this process: with the embedded endpoint
     (the suite's own fixture removes it for every test)."""
     monkeypatch.setenv("AWS_ENDPOINT_URL", metering.endpoint)
-
-
-def wait_for(condition: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + DEADLINE
-    while not (found := condition()):
-        assert time.monotonic() < deadline, f"not within {DEADLINE:.0f} s: {what}"
-        time.sleep(0.2)  # between two looks at the condition
-    return found
 
 
 def register(cloud: LocalCloud, meter_id: str) -> None:

@@ -7,17 +7,17 @@ CloudWatch Logs does) are evaluated by the local runtime as CloudWatch would.
 from __future__ import annotations
 
 import json
-import time
 import uuid
-from collections.abc import Callable
 
 from sluice_local.app.fast import FAST
 from sluice_local.app.messages import ORDERS, REFUNDS, claim_check, order
 from sluice_local.app.stack import local_cloud
 from sluice_local.emulation.cloud import LocalCloud
 from sluice_local.emulation.emf import Datapoint
+from tests.waiting import wait_for
 
 DEADLINE_SECONDS = 240.0  # a deadline, not a wait: the test ends as soon as the storm is seen
+STORM_WAIT: dict[str, float] = {"timeout": DEADLINE_SECONDS, "every": 0.5}
 STORM = 6
 """Messages whose claim-check object never appears: each fails on every receive, nears its dead-letter
 queue (NearDeadLetter) and is dead-lettered (the DLQ's depth alarm)."""
@@ -26,13 +26,6 @@ queue (NearDeadLetter) and is dead-lettered (the DLQ's depth alarm)."""
 def transitions(cloud: LocalCloud) -> dict[str, list[tuple[str, str]]]:
     assert cloud.alarms is not None
     return {alarm.name: list(alarm.transitions) for alarm in cloud.alarms.alarms}
-
-
-def wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {DEADLINE_SECONDS:.0f} s: {what}"
-        time.sleep(0.5)  # between polls of the condition
 
 
 def went_to_alarm(cloud: LocalCloud, name: str) -> bool:
@@ -71,9 +64,9 @@ def test_a_failure_storm_in_one_stack_moves_no_alarm_of_the_other_in_the_same_ac
             )
 
         # Then the storm's own alarms move: the one on its EMF metric and the one on its DLQ
-        wait_for(lambda: went_to_alarm(storm, near), f"{near} in ALARM; {transitions(storm)}")
+        wait_for(lambda: went_to_alarm(storm, near), f"{near} in ALARM; {transitions(storm)}", **STORM_WAIT)
         dlq = f"{storm.stack_name}-{ORDERS}-dlq-depth"
-        wait_for(lambda: went_to_alarm(storm, dlq), f"{dlq} in ALARM; {transitions(storm)}")
+        wait_for(lambda: went_to_alarm(storm, dlq), f"{dlq} in ALARM; {transitions(storm)}", **STORM_WAIT)
         # and the calm stack processed its orders, each stack's datapoints under its own name
         seen: list[Datapoint] = []
 
@@ -87,7 +80,9 @@ def test_a_failure_storm_in_one_stack_moves_no_alarm_of_the_other_in_the_same_ac
 
         calm_orders, storm_orders = f"{calm.stack_name}/{ORDERS}", f"{storm.stack_name}/{ORDERS}"
         wait_for(
-            lambda: processed(calm_orders) >= STORM, f"calm's orders processed; {processed(calm_orders)}"
+            lambda: processed(calm_orders) >= STORM,
+            f"calm's orders processed; {processed(calm_orders)}",
+            **STORM_WAIT,
         )
         near_by = {
             service: sum(

@@ -8,9 +8,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from sluice_local.emulation.cloud import ROOT, LocalCloud
 from sluice_local.emulation.existing import ExistingQueue
 from sluice_local.testing import configure_existing_queue
 from sluice_local.testing.project import copy_project, examples_only
+from tests.waiting import wait_for
 
 INVOICES = "Invoices"
 SHORT_VISIBILITY = 5
@@ -60,14 +60,6 @@ def stack(tmp_path: Path) -> Iterator[tuple[LocalCloud, ExistingQueue]]:
         yield cloud, existing
     finally:
         cloud.stop()
-
-
-def wait_for(condition: Callable[[], Any], what: str, timeout: float = 90.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (found := condition()):
-        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
-        time.sleep(0.2)  # between polls of the condition, under the deadline above
-    return found
 
 
 def test_three_workloads_with_the_same_ids_and_an_existing_queue_too_short_to_consume(stack) -> None:
