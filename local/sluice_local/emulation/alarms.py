@@ -20,6 +20,7 @@ moto invokes) and put on the default event bus as ``CloudWatch Alarm State Chang
 from __future__ import annotations
 
 import json
+import logging
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -27,6 +28,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sluice_local.emulation.emf import Datapoint
+from sluice_local.emulation.iam.acting import Acting, acting_as
+
+log = logging.getLogger("sluice_local")
 
 _COMPARE: dict[str, Callable[[float, float], bool]] = {
     "GreaterThanThreshold": lambda v, t: v > t,
@@ -217,9 +221,7 @@ class Alarms:
         actions = {"ALARM": "AlarmActions", "OK": "OKActions"}.get(new, "InsufficientDataActions")
         for action in alarm.props.get(actions, []):
             if ":sns:" in str(action):
-                self._sns.publish(
-                    TopicArn=action, Subject=f'ALARM: "{alarm.name}"'[:100], Message=json.dumps(message)
-                )
+                self._publish(alarm, str(action), message)
         detail = {
             "alarmName": alarm.name,
             "state": {"value": new, "reason": reason, "timestamp": now},
@@ -236,3 +238,15 @@ class Alarms:
                 }
             ]
         )
+
+    def _publish(self, alarm: Alarm, topic_arn: str, message: dict[str, Any]) -> None:
+        """CloudWatch publishes as its service principal, for the alarm: the topic's policy (and its
+        key's) must let it. A denied publish is lost, as in AWS (the alarm history says so there)."""
+        cloudwatch = Acting.service_principal("cloudwatch.amazonaws.com", source_arn=alarm.arn, account=self.account)
+        try:
+            with acting_as(cloudwatch):
+                self._sns.publish(
+                    TopicArn=topic_arn, Subject=f'ALARM: "{alarm.name}"'[:100], Message=json.dumps(message)
+                )
+        except Exception as exc:  # noqa: BLE001 - AccessDenied or a missing topic: the action failed
+            log.error("alarm %s could not publish to %s: %s", alarm.name, topic_arn, exc)

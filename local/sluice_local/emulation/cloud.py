@@ -27,6 +27,9 @@ from sluice_local.emulation.deployed import deployed_functions
 from sluice_local.emulation.emulated import Resolver, Schedules, Ticker
 from sluice_local.emulation.endpoint import endpoint_client, free_port
 from sluice_local.emulation.functions import FunctionHost, Handler
+from sluice_local.emulation.iam import actions as iam_actions
+from sluice_local.emulation.iam import enforce as iam
+from sluice_local.emulation.iam.acting import Acting, acting_as
 from sluice_local.emulation.language_extensions import LanguageExtensionError, MappingError
 from sluice_local.emulation.nested import publish_outputs
 from sluice_local.emulation.pollers import MappingSpec, SqsPoller
@@ -109,6 +112,9 @@ class LocalCloud:
         """The stacks deployed into this embedded AWS: an invocation or event reaches its function."""
         self.feed: emf.Feed = beside.feed if beside is not None else emf.Feed()
         """The EMF datapoints the functions of this embedded AWS print (every stack beside it shares it)."""
+        self.iam: iam.Enforcer = beside.iam if beside is not None else iam.Enforcer(ACCOUNT, iam.mode_from_env())
+        """Authorizes every request to this embedded AWS (``SLUICE_LOCAL_IAM``: enforce, record, off) and
+        records what each principal did (:mod:`sluice_local.emulation.iam`)."""
         self._metrics: emf.Subscription | None = None
         self._metric_cursor = 0
 
@@ -223,6 +229,7 @@ class LocalCloud:
         self._unpatch.append(moto_adapter.install_cloudformation_secrets())
         self._unpatch.append(moto_adapter.install_module_list_once())  # moto lists them per request
         self._unpatch.append(emf.install_capture(self.feed.put))  # CloudWatch Logs extracts EMF in AWS
+        self._unpatch.append(iam.install(self.iam))  # IAM and resource policies, as AWS decides them
         self._server = moto_adapter.start_server(self.port)
         # moto's backends are process-wide: a stack started earlier in this process must not leak in.
         moto_adapter.reset()
@@ -384,15 +391,33 @@ class LocalCloud:
 
     # --- what moto does not do: event delivery, schedules, alarms -------------------------------
 
-    def invoke_async(self, name_or_arn: str, payload: Any) -> None:
+    def invoke_async(self, name_or_arn: str, payload: Any, source_arn: str | None = None) -> None:
+        """An asynchronous invocation by EventBridge for the rule ``source_arn`` (allowed by the
+        function's resource policy, as in AWS), or by the runtime itself (``source_arn`` None)."""
         host = self._host_for(name_or_arn)
+        if source_arn is not None:
+            events = Acting.service_principal("events.amazonaws.com", source_arn=source_arn, account=ACCOUNT)
+            if not self._authorized(events, "lambda", "InvokeFunction", host.spec.arn):
+                return
         threading.Thread(target=host.invoke_payload, args=(json.dumps(payload), {}), daemon=True).start()
 
-    def _start_execution(self, arn: str, payload: str) -> None:
-        # EventBridge and schedules start executions with a generated name (moto would use "None")
-        self.client("stepfunctions").start_execution(
-            stateMachineArn=arn, input=payload, name=str(uuid.uuid4())
-        )
+    def _authorized(self, acting: Acting, service: str, operation: str, resource: str) -> bool:
+        """A delivery the runtime makes itself, decided as AWS decides the service's call."""
+        call = iam_actions.Call(service, operation, f"{service}:{operation}", resource, {})
+        denied = self.iam.authorize(acting, [call], self.region)
+        if denied is not None:  # logged by the enforcer; the service drops the delivery and counts it
+            log.error("delivery dropped: %s", denied)
+        return denied is None
+
+    def _start_execution(self, arn: str, payload: str, role_arn: str | None = None) -> None:
+        # EventBridge and schedules start executions with a generated name (moto would use "None"),
+        # as the target's role
+        name = str(uuid.uuid4())
+        with acting_as(Acting.role_session(role_arn, name) if role_arn else None):
+            try:
+                self.client("stepfunctions").start_execution(stateMachineArn=arn, input=payload, name=name)
+            except Exception as exc:  # an AccessDenied among them: the delivery fails, as in AWS
+                log.error("execution of %s not started: %s", arn, exc)
 
     def _start_emulation(self) -> None:
         if self.translated is None:
@@ -453,11 +478,15 @@ class LocalCloud:
         arn = str(target.get("Arn", ""))
         payload = json.loads(target["Input"]) if target.get("Input") else {}
 
-        def fire() -> None:
+        role = target.get("RoleArn")
+
+        def fire() -> None:  # EventBridge Scheduler calls the target as the schedule's role
             if ":lambda:" in arn:
-                self.invoke_async(arn, payload)
+                acting = Acting.role_session(str(role), "scheduler") if role else None
+                if acting is None or self._authorized(acting, "lambda", "InvokeFunction", arn):
+                    self.invoke_async(arn, payload)
             elif ":states:" in arn:
-                self._start_execution(arn, json.dumps(payload))
+                self._start_execution(arn, json.dumps(payload), str(role) if role else None)
             else:
                 log.warning("schedule target %s is not emulated locally", arn)
 

@@ -40,6 +40,7 @@ def deployed_functions(
                 timeout=float(config.get("Timeout", 3)),
                 memory=int(config.get("MemorySize", 128)),
                 layer_dirs=layer_dirs,
+                role_arn=config.get("Role"),
                 # read back through the Lambda API, as it was deployed
                 reserved_concurrency=_int_or_none(
                     lam.get_function_concurrency(FunctionName=name).get("ReservedConcurrentExecutions")

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from sluice_local.emulation.iam.acting import EMULATION, acting_as
+
 log = logging.getLogger("sluice_local")
 
 _RATE = re.compile(r"^rate\(\s*(\d+)\s+(second|seconds|minute|minutes|hour|hours|day|days)\s*\)$")
@@ -107,6 +109,10 @@ class Ticker:
         self._thread.join(timeout=10)
 
     def _run(self) -> None:
+        with acting_as(EMULATION):  # what it does that AWS does without an API call is not authorized
+            self._tick_until_stopped()
+
+    def _tick_until_stopped(self) -> None:
         while not self._stop.wait(self._interval):
             try:
                 self._tick()

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from sluice_local.emulation.environment_state import own_metric_state
+from sluice_local.emulation.iam.acting import Acting, acting_as
 from sluice_local.emulation.lambda_loader import Handler, LambdaContext, load_handler
 
 __all__ = ["FunctionError", "FunctionHost", "FunctionSpec", "Handler", "OnDrop"]
@@ -48,6 +49,8 @@ class FunctionSpec:
     timeout: float
     memory: int
     layer_dirs: list[Path] = field(default_factory=list)
+    role_arn: str | None = None
+    """The execution role: every call the function (and its event source mapping) makes acts as it."""
     reserved_concurrency: int | None = None
     """ReservedConcurrentExecutions: invocations beyond it wait for a free slot (Lambda queues
     asynchronous invocations it throttles and retries them)."""
@@ -202,7 +205,17 @@ class FunctionHost:
         with self._slots:
             return self._run(event)
 
+    @property
+    def principal(self) -> Acting | None:
+        """The function's execution role, as a session named after the function (as Lambda names it)."""
+        role = self.spec.role_arn
+        return Acting.role_session(role, self.spec.name) if role else None
+
     def _run(self, event: Any) -> str:
+        with acting_as(self.principal):  # the cold start and the handler's threads call as the role
+            return self._run_as_role(event)
+
+    def _run_as_role(self, event: Any) -> str:
         try:
             handler = self._acquire()
         except Exception as exc:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sluice_local.emulation.functions import FunctionError, FunctionHost
+from sluice_local.emulation.iam.acting import acting_as
 from sluice_local.emulation.sqs_events import to_lambda_record
 
 log = logging.getLogger("sluice_local")
@@ -81,6 +82,10 @@ class SqsPoller:
         return list(response.get("Messages", []))
 
     def _run(self) -> None:
+        with acting_as(self.spec.function.principal):  # the mapping polls with the function's role
+            self._poll()
+
+    def _poll(self) -> None:
         while not self._stop.is_set():
             try:
                 self._poll_once()

@@ -45,10 +45,13 @@ def install_invoke(invoke: InvokeFn) -> Undo:
 
 
 def install_event_delivery(
-    invoke_async: Callable[[str, dict[str, Any]], None], start_execution: Callable[[str, str], None]
+    invoke_async: Callable[[str, dict[str, Any], str], None],
+    start_execution: Callable[[str, str, str | None], None],
 ) -> Undo:
     """EventBridge rules deliver to Lambda and Step Functions targets (moto only delivers to SQS, logs
-    and buses, and raises on the rest); a scheduled rule no longer matches every event on its bus."""
+    and buses, and raises on the rest); a scheduled rule no longer matches every event on its bus.
+    ``invoke_async(function, payload, rule ARN)`` (EventBridge invokes as its service principal, for
+    the rule); ``start_execution(state machine, input, the target's RoleArn)``."""
     from moto.events.utils import EventTemplateParser  # noqa: PLC0415
 
     rule_class = RULE_SEND_TO_TARGETS.owner_class()
@@ -89,9 +92,9 @@ def install_event_delivery(
             else:
                 payload = original_event
             if ":lambda:" in arn:
-                invoke_async(arn, payload)
+                invoke_async(arn, payload, self.arn)
             else:
-                start_execution(arn, json.dumps(payload))
+                start_execution(arn, json.dumps(payload), target.get("RoleArn"))
 
     return replace(rule_class, "send_to_targets", send_to_targets)
 
@@ -150,8 +153,11 @@ def install_aws_sdk_casing(region: str = "us-east-1") -> Undo:
 
 def install_execution_names() -> Undo:
     """StartExecution without a name gets a generated one, as in Step Functions (moto names every
-    such execution ``None``, so the second unnamed start fails with ExecutionAlreadyExists)."""
+    such execution ``None``, so the second unnamed start fails with ExecutionAlreadyExists). The
+    execution acts as the state machine's role (:mod:`sluice_local.emulation.iam.acting`)."""
     import uuid  # noqa: PLC0415
+
+    from sluice_local.emulation.iam.acting import Acting, acting_as  # noqa: PLC0415
 
     backend_class = SFN_START_EXECUTION.owner_class()
     original = backend_class.start_execution
@@ -163,6 +169,12 @@ def install_execution_names() -> Undo:
         execution_input: Any = None,
         trace_header: Any = None,
     ) -> Any:
-        return original(self, state_machine_arn, name or str(uuid.uuid4()), execution_input, trace_header)
+        name = name or str(uuid.uuid4())
+        role = getattr(self.describe_state_machine(state_machine_arn), "roleArn", None)
+        if not role:
+            return original(self, state_machine_arn, name, execution_input, trace_header)
+        # the execution's tasks call as the state machine's role (its worker thread inherits this)
+        with acting_as(Acting.role_session(role, name)):
+            return original(self, state_machine_arn, name, execution_input, trace_header)
 
     return replace(backend_class, "start_execution", start_execution)

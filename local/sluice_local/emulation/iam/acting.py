@@ -1,0 +1,138 @@
+"""Who makes a call: the principal each thread of the local runtime acts as.
+
+In AWS a function's code calls with its execution role's credentials, an event source mapping polls
+with the function's role, a state machine's tasks run as the state machine's role, and services
+(CloudWatch publishing an alarm, EventBridge invoking a target) act as service principals. Here they
+all share one process: the principal is a context variable, set where each kind of work starts, and
+inherited by every thread started inside it (a handler's worker threads, a state machine execution's
+worker). A call made in-process carries it to the embedded endpoint in a header
+(:data:`PRINCIPAL_HEADER`); a client outside the process (the operator CLI, a team's script) is known
+by its access key instead, as in AWS (see :mod:`.enforce`).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import itertools
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+__all__ = [
+    "PRINCIPAL_HEADER",
+    "Acting",
+    "acting_as",
+    "current",
+    "install_thread_inheritance",
+    "token_for",
+    "acting_for_token",
+]
+
+PRINCIPAL_HEADER = "x-sluice-local-principal"
+"""The header an in-process call carries its principal in (a token: :func:`acting_for_token`)."""
+
+
+@dataclass(frozen=True)
+class Acting:
+    """A principal at work: its ARN as AWS names the caller, aws:PrincipalArn, its account, and the
+    request context keys that come with it (aws:SourceArn and aws:SourceAccount for a service acting
+    for a resource)."""
+
+    arn: str
+    principal_arn: str
+    account: str | None
+    service: bool = False
+    context: Mapping[str, str] = field(default_factory=dict)
+    role_arn: str | None = None
+    """The IAM role whose identity policies apply (a role session), None for a user, root or service."""
+    exempt: bool = False
+    """The runtime's own emulation (reading what CloudWatch or a poller reads without an API call in
+    AWS): not authorized, not recorded."""
+
+    @classmethod
+    def role_session(cls, role_arn: str, session: str) -> Acting:
+        account = role_arn.split(":")[4]
+        name = role_arn.rsplit("/", 1)[-1]
+        return cls(
+            arn=f"arn:aws:sts::{account}:assumed-role/{name}/{session}"[:2048],
+            principal_arn=role_arn,
+            account=account,
+            role_arn=role_arn,
+        )
+
+    @classmethod
+    def service_principal(cls, service: str, *, source_arn: str | None, account: str) -> Acting:
+        context = {"aws:SourceAccount": account}
+        if source_arn:
+            context["aws:SourceArn"] = source_arn
+        return cls(arn=service, principal_arn=service, account=None, service=True, context=context)
+
+
+EMULATION = Acting(arn="sluice-local", principal_arn="sluice-local", account=None, exempt=True)
+"""The runtime's own bookkeeping calls: in AWS they are not API calls at all."""
+
+_current: contextvars.ContextVar[Acting | None] = contextvars.ContextVar("sluice_local_acting", default=None)
+_tokens: dict[str, Acting] = {}
+_token_of: dict[Acting, str] = {}
+_counter = itertools.count(1)
+_lock = threading.Lock()
+
+
+def current() -> Acting | None:
+    return _current.get()
+
+
+@contextmanager
+def acting_as(principal: Acting | None) -> Iterator[None]:
+    """Calls made in this block (and in threads started in it) are made as ``principal``."""
+    reset = _current.set(principal)
+    try:
+        yield
+    finally:
+        _current.reset(reset)
+
+
+def token_for(principal: Acting) -> str:
+    """The header value naming ``principal`` (one per principal, kept for the process's life)."""
+    with _lock:
+        token = _token_of.get(principal)
+        if token is None:
+            token = str(next(_counter))
+            _token_of[principal] = token
+            _tokens[token] = principal
+        return token
+
+
+def acting_for_token(token: str) -> Acting | None:
+    return _tokens.get(token)
+
+
+_installed = False
+
+
+def install_thread_inheritance() -> None:
+    """Threads started from now on run in a copy of their starter's context, so in its principal
+    (what Python 3.14 does with ``-X thread_inherit_context=1``). Installed once per process and
+    never undone: it changes nothing else, and an undo could remove a patch installed on top of it
+    later (the fault injector wraps the same methods)."""
+    global _installed  # noqa: PLW0603 - one patch per process
+    with _lock:
+        if _installed:
+            return
+        _installed = True
+        original_start, original_run = threading.Thread.start, threading.Thread.run
+
+        def start(self: threading.Thread) -> None:
+            self._sluice_context = contextvars.copy_context()  # type: ignore[attr-defined]
+            original_start(self)
+
+        def run(self: threading.Thread) -> None:
+            context = getattr(self, "_sluice_context", None)
+            if context is None:
+                original_run(self)
+            else:
+                context.run(original_run, self)
+
+        threading.Thread.start = start  # type: ignore[method-assign]
+        threading.Thread.run = run  # type: ignore[method-assign]

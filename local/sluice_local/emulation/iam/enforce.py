@@ -1,0 +1,329 @@
+"""Every request to the embedded AWS authorized as AWS would, before moto sees it.
+
+A hook in front of moto's server (:func:`install`) finds who calls (the in-process principal header,
+:mod:`.acting`, else the access key: an STS session of a role, an IAM user's key, else the local
+administrator), what the request asks (:func:`~.actions.calls`: the action, the resource and the
+request context, with the KMS calls a service makes for it), and decides each with the caller's
+identity policies and the resource's policy (:func:`~.policy.evaluate`). A denied request gets the
+service's own AccessDenied answer; nothing reaches moto. The runtime's in-process deliveries (an
+EventBridge rule or a schedule invoking a function, an alarm publishing) are authorized through
+:meth:`Enforcer.authorize` the same way.
+
+Every decision is recorded (:class:`Record`): who did what on which resource, granted by which
+statements. That record is the least-privilege report's input and the mutation run's
+(:mod:`.report`). ``SLUICE_LOCAL_IAM=record`` decides and records without denying (the would-be
+denials are logged); ``off`` skips it all.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sluice_local.emulation.iam import actions
+from sluice_local.emulation.iam.acting import (
+    PRINCIPAL_HEADER,
+    Acting,
+    acting_for_token,
+    current,
+    install_thread_inheritance,
+    token_for,
+)
+from sluice_local.emulation.iam.policy import Decision, Policy, Principal, Request, Statement, evaluate
+from sluice_local.emulation.iam.store import ADMIN_ARN_TEMPLATE, PolicyStore, stable_name
+
+__all__ = ["MODES", "AccessDenied", "Denial", "Enforcer", "Grant", "Record", "mode_from_env"]
+
+log = logging.getLogger("sluice_local.iam")
+MODES = ("enforce", "record", "off")
+
+
+def mode_from_env() -> str:
+    mode = os.environ.get("SLUICE_LOCAL_IAM", "enforce").strip().lower() or "enforce"
+    if mode not in MODES:
+        raise ValueError(f"SLUICE_LOCAL_IAM={mode!r}: one of {', '.join(MODES)}")
+    return mode
+
+
+class AccessDenied(Exception):  # noqa: N818 - AWS's name for it
+    """An in-process delivery was denied (the caller logs it as the service would)."""
+
+
+@dataclass(frozen=True)
+class Grant:
+    principal: str
+    """The role (stable name), user or service that called."""
+    action: str
+    resource: str
+    statements: tuple[str, ...]
+    """The statements that allowed it (:func:`statement_key`), identity and resource."""
+
+
+@dataclass(frozen=True)
+class Denial:
+    principal: str
+    action: str
+    resource: str
+    message: str
+
+
+def statement_key(statement: Statement) -> str:
+    return f"{statement.policy.source}#{statement.sid or statement.index}"
+
+
+@dataclass
+class Record:
+    grants: Counter[Grant] = field(default_factory=Counter)
+    denials: list[Denial] = field(default_factory=list)
+    requests: dict[tuple[str, str, str], tuple[Acting, Any]] = field(default_factory=dict)
+    """One request of each (principal, action, resource), kept to re-decide it without a statement."""
+    policies: dict[str, Policy] = field(default_factory=dict)
+    """Every policy a decision read, by source: the statements the report lists."""
+
+
+class Enforcer:
+    def __init__(self, account: str, mode: str = "enforce") -> None:
+        self.account = account
+        self.mode = mode
+        self.store = PolicyStore(account)
+        self.record = Record()
+        self.without: frozenset[str] = frozenset()
+        """Statements taken out of every policy (:func:`statement_key`): the mutation run's lever."""
+        self._lock = threading.Lock()
+        self.admin = Acting(
+            arn=ADMIN_ARN_TEMPLATE.format(account=account),
+            principal_arn=ADMIN_ARN_TEMPLATE.format(account=account),
+            account=account,
+            role_arn=ADMIN_ARN_TEMPLATE.format(account=account),
+        )
+
+    # --- who calls ------------------------------------------------------------------------------------
+
+    def principal(self, headers: Mapping[str, str]) -> Acting | None:
+        """The caller of an HTTP request (None: anonymous, the request is not signed)."""
+        token = headers.get(PRINCIPAL_HEADER)
+        if token:
+            found = acting_for_token(token)
+            if found is not None:
+                return found
+        key = _access_key(headers)
+        if key is None:
+            return None
+        return self._by_access_key(key)
+
+    def _by_access_key(self, key: str) -> Acting:
+        from moto.iam.models import iam_backends  # noqa: PLC0415
+        from moto.sts.models import sts_backends  # noqa: PLC0415
+
+        session = sts_backends[self.account]["global"].get_assumed_role_from_access_key(key)
+        if session is not None:
+            return Acting.role_session(session.role_arn, session.session_name)
+        user = iam_backends[self.account]["global"].get_user_from_access_key_id(key)
+        if user is not None:
+            return Acting(arn=user.arn, principal_arn=user.arn, account=self.account, role_arn=user.arn)
+        return self.admin
+
+    # --- deciding ---------------------------------------------------------------------------------------
+
+    def decide(self, acting: Acting, call: actions.Call, region: str) -> Decision:
+        identity = [] if acting.role_arn is None else self.store.identity(acting.role_arn)
+        resource = self.store.resource(call.resource) if call.resource != "*" else None
+        if self.without:
+            identity = [_without(p, self.without) for p in identity]
+            resource = _without(resource, self.without) if resource is not None else None
+        context = {
+            "aws:SecureTransport": "true",  # every SDK call in AWS is HTTPS; the local endpoint is not
+            "aws:RequestedRegion": region,
+            "aws:SourceIp": "127.0.0.1",
+            **acting.context,
+            **call.context,
+        }
+        principal = Principal(
+            arn=acting.arn, principal_arn=acting.principal_arn, account=acting.account, service=acting.service
+        )
+        request = Request(principal=principal, action=call.action, resource=call.resource, context=context)
+        decision = evaluate(request, identity, resource, resource_required=call.resource_required)
+        with self._lock:
+            for policy in [*identity, *([resource] if resource is not None else [])]:
+                self.record.policies.setdefault(policy.source, policy)
+            label = _label(acting)
+            self.record.requests.setdefault((label, call.action, call.resource), (acting, (call, region)))
+            if decision.allowed:
+                granted = tuple(sorted({statement_key(s) for s in decision.granted_by}))
+                self.record.grants[Grant(label, call.action, call.resource, granted)] += 1
+        return decision
+
+    def authorize(self, acting: Acting, calls: Iterable[actions.Call], region: str) -> str | None:
+        """None when every call is allowed (or this runs in ``record`` mode), else AWS's message."""
+        if acting.exempt or self.mode == "off":
+            return None
+        for call in calls:
+            decision = self.decide(acting, call, region)
+            if decision.allowed:
+                continue
+            message = (
+                f"User: {acting.arn} is not authorized to perform: {call.action} on resource: "
+                f"{call.resource} {decision.reason}"
+            )
+            with self._lock:
+                self.record.denials.append(Denial(_label(acting), call.action, call.resource, message))
+            log.warning("AccessDenied: %s", message)
+            if self.mode == "enforce":
+                return message
+        return None
+
+    # --- the server hook ----------------------------------------------------------------------------------
+
+    def check(self, environ: dict[str, Any]) -> tuple[int, dict[str, str], bytes] | None:
+        """The response that denies this WSGI request, None to let moto answer it."""
+        if self.mode == "off":
+            return None
+        headers = {
+            key[5:].replace("_", "-").lower(): str(value)
+            for key, value in environ.items()
+            if key.startswith("HTTP_")
+        }
+        if "CONTENT_TYPE" in environ:
+            headers["content-type"] = str(environ["CONTENT_TYPE"])
+        acting = self.principal(headers)
+        if acting is None:
+            acting = Acting(arn="anonymous", principal_arn="*", account=None)
+        if acting.exempt:
+            return None
+        scope = _credential_scope(headers)
+        if scope is None:
+            return None  # not an AWS API request (moto's dashboard, a presigned URL's reader)
+        region, service = scope
+        body = b""
+        if service != "s3":  # an object's body is not needed to authorize; S3 streams it
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            body = environ["wsgi.input"].read(length) if length else b""
+            environ["wsgi.input"] = io.BytesIO(body)
+        lookup = _Lookup(self.store, region)
+        try:
+            asked = actions.calls(
+                service,
+                str(environ.get("REQUEST_METHOD", "GET")),
+                str(environ.get("PATH_INFO", "/")),
+                str(environ.get("QUERY_STRING", "")),
+                headers,
+                body,
+                region=region,
+                account=self.account,
+                lookup=lookup,
+            )
+        except actions.Unmapped as exc:
+            message = f"the local runtime cannot authorize {exc}: it is not mapped to IAM actions"
+            log.error("%s (sluice_local/emulation/iam/actions.py)", message)
+            return actions.access_denied(service, headers, message)
+        message = self.authorize(acting, asked, region)
+        if message is None:
+            return None
+        return actions.access_denied(service, headers, message)
+
+
+class _Lookup:
+    """:class:`~.actions.Lookup` for one request's region."""
+
+    def __init__(self, store: PolicyStore, region: str) -> None:
+        self._store = store
+        self._region = region
+
+    def secret_arn(self, secret_id: str) -> str | None:
+        return self._store.secret_arn(secret_id)
+
+    def key_arn(self, key_id_or_alias: str) -> str | None:
+        return self._store.key_arn(key_id_or_alias, self._region)
+
+    def queue_kms_key(self, queue_arn: str) -> str | None:
+        return self._store.queue_kms_key(queue_arn)
+
+    def bucket_kms_key(self, bucket: str) -> str | None:
+        return self._store.bucket_kms_key(bucket, self._region)
+
+    def topic_kms_key(self, topic_arn: str) -> str | None:
+        return self._store.topic_kms_key(topic_arn)
+
+    def function_arn(self, name_or_arn: str) -> str | None:
+        return self._store.function_arn(name_or_arn, self._region)
+
+
+def _without(policy: Policy, removed: frozenset[str]) -> Policy:
+    kept = tuple(s for s in policy.statements if statement_key(s) not in removed)
+    if len(kept) == len(policy.statements):
+        return policy
+    return policy.with_statements(kept)
+
+
+def _label(acting: Acting) -> str:
+    if acting.role_arn and ":role/" in acting.role_arn:
+        return f"role:{stable_name(acting.role_arn.rsplit('/', 1)[-1])}"
+    if acting.role_arn and ":user/" in acting.role_arn:
+        return f"user:{acting.role_arn.rsplit('/', 1)[-1]}"
+    return acting.principal_arn
+
+
+def _access_key(headers: Mapping[str, str]) -> str | None:
+    authorization = headers.get("authorization", "")
+    marker = "Credential="
+    if marker in authorization:
+        return authorization.split(marker, 1)[1].split("/", 1)[0]
+    return None
+
+
+def _credential_scope(headers: Mapping[str, str]) -> tuple[str, str] | None:
+    """(region, service) of a SigV4-signed request."""
+    authorization = headers.get("authorization", "")
+    marker = "Credential="
+    if marker not in authorization:
+        return None
+    parts = authorization.split(marker, 1)[1].split(",", 1)[0].split("/")
+    if len(parts) < 5:
+        return None
+    return parts[2], parts[3]
+
+
+# --- installing ----------------------------------------------------------------------------------------
+
+
+def install(enforcer: Enforcer) -> Callable[[], None]:
+    """Put ``enforcer`` in front of moto's server and stamp every in-process call with its principal;
+    returns the undo."""
+    from botocore.endpoint import Endpoint  # noqa: PLC0415
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication  # noqa: PLC0415
+
+    install_thread_inheritance()
+    original_call = DomainDispatcherApplication.__call__
+    original_send = Endpoint._send  # type: ignore[attr-defined]
+
+    def call(self: Any, environ: dict[str, Any], start_response: Any) -> Any:
+        denied = enforcer.check(environ)
+        if denied is None:
+            return original_call(self, environ, start_response)
+        status, headers, body = denied
+        start_response(f"{status} {_REASONS.get(status, 'Error')}", list(headers.items()))
+        return [body]
+
+    def send(self: Endpoint, request: Any) -> Any:
+        acting = current()
+        if acting is not None:
+            request.headers[PRINCIPAL_HEADER] = token_for(acting)
+        return original_send(self, request)
+
+    DomainDispatcherApplication.__call__ = call  # type: ignore[method-assign]
+    Endpoint._send = send  # type: ignore[attr-defined]
+
+    def undo() -> None:
+        DomainDispatcherApplication.__call__ = original_call  # type: ignore[method-assign]
+        Endpoint._send = original_send  # type: ignore[attr-defined]
+
+    return undo
+
+
+_REASONS = {400: "Bad Request", 403: "Forbidden"}
