@@ -349,7 +349,8 @@ def _principal_set(value: object, where: str) -> PrincipalSet:
 @dataclass(frozen=True)
 class Decision:
     """The answer. ``reason`` ends AWS's AccessDenied message (empty when allowed); ``granted_by`` holds
-    every Allow statement that matched when allowed; ``denied_by`` the Deny statements that matched."""
+    every Allow statement that matched when allowed (a resource statement naming the account only with an
+    identity-based Allow beside it); ``denied_by`` the Deny statements that matched."""
 
     allowed: bool
     reason: str
@@ -427,6 +428,7 @@ def evaluate(
     else:
         allowed = bool(direct or by_identity) or caller.is_root
     if allowed:
-        return Decision(True, "", (*by_identity, *direct, *by_account), ())
+        # An account statement counts only where an identity-based policy took up its delegation.
+        return Decision(True, "", (*by_identity, *direct, *(by_account if by_identity else ())), ())
     missing = "resource" if caller.service or (resource_required and not by_account) else "identity"
     return Decision(False, f"because no {missing}-based policy allows the {action} action", (), ())
