@@ -17,6 +17,7 @@ denials are logged); ``off`` skips it all.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import logging
 import os
@@ -258,7 +259,7 @@ def _without(policy: Policy, removed: frozenset[str]) -> Policy:
     kept = tuple(s for s in policy.statements if statement_key(s) not in removed)
     if len(kept) == len(policy.statements):
         return policy
-    return policy.with_statements(kept)
+    return dataclasses.replace(policy, statements=kept)
 
 
 def _label(acting: Acting) -> str:

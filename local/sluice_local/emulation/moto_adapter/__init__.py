@@ -8,13 +8,14 @@
   (sizes in bytes with attributes, characters, attribute rules); a message a redrive policy moves
   carries ``DeadLetterQueueSourceArn``, as in SQS; a delete holds the queue's lock (no message lost or
   resurrected by concurrent calls); an unnamed execution gets a name;
-  CloudFormation creates ``AWS::SecretsManager::Secret`` (with ``GenerateSecretString``).
+  CloudFormation creates ``AWS::SecretsManager::Secret`` (with ``GenerateSecretString``) and queue,
+  bucket and topic policies.
 - **Backend access**: switch off moto's own SQS→Lambda invoke-on-send, hand state machines created
   through CloudFormation to the executing backend, read queue metrics and what ``PutMetricData`` put
   for alarms, list EventBridge rules for schedules, reset every backend.
 
 Modules: :mod:`.attributes` (what it relies on, and the check), :mod:`.delivery` (invocations and
-event delivery), :mod:`.sqs_rules`, :mod:`.dead_letter`, :mod:`.sqs_lock`, :mod:`.cfn_secrets`,
+event delivery), :mod:`.sqs_rules`, :mod:`.dead_letter`, :mod:`.sqs_lock`, :mod:`.cfn_secrets`, :mod:`.cfn_policies`,
 :mod:`.backends` (server, settings, backend reads and writes).
 
 ``tests/unit/test_moto_adapter.py`` checks each assumption against the installed moto (its version,
@@ -60,6 +61,7 @@ from sluice_local.emulation.moto_adapter.backends import (
     start_server,
     wait_while_empty,
 )  # fmt: skip
+from sluice_local.emulation.moto_adapter.cfn_policies import install_cloudformation_policies
 from sluice_local.emulation.moto_adapter.cfn_secrets import install_cloudformation_secrets
 from sluice_local.emulation.moto_adapter.dead_letter import DEAD_LETTER_SOURCE, install_dead_letter_sources
 from sluice_local.emulation.moto_adapter.delivery import (
@@ -102,6 +104,7 @@ __all__ = [
     "event_rules",
     "hand_over_state_machines",
     "install_aws_sdk_casing",
+    "install_cloudformation_policies",
     "install_cloudformation_secrets",
     "install_dead_letter_sources",
     "install_event_delivery",
