@@ -69,6 +69,20 @@ _OBJECT_SUB: dict[str, tuple[str | None, str | None, str | None]] = {
     "attributes": ("GetObjectAttributes", None, None),
 }
 _METHOD_INDEX = {"GET": 0, "PUT": 1, "DELETE": 2}
+# Query parameters that are arguments, not a subresource naming another operation.
+_LIST_ARGUMENTS = frozenset(
+    {"prefix", "delimiter", "marker", "max-keys", "encoding-type", "list-type", "continuation-token"}
+    | {
+        "fetch-owner",
+        "start-after",
+        "key-marker",
+        "version-id-marker",
+        "upload-id-marker",
+        "max-uploads",
+        "x-id",
+    }
+)
+_OBJECT_ARGUMENTS = frozenset({"versionId", "partNumber", "x-id"})
 _VIRTUAL_HOST = re.compile(
     r"^(?P<bucket>.+?)\.s3(?:[.-][a-z0-9-]+)*\.amazonaws\.com(?:\.cn)?$|^(?P<local>.+)\.localhost$"
 )
@@ -142,6 +156,8 @@ class _S3:
             return [self.call("ListObjectVersions", "ListBucketVersions", bucket, self.list_context())]
         if method == "GET" and "uploads" in query:
             return [self.call("ListMultipartUploads", "ListBucketMultipartUploads", bucket)]
+        if set(query) - _LIST_ARGUMENTS - {"versions", "uploads"}:
+            raise Unmapped("s3", f"{method} bucket?{'&'.join(query)}", f"bucket {self.bucket}")
         if method == "GET":
             operation = "ListObjectsV2" if query.get("list-type") == "2" else "ListObjects"
             return [self.call(operation, "ListBucket", bucket, self.list_context())]
@@ -191,6 +207,9 @@ class _S3:
 
     def on_object_plain(self) -> list[Call]:
         resource = _object_arn(self.part, self.bucket, self.key)
+        unknown = {name for name in self.query if not name.startswith("response-")} - _OBJECT_ARGUMENTS
+        if unknown:
+            raise Unmapped("s3", f"{self.method} object?{'&'.join(sorted(unknown))}", f"bucket {self.bucket}")
         if self.method in ("GET", "HEAD"):
             operation = "GetObject" if self.method == "GET" else "HeadObject"
             calls = [self.call(operation, self.versioned("GetObject"), resource)]
