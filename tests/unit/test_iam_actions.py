@@ -23,7 +23,14 @@ from botocore.compat import HTTPHeaders
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from sluice_local.emulation.iam.actions import Call, Unmapped, access_denied, calls, credential_scope
+from sluice_local.emulation.iam.actions import (
+    HANDLERS,
+    Call,
+    Unmapped,
+    access_denied,
+    calls,
+    credential_scope,
+)
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -613,7 +620,7 @@ def test_cloudwatch_in_the_smithy_rpc_v2_cbor_protocol():
     status, out, body = access_denied("monitoring", headers, "User: u is not authorized to perform: x")
     parsed = parsers.create_parser("smithy-rpc-v2-cbor").parse(
         {"status_code": status, "headers": out, "body": body},
-        model.operation_model("PutMetricData").output_shape,
+        model.operation_model("GetMetricData").output_shape,
     )
     assert parsed["Error"]["Code"] == "AccessDenied"
     assert parsed["Error"]["Message"] == "User: u is not authorized to perform: x"
@@ -819,9 +826,41 @@ def test_access_denied_to_a_head_request_is_a_bare_403():
 def test_access_denied_in_the_query_protocol():
     message = _message("sqs:SendMessage", QUEUE)
     headers = {"Content-Type": "application/x-www-form-urlencoded"}
+    shape = _client("sns").meta.service_model.operation_model("Publish").output_shape
+    assert shape is not None  # the error parse does not use it
     for service, code in (("sqs", "AccessDenied"), ("sns", "AuthorizationError")):
         status, out, body = access_denied(service, headers, message)
         parsed = parsers.create_parser("query").parse(
-            {"status_code": status, "headers": out, "body": body}, None
+            {"status_code": status, "headers": out, "body": body}, shape
         )
         assert (status, parsed["Error"]["Code"], parsed["Error"]["Message"]) == (403, code, message)
+
+
+# Every operation sluice makes at runtime, from its CLI, state machines, local runtime, examples and tests
+# (inventoried from boto3 calls and the ASL Task resources): each has its mapping, so none is refused as
+# unknown once the runtime enforces IAM. S3's are exercised above.
+SLUICE_USES = {
+    "sqs": "SendMessage SendMessageBatch ReceiveMessage DeleteMessage DeleteMessageBatch"
+    " ChangeMessageVisibility ChangeMessageVisibilityBatch GetQueueAttributes SetQueueAttributes"
+    " GetQueueUrl CreateQueue DeleteQueue"
+    " ListQueues PurgeQueue StartMessageMoveTask ListMessageMoveTasks CancelMessageMoveTask",
+    "dynamodb": "GetItem PutItem UpdateItem DeleteItem Query Scan CreateTable DescribeTable",
+    "lambda": "Invoke InvokeAsync GetFunction GetFunctionConfiguration GetFunctionConcurrency CreateFunction"
+    " DeleteFunction UpdateFunctionConfiguration ListFunctions ListEventSourceMappings",
+    "states": "StartExecution DescribeExecution StopExecution ListExecutions GetExecutionHistory"
+    " CreateStateMachine UpdateStateMachine DescribeStateMachine",
+    "sns": "Publish Subscribe",
+    "secretsmanager": "GetSecretValue DescribeSecret CreateSecret DeleteSecret PutSecretValue",
+    "ssm": "GetParameter GetParameters",
+    "cloudwatch": "PutMetricData GetMetricData GetMetricStatistics DescribeAlarms PutMetricAlarm"
+    " SetAlarmState",
+    "cloudformation": "CreateStack DescribeStacks DescribeStackEvents ListStackResources",
+    "events": "PutEvents PutRule",
+    "iam": "CreateRole",
+    "sts": "GetCallerIdentity",
+}
+
+
+@pytest.mark.parametrize("service", sorted(SLUICE_USES))
+def test_every_operation_sluice_makes_is_mapped(service):
+    assert set(SLUICE_USES[service].split()) - set(HANDLERS[service]) == set()
