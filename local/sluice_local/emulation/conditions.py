@@ -18,9 +18,17 @@ def evaluate_conditions(conditions: dict[str, Any], params: dict[str, str]) -> d
             return params.get(node["Ref"], "")
         if isinstance(node, dict) and set(node) == {"Fn::Join"}:
             sep, parts = node["Fn::Join"]
-            flat = [value(p) for p in parts]
+            # a list, or one expression yielding a list (a Ref to a CommaDelimitedList: its text)
+            flat = [value(p) for p in parts] if isinstance(parts, list) else items(parts)
             return sep.join(",".join(v) if isinstance(v, list) else str(v) for v in flat)
+        if isinstance(node, dict) and set(node) == {"Fn::Split"}:
+            sep, text = node["Fn::Split"]
+            return str(value(text)).split(sep)
         return node
+
+    def items(node: Any) -> list[Any]:
+        found = value(node)
+        return found if isinstance(found, list) else str(found).split(",")
 
     def truth(node: Any) -> bool:
         if isinstance(node, dict) and len(node) == 1:

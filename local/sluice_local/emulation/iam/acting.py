@@ -15,9 +15,9 @@ from __future__ import annotations
 import contextvars
 import itertools
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 __all__ = [
     "PRINCIPAL_HEADER",
@@ -43,7 +43,8 @@ class Acting:
     principal_arn: str
     account: str | None
     service: bool = False
-    context: Mapping[str, str] = field(default_factory=dict)
+    context: tuple[tuple[str, str], ...] = ()
+    """(key, value) pairs: hashable, so one token names one principal."""
     role_arn: str | None = None
     """The IAM role whose identity policies apply (a role session), None for a user, root or service."""
     exempt: bool = False
@@ -63,10 +64,10 @@ class Acting:
 
     @classmethod
     def service_principal(cls, service: str, *, source_arn: str | None, account: str) -> Acting:
-        context = {"aws:SourceAccount": account}
+        context = [("aws:SourceAccount", account)]
         if source_arn:
-            context["aws:SourceArn"] = source_arn
-        return cls(arn=service, principal_arn=service, account=None, service=True, context=context)
+            context.append(("aws:SourceArn", source_arn))
+        return cls(arn=service, principal_arn=service, account=None, service=True, context=tuple(context))
 
 
 EMULATION = Acting(arn="sluice-local", principal_arn="sluice-local", account=None, exempt=True)

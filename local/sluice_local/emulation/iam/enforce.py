@@ -142,7 +142,7 @@ class Enforcer:
             "aws:SecureTransport": "true",  # every SDK call in AWS is HTTPS; the local endpoint is not
             "aws:RequestedRegion": region,
             "aws:SourceIp": "127.0.0.1",
-            **acting.context,
+            **dict(acting.context),
             **call.context,
         }
         principal = Principal(
@@ -211,7 +211,7 @@ class Enforcer:
             asked = actions.calls(
                 service,
                 str(environ.get("REQUEST_METHOD", "GET")),
-                str(environ.get("PATH_INFO", "/")),
+                str(environ.get("RAW_URI") or environ.get("REQUEST_URI") or environ.get("PATH_INFO", "/")).split("?", 1)[0],
                 str(environ.get("QUERY_STRING", "")),
                 headers,
                 body,
@@ -253,6 +253,9 @@ class _Lookup:
 
     def function_arn(self, name_or_arn: str) -> str | None:
         return self._store.function_arn(name_or_arn, self._region)
+
+    def table_partition_key(self, table_arn: str) -> str | None:
+        return self._store.table_partition_key(table_arn)
 
 
 def _without(policy: Policy, removed: frozenset[str]) -> Policy:

@@ -195,6 +195,12 @@ class PolicyStore:
             return None
         return str(function.function_arn)
 
+    def table_partition_key(self, table_arn: str) -> str | None:
+        region, name = table_arn.split(":")[3], table_arn.rsplit("/", 1)[-1]
+        table = _backend("dynamodb", self.account, region).tables.get(name)
+        key = getattr(table, "hash_key_attr", None) if table is not None else None
+        return str(key) if key else None
+
 
 def _regions(module: str, account: str) -> list[str]:
     import importlib  # noqa: PLC0415
