@@ -12,7 +12,7 @@ from pathlib import Path
 from sluice_cli.samconfig import parse_overrides
 from sluice_local.app.fast import FAST
 from sluice_local.app.messages import ORDERS
-from sluice_local.app.stack import local_cloud
+from sluice_local.app.stack import acting_credentials, local_cloud
 from sluice_local.emulation.cloud import ROOT, LocalCloud
 from sluice_local.emulation.existing import ExistingQueue
 from sluice_local.emulation.up import function_output, serve
@@ -60,8 +60,10 @@ def cmd_up(args: argparse.Namespace) -> int:
             hint=_send_an_order,
             console=sys.__stdout__ or sys.stderr,
             reload=not args.no_reload,
+            credentials=acting_credentials,
         )
     return 0
+
 
 
 def _send_to_a_queue(cloud: LocalCloud) -> str:

@@ -82,19 +82,25 @@ class Stack:
     outputs: dict[str, str]
     log_path: Path
     region: str = "us-east-1"
-    _clients: dict[str, Any] = field(default_factory=dict)
+    credentials: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Who else acts on the stack (``producer``, ``operator``): their ``AWS_*`` credentials."""
+    _clients: dict[tuple[str, str | None], Any] = field(default_factory=dict)
     _log_entries: list[dict[str, Any]] = field(default_factory=list)
     _log_offset: int = 0
     _log_partial: bytes = b""
     _finished: dict[str, _Execution] = field(default_factory=dict)
     _failures: dict[str, tuple[str, str]] = field(default_factory=dict)
 
-    def client(self, service: str) -> Any:
-        if service not in self._clients:
+    def client(self, service: str, who: str | None = None) -> Any:
+        """A client of the administrator (who deployed the stack and watches it), or of ``who``
+        (``producer``: sends, ``operator``: runs the CLI), with their own credentials."""
+        key = (service, who)
+        if key not in self._clients:
             from sluice_local.emulation.endpoint import endpoint_client  # noqa: PLC0415 - it imports boto3
 
-            self._clients[service] = endpoint_client(service, self.endpoint, self.region)
-        return self._clients[service]
+            credentials = self.credentials[who] if who is not None else None
+            self._clients[key] = endpoint_client(service, self.endpoint, self.region, credentials)
+        return self._clients[key]
 
     def seal(self) -> Seal:
         """The stack's envelope key, as its functions load it: for writing what sluice itself writes."""

@@ -137,8 +137,7 @@ class Principals:
 
     def client(self, who: Who, service: str) -> Any:
         """A client acting as ``who`` (one per service, thread-safe)."""
-        import boto3  # noqa: PLC0415
-        from botocore.config import Config  # noqa: PLC0415
+        from sluice_local.emulation.endpoint import endpoint_client  # noqa: PLC0415 - it imports boto3
 
         if self._cloud is None:
             raise RuntimeError("the stack is not started")
@@ -147,15 +146,6 @@ class Principals:
             found = self._clients.get(key)
         if found is not None:
             return found
-        creds = self.credentials(who)
-        made = boto3.client(
-            service,  # type: ignore[call-overload]
-            region_name=self._cloud.region,
-            endpoint_url=self._cloud.endpoint,
-            aws_access_key_id=creds["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=creds["AWS_SECRET_ACCESS_KEY"],
-            aws_session_token=creds["AWS_SESSION_TOKEN"],
-            config=Config(retries={"max_attempts": 3, "mode": "standard"}),
-        )
+        made = endpoint_client(service, self._cloud.endpoint, self._cloud.region, self.credentials(who))
         with self._lock:
             return self._clients.setdefault(key, made)

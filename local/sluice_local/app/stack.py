@@ -17,11 +17,12 @@ from pathlib import Path
 
 from sluice_cli.samconfig import parameter_overrides
 from sluice_local.app.jobstore import JobStoreAttachment
+from sluice_local.app.principals import OPERATOR, PRODUCER, Principals
 from sluice_local.emulation.cloud import ROOT, Attachment, LocalCloud
 from sluice_local.emulation.existing import ExistingQueue
 from sluice_local.testing.project import with_examples
 
-__all__ = ["local_cloud", "samconfig_parameters"]
+__all__ = ["acting_credentials", "local_cloud", "principals", "samconfig_parameters"]
 
 
 def samconfig_parameters(project: Path = ROOT, env: str = "default") -> dict[str, str]:
@@ -46,10 +47,12 @@ def local_cloud(
     ``config_env``, overridden by ``parameters``; with ``database_url``, the job store in that
     PostgreSQL (:class:`JobStoreAttachment`); ``beside``: a running stack whose embedded AWS (account
     and region) this one is deployed into; ``existing_queues``: created in it before the deploy;
-    ``examples``: the project's examples alone (:func:`examples_project`)."""
+    ``examples``: the project's examples alone (:func:`examples_project`). A producer and an operator
+    role are created beside it and listed in ``TrustedSenderArns`` and ``OperatorArns``
+    (:class:`~sluice_local.app.principals.Principals`, :func:`principals`)."""
     if examples:
         template = examples_project(project, template, stack_name)
-    attachments: list[Attachment] = [*existing_queues]
+    attachments: list[Attachment] = [Principals(), *existing_queues]
     if database_url is not None:
         attachments.append(JobStoreAttachment(database_url))
     return LocalCloud(
@@ -64,6 +67,21 @@ def local_cloud(
         attachments=attachments,
         beside=beside,
     )
+
+
+def principals(cloud: LocalCloud) -> Principals:
+    """The producer and operator of a stack :func:`local_cloud` made."""
+    for attachment in cloud.attachments:
+        if isinstance(attachment, Principals):
+            return attachment
+    raise LookupError(f"stack {cloud.stack_name} was not made by local_cloud: it has no principals")
+
+
+def acting_credentials(cloud: LocalCloud) -> dict[str, dict[str, str]]:
+    """The producer's and the operator's sessions (listed in TrustedSenderArns and OperatorArns), as
+    ``AWS_*`` variables: what :class:`~sluice_local.app.observer.Stack` and ``up`` hand out."""
+    found = principals(cloud)
+    return {who: found.credentials(who) for who in (PRODUCER, OPERATOR)}
 
 
 def examples_project(project: Path, template: Path | None, stack_name: str) -> Path:

@@ -17,7 +17,7 @@ from sluice_local.app import postgres
 from sluice_local.app.fast import FAST
 from sluice_local.app.messages import ORDERS
 from sluice_local.app.observer import SENT_BACK, Stack
-from sluice_local.app.stack import local_cloud
+from sluice_local.app.stack import acting_credentials, local_cloud
 from sluice_local.demo import report
 from sluice_local.demo.scenarios.consumer import consumer_scenarios
 from sluice_local.demo.scenarios.delay import delay_scenarios
@@ -61,7 +61,7 @@ def _run(console: Console, log_file: Path, overrides: dict[str, str], only: froz
         console.print(
             f"stack up at {cloud.endpoint} in {time.monotonic() - started:.1f} s; function logs → {log_file}"
         )
-        stack = Stack(cloud.endpoint, cloud.outputs, log_file, cloud.region)
+        stack = Stack(cloud.endpoint, cloud.outputs, log_file, cloud.region, acting_credentials(cloud))
         recording = report.Recording()
         if cloud.alarms is not None:  # printed as the runtime evaluates them, and kept for the report
 

@@ -56,11 +56,13 @@ def serve(
     ready_file: Path | None = None,
     hint: Callable[[LocalCloud], str] | None = None,
     reload: bool = True,
+    credentials: Callable[[LocalCloud], dict[str, dict[str, str]]] | None = None,
 ) -> None:
     """Start ``cloud``, print its endpoint, outputs and the environment that points the AWS CLI and SDKs
     at it (then what ``hint`` says of it), write them as JSON to ``ready_file``, and run until SIGTERM
     or SIGINT; with ``reload``, a function whose files change runs the new code from its next cold
-    start (:mod:`sluice_local.emulation.reload`)."""
+    start (:mod:`sluice_local.emulation.reload`); ``credentials``: who else acts on the stack (a
+    producer, an operator: their ``AWS_*`` session credentials), printed and written beside the rest."""
     # The handlers only note the signal: an Event.set() in a handler deadlocks when a second signal
     # lands while the first handler holds the Event's lock (`make up` stopped by a process-group
     # SIGTERM gets one from the group and one forwarded by make).
@@ -74,6 +76,7 @@ def serve(
             "stack": cloud.stack_name,
             "region": cloud.region,
             "outputs": cloud.outputs,
+            "credentials": credentials(cloud) if credentials else {},
         }
         if ready_file is not None:
             write_atomically(ready_file, json.dumps(info))
@@ -94,6 +97,12 @@ def serve(
             f"\nexport AWS_ENDPOINT_URL={cloud.endpoint} "
             "AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing "
             f"AWS_DEFAULT_REGION={cloud.region}\n"
+            + "".join(
+                f"as the {who} ({cloud.iam.mode} IAM): export "
+                + " ".join(f"{k}={v}" for k, v in sorted(creds.items()))
+                + "\n"
+                for who, creds in info["credentials"].items()
+            )
             + (f"{hint(cloud)}\n" if hint else "")
             + ("Edits to a function's folder take effect on its next invocation. " if reload else "")
             + "Ctrl-C stops it.",

@@ -20,7 +20,7 @@ from sluice_local.app import postgres
 from sluice_local.app.fast import FAST
 from sluice_local.app.messages import ORDERS, REFUNDS
 from sluice_local.app.observer import Stack
-from sluice_local.app.stack import local_cloud
+from sluice_local.app.stack import acting_credentials, local_cloud
 from sluice_local.emulation import faults
 from sluice_local.emulation.cloud import LocalCloud
 from sluice_local.emulation.pollers import SqsPoller
@@ -71,7 +71,7 @@ class Soak:
         self.mode = mode
         self.options = options
         self.no_jobs = no_jobs
-        self.stack = Stack(cloud.endpoint, cloud.outputs, log_path)
+        self.stack = Stack(cloud.endpoint, cloud.outputs, log_path, cloud.region, acting_credentials(cloud))
         self.checker = Checker(self.stack, log_path, mode=mode, no_jobs=no_jobs)
         self._log = LogTail(log_path)  # the drain's reader: what the held claim-check orders went through
         consumer = cloud.functions[ORDERS + "ConsumerFunction"].spec.environment

@@ -198,7 +198,7 @@ def start_stack(
         process.wait()
         raise
     info = json.loads(ready.read_text())
-    stack = Stack(info["endpoint"], info["outputs"], log, info["region"])
+    stack = Stack(info["endpoint"], info["outputs"], log, info["region"], info.get("credentials", {}))
     return RunningStack(stack, process, int(info["endpoint"].rsplit(":", 1)[1]), output)
 
 

@@ -132,7 +132,7 @@ class Enforcer:
 
     # --- deciding ---------------------------------------------------------------------------------------
 
-    def decide(self, acting: Acting, call: actions.Call, region: str) -> Decision:
+    def decide(self, acting: Acting, call: actions.Call, region: str, *, record: bool = True) -> Decision:
         identity = [] if acting.role_arn is None else self.store.identity(acting.role_arn)
         resource = self.store.resource(call.resource) if call.resource != "*" else None
         if self.without:
@@ -150,6 +150,8 @@ class Enforcer:
         )
         request = Request(principal=principal, action=call.action, resource=call.resource, context=context)
         decision = evaluate(request, identity, resource, resource_required=call.resource_required)
+        if not record:
+            return decision
         with self._lock:
             for policy in [*identity, *([resource] if resource is not None else [])]:
                 self.record.policies.setdefault(policy.source, policy)
