@@ -1,5 +1,5 @@
 """Lambda's recursive loop detection never stops one of sluice's paths: the hop count of each path at
-the template's maximum parameter values stays under AWS's limit (docs/operations.md, "Recursive loop
+the template's maximum parameter values stays under AWS's limit (docs/observability.md, "Recursive loop
 detection"), and the lineage the local runtime models behaves as AWS documents."""
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ def test_no_function_of_the_template_sets_recursive_loop():
         assert "RecursiveLoop" not in (ROOT / template).read_text(encoding="utf-8"), template
 
 
-def test_the_table_in_the_operations_doc_is_the_computed_one():
-    doc = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+def test_the_table_in_the_observability_doc_is_the_computed_one():
+    doc = (ROOT / "docs" / "observability.md").read_text(encoding="utf-8")
     for path in recursion.PATHS:
         counted, carried = recursion.path_counts(path, maxima())
         assert f"| {path.name} | {path.hops()} | {counted} | {carried} |" in doc, path.name

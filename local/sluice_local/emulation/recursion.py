@@ -28,7 +28,7 @@ EventBridge rule, an operator's command) starts a chain of its own: what it send
 or its own invocation's fresh lineage.
 
 :data:`PATHS` is the hop count of every path of sluice at the template's maximum parameter values
-(tests/unit/test_recursion_bound.py holds each under :data:`LIMIT`; docs/operations.md has the table).
+(tests/unit/test_recursion_bound.py holds each under :data:`LIMIT`; docs/observability.md has the table).
 The rest of the module is the local runtime's model: the pollers count each record's lineage and
 stop the invocation AWS would stop (:func:`admit`), and an SQS send made by an invocation carries the
 invocation's header unless it sets ``AWSTraceHeader`` itself (:func:`install`).
@@ -242,11 +242,12 @@ class Path:
     """The parameters (or the party) that bound the rounds."""
     restarts: str
     """Why a new round does not continue the last one's lineage ('' when there is one round)."""
+    sender_is_function: bool = True
 
     def hops(self) -> int:
         """Lambda → SQS (or S3 and Step Functions, counted as if they carried it) → Lambda hops of one
-        round on one lineage: one per function the message invokes, the sender being a function."""
-        return len(self.chain)
+        round on one lineage: one per function the message invokes after a function sent it."""
+        return len(self.chain) - (0 if self.sender_is_function else 1)
 
 
 FROZEN = (
@@ -296,6 +297,7 @@ PATHS: tuple[Path, ...] = (
         lambda p: 1,
         "the operator (each replay is one command)",
         "",
+        sender_is_function=False,
     ),
     Path(
         "job sweeper and reaper",
@@ -309,7 +311,7 @@ PATHS: tuple[Path, ...] = (
 )
 """Every path of sluice on which a message goes from a Lambda function through SQS to a function.
 A processor's own follow-ups (``record.later``) are bounded by the processor, not by a parameter:
-docs/operations.md says what AWS does with them."""
+docs/observability.md says what AWS does with them."""
 
 
 def path_counts(path: Path, maxima: Mapping[str, int]) -> tuple[int, int]:
