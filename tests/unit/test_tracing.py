@@ -36,6 +36,15 @@ def test_given_a_malformed_xray_header_then_it_is_never_sent(forged):
 
 
 @pytest.mark.parametrize(
+    "lineage",
+    [";Lineage=037bed70:0", ";Lineage=a87bd80c:1|68fd508a:5|c512fbe3:2", ";Lineage=1:fe460cdd:0"],
+)
+def test_given_the_lineage_lambda_adds_then_the_header_is_kept(lineage):
+    # the Lineage field of Lambda's recursive loop detection, as SQS delivers it in AWSTraceHeader
+    assert tracing.valid_xray_header(HEADER + lineage) == HEADER + lineage
+
+
+@pytest.mark.parametrize(
     "forged",
     [
         "00-" + "0" * 32 + "-89abcdef01234567-01",

@@ -39,8 +39,10 @@ AWS_TRACE_HEADER = "AWSTraceHeader"
 TRACEPARENT = "traceparent"
 """The W3C message attribute OpenTelemetry's SQS propagation uses."""
 
-# \Z, not $: a $ also matches before a trailing newline, which SQS refuses in an AWSTraceHeader
-_XRAY = re.compile(r"^[A-Za-z0-9=;:_.?-]{1,256}\Z")
+# \Z, not $: a $ also matches before a trailing newline, which SQS refuses in an AWSTraceHeader.
+# '|' joins the entries of the Lineage field Lambda adds (Lineage=a87bd80c:1|68fd508a:5): a header
+# AWS itself delivers must not be dropped as malformed.
+_XRAY = re.compile(r"^[A-Za-z0-9=;:_.?|-]{1,256}\Z")
 _XRAY_ROOT = re.compile(r"(?:^|;)Root=1-([0-9a-f]{8})-([0-9a-f]{24})(?:;|$)")
 _XRAY_PARENT = re.compile(r"(?:^|;)Parent=([0-9a-f]{16})(?:;|$)")
 _XRAY_SAMPLED = re.compile(r"(?:^|;)Sampled=([01?])(?:;|$)")

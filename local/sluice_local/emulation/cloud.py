@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from sluice_local.emulation import emf, moto_adapter
+from sluice_local.emulation import emf, moto_adapter, recursion
 from sluice_local.emulation.alarms import Alarms
 from sluice_local.emulation.deployed import deployed_functions
 from sluice_local.emulation.emulated import Resolver, Schedules, Ticker
@@ -133,6 +133,7 @@ class LocalCloud:
             if self._beside is None:
                 self._start_server()
             self._peers.append(self)
+            recursion.install()  # the SDK's part of Lambda's recursive loop detection (once per process)
             for attachment in self.attachments:
                 attachment.attach(self)
             self._deploy()

@@ -45,10 +45,17 @@ def deployed_functions(
                 reserved_concurrency=_int_or_none(
                     lam.get_function_concurrency(FunctionName=name).get("ReservedConcurrentExecutions")
                 ),
+                # as written in the template (the Lambda API's recursion config is not emulated)
+                recursive_loop=_recursive_loop(resource["Properties"].get("RecursiveLoop")),
             ),
             on_drop=list(on_drop),
         )
     return hosts
+
+
+def _recursive_loop(value: object) -> str:
+    """The function's RecursiveLoop: ``Allow`` only when the template says so (AWS's default: Terminate)."""
+    return "Allow" if value == "Allow" else "Terminate"
 
 
 def _is_layer(translated: Translated, key: str) -> bool:

@@ -28,6 +28,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from sluice_local.emulation import recursion
 from sluice_local.emulation.environment_state import own_metric_state
 from sluice_local.emulation.iam.acting import Acting, acting_as
 from sluice_local.emulation.lambda_loader import Handler, LambdaContext, load_handler
@@ -54,6 +55,9 @@ class FunctionSpec:
     reserved_concurrency: int | None = None
     """ReservedConcurrentExecutions: invocations beyond it wait for a free slot (Lambda queues
     asynchronous invocations it throttles and retries them)."""
+    recursive_loop: str = "Terminate"
+    """RecursiveLoop: ``Allow`` lets it run beyond Lambda's recursive loop limit
+    (:mod:`sluice_local.emulation.recursion`)."""
 
 
 class FunctionError(Exception):
@@ -104,15 +108,18 @@ def _marshal_default(value: Any) -> Any:
 class _Invocation:
     """One run of a handler on its own thread: the result or the exception it ended with."""
 
-    __slots__ = ("error", "result")
+    __slots__ = ("error", "header", "result")
 
     def __init__(self) -> None:
         self.result: Any = None
         self.error: BaseException | None = None
+        self.header = recursion.current_header()
+        """The invocation's trace header (its ``_X_AMZN_TRACE_ID``): its invoker's, a poller's."""
 
     def run(self, handler: Handler, event: Any, context: LambdaContext) -> None:
         try:
-            self.result = handler(event, context)
+            with recursion.invocation(self.header):
+                self.result = handler(event, context)
         except BaseException as exc:  # noqa: BLE001 - handed to the invoking thread, which reports it
             self.error = exc
 

@@ -9,6 +9,13 @@ moto's long poll does not wake when a delayed message becomes visible. A queue i
 seconds is long-polled (1 s): measured on an idle ``up --fast`` stack, 0.79 of a core before, 0.23 after.
 A queue that holds no message at all (none visible, in flight or delayed) is not polled: the poller
 waits in-process until moto adds one (``quiet``), so an idle stack sends no receives.
+
+Lambda's recursive loop detection is modelled here (:mod:`sluice_local.emulation.recursion`): a record
+whose ``AWSTraceHeader`` lineage has already invoked the function :data:`~.recursion.LIMIT` times is not
+passed to it (unless its ``RecursiveLoop`` is ``Allow``): it is neither processed nor deleted, so SQS
+offers it again after its visibility timeout and moves it to the dead-letter queue after
+``maxReceiveCount``, as AWS documents. The invocation runs with the first passed record's header, its
+count raised: the SQS sends it makes carry it.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sluice_local.emulation import recursion
 from sluice_local.emulation.functions import FunctionError, FunctionHost
 from sluice_local.emulation.iam.acting import acting_as
 from sluice_local.emulation.sqs_events import to_lambda_record
@@ -56,6 +64,9 @@ class SqsPoller:
         self.deleted = 0
         self.failed = 0
         self.delete_failures = 0
+        self.dropped = 0
+        """Records Lambda's recursive loop detection kept from the function (its
+        ``RecursiveInvocationsDropped``)."""
 
     def start(self) -> None:
         for i in range(max(1, self.spec.max_concurrency)):
@@ -119,10 +130,14 @@ class SqsPoller:
             if not more and remaining < 1:
                 time.sleep(min(remaining, 0.2))
             messages.extend(more)
+        messages, header = self._admitted(messages)
+        if not messages:
+            return
         event = {"Records": [to_lambda_record(m, spec.queue_arn) for m in messages]}
         ids = {m["MessageId"] for m in messages}
         try:
-            result = spec.function.invoke(event)
+            with recursion.invocation(header):
+                result = spec.function.invoke(event)
             failed = self._failures(result, ids) if spec.report_failures else set()
         except FunctionError as exc:
             log.warning(
@@ -141,6 +156,24 @@ class SqsPoller:
             self.deleted += len(done) - not_deleted
             self.failed += len(failed)
             self.delete_failures += not_deleted
+
+    def _admitted(self, messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:
+        """The records Lambda's recursive loop detection lets through, and the invocation's trace header
+        (the first one's, its count raised). A stopped record is left in flight: SQS offers it again."""
+        function = self.spec.function.spec
+        admitted: list[dict[str, Any]] = []
+        header: str | None = None
+        for message in messages:
+            trace = (message.get("Attributes") or {}).get("AWSTraceHeader")
+            verdict = recursion.admit(trace, function.arn, function.recursive_loop)
+            if verdict.stopped:
+                with self._lock:
+                    self.dropped += 1
+                recursion.dropped(function.name, verdict.count)
+                continue
+            admitted.append(message)
+            header = header or verdict.header
+        return admitted, header
 
     def _delete(self, chunk: list[dict[str, Any]]) -> int:
         """Delete up to 10 processed messages; log each entry SQS refuses and return how many."""
