@@ -782,13 +782,17 @@ def check_follow_up_delays(raw: Template, cfn: Template) -> list[str]:
     admits_workload_roles = WORKLOAD_ROLES in _named([st.get("Condition") for st in denied])
     for name in workload_names(raw):
         role = _properties(raw, f"{name}ConsumerRole")
-        statements = [st for policy in role.get("Policies", []) for st in policy["PolicyDocument"]["Statement"]]
+        statements = [
+            st for policy in role.get("Policies", []) for st in policy["PolicyDocument"]["Statement"]
+        ]
         if not _grants(statements, "sqs:SendMessage", _arn("DelayQueue")):
             problems.append(f"{name}ConsumerRole must be allowed sqs:SendMessage on the delay queue")
         if key is not None and not all(
             _grants(statements, action, key) for action in ("kms:GenerateDataKey", "kms:Decrypt")
         ):
-            problems.append(f"{name}ConsumerRole must be allowed kms:GenerateDataKey and kms:Decrypt on {key}")
+            problems.append(
+                f"{name}ConsumerRole must be allowed kms:GenerateDataKey and kms:Decrypt on {key}"
+            )
         if role.get("Path") != WORKLOAD_ROLE_PATH or not admits_workload_roles:
             problems.append(f"the delay queue's policy must admit {name}ConsumerRole (the stack's role path)")
         env = _properties(raw, f"{name}ConsumerFunction").get("Environment", {}).get("Variables", {})
