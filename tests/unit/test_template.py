@@ -760,6 +760,49 @@ def check_envelope_key_and_queue_policies(raw: Template, cfn: Template) -> list[
     return problems
 
 
+def _grants(statements: list[dict[str, Any]], action: str, resource: Any) -> bool:
+    """Some statement allows ``action`` on ``resource`` (one of its resources), unconditionally."""
+    return any(
+        st.get("Effect") == "Allow"
+        and action in _as_list(st.get("Action"))
+        and resource in _as_list(st.get("Resource"))
+        and not st.get("Condition")
+        for st in statements
+    )
+
+
+def check_follow_up_delays(raw: Template, cfn: Template) -> list[str]:
+    """Every workload's consumer can ask for a follow-up (``record.later``, docs/delays.md): its role may
+    send to the delay queue (and use the queue's key, when it has a customer managed one), the delay
+    queue's policy admits it (a role on the stack's path), and its settings name the queue."""
+    problems: list[str] = []
+    queue = _properties(raw, "DelayQueue")
+    key = queue.get("KmsMasterKeyId")
+    denied = _properties(raw, "DelayQueuePolicy").get("PolicyDocument", {}).get("Statement", [])
+    admits_workload_roles = WORKLOAD_ROLES in _named([st.get("Condition") for st in denied])
+    for name in workload_names(raw):
+        role = _properties(raw, f"{name}ConsumerRole")
+        statements = [
+            st for policy in role.get("Policies", []) for st in policy["PolicyDocument"]["Statement"]
+        ]
+        if not _grants(statements, "sqs:SendMessage", _arn("DelayQueue")):
+            problems.append(f"{name}ConsumerRole must be allowed sqs:SendMessage on the delay queue")
+        if key is not None and not all(
+            _grants(statements, action, key) for action in ("kms:GenerateDataKey", "kms:Decrypt")
+        ):
+            problems.append(
+                f"{name}ConsumerRole must be allowed kms:GenerateDataKey and kms:Decrypt on {key}"
+            )
+        if role.get("Path") != WORKLOAD_ROLE_PATH or not admits_workload_roles:
+            problems.append(f"the delay queue's policy must admit {name}ConsumerRole (the stack's role path)")
+        env = _properties(raw, f"{name}ConsumerFunction").get("Environment", {}).get("Variables", {})
+        if env.get("SLUICE_DELAY_QUEUE_URL") != _ref("DelayQueue"):
+            problems.append(f"{name}ConsumerFunction must have SLUICE_DELAY_QUEUE_URL: !Ref DelayQueue")
+    if "delay_queue_url" not in ConsumerSettings.model_fields:
+        problems.append("ConsumerSettings no longer reads SLUICE_DELAY_QUEUE_URL")
+    return problems
+
+
 def check_dead_letter_queues_alarm(raw: Template, cfn: Template) -> list[str]:
     """Every dead-letter queue (and the poison queue) has a depth alarm that notifies someone: a message
     waiting there is never silent."""
@@ -801,6 +844,7 @@ RULES: list[Check] = [
     check_settings_variables,
     check_redrive_modes,
     check_envelope_key_and_queue_policies,
+    check_follow_up_delays,
     check_dead_letter_queues_alarm,
 ]
 
@@ -873,6 +917,16 @@ def _add_consumer_statement(statement: dict[str, Any] | str) -> Callable[[Templa
     return mutate
 
 
+def _drop_statement(role: str, sid: str) -> Callable[[Template], None]:
+    def mutate(template: Template) -> None:
+        document = template["Resources"][role]["Properties"]["Policies"][0]["PolicyDocument"]
+        kept = [st for st in document["Statement"] if st.get("Sid") != sid]
+        assert len(kept) == len(document["Statement"]) - 1, f"{role} has no statement {sid}"
+        document["Statement"] = kept
+
+    return mutate
+
+
 CONSUMER_ENV = f"Resources.{CONSUMER}.Properties.Environment.Variables"
 BUCKET = "Resources.ClaimCheckBucket.Properties"
 
@@ -900,6 +954,22 @@ MUTATIONS: dict[str, tuple[Callable[[Template], None], Check]] = {
     "no key for the functions": (
         _delete("Globals.Function.Environment.Variables.SLUICE_ENVELOPE_KEY_SECRET"),
         check_envelope_key_and_queue_policies,
+    ),
+    "a consumer cannot ask for delays": (
+        _drop_statement("RefundsConsumerRole", "AskForDelays"),  # the second workload's: every one is checked
+        check_follow_up_delays,
+    ),
+    "a consumer without the delay queue's url": (
+        _delete(f"{CONSUMER_ENV}.SLUICE_DELAY_QUEUE_URL"),
+        check_follow_up_delays,
+    ),
+    "the delay queue on a key the consumers cannot use": (
+        _set("Resources.DelayQueue.Properties.KmsMasterKeyId", {"Fn::GetAtt": ["LogsKey", "Arn"]}),
+        check_follow_up_delays,
+    ),
+    "the delay queue refuses the workload roles": (
+        _set("Resources.DelayQueuePolicy.Properties.PolicyDocument.Statement.0.Condition.ArnNotLike", {}),
+        check_follow_up_delays,
     ),
     "redriver in both modes": (
         _delete(f"Resources.{WORKLOAD}RedriverFunction.Condition"),
