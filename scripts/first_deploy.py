@@ -525,12 +525,14 @@ def checklist(plan: Plan, answers: Answers, workloads: Sequence[str] = ()) -> st
     )
     lines += [
         f"{step}. Send a first message to {workload} and watch it on the dashboard:",
-        f'     aws sqs send-message --region {region} --queue-url "$({cli} --workload {workload} outputs '
-        f"{workload}QueueUrl)\" --message-body '{body}'",
+        f'     aws sqs send-message --region {region} --queue-url "$({cli} outputs {workload}QueueUrl)" \\',
+        f"       --message-body '{body}'",
     ]
     step += 1
     lines += [
-        f"{step}. The operator CLI (docs/operations.md): {cli} dlq stats; {cli} poison list; {cli} outputs",
+        f"{step}. The operator CLI (docs/operations.md): {workload}'s dead letters, the poison queue:",
+        f"     {cli} --workload {workload} dlq stats",
+        f"     {cli} poison list",
     ]
     step += 1
     if not answers.trusted_senders:

@@ -28,6 +28,8 @@ from scripts.first_deploy import (
     principal_arns,
 )
 from sluice_cli.samconfig import parameter_overrides
+from tests.unit.test_template import workload_names
+from tests.unit.test_template_operations import of_type, resolved
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = [
@@ -384,7 +386,7 @@ def test_given_a_new_stack_when_deployed_then_sam_runs_once_and_the_checklist_fo
     assert PAGER in out
     assert "#dashboards/dashboard/sluice-dev-flow" in out
     assert "outputs PaymentsQueueUrl" in out  # the first deployed workload
-    assert f".venv/bin/sluice --stack-name sluice-dev --region {REGION} dlq stats" in out
+    assert f".venv/bin/sluice --stack-name sluice-dev --region {REGION} --workload Payments dlq stats" in out
     assert "RedriverReservedConcurrency=1" in out
 
 
@@ -415,3 +417,26 @@ def test_given_samconfig_then_each_environment_deploys_unguided_in_the_configure
         assert deploy_parameters(Answers(Destination(), Destination()), env) == parameter_overrides(
             ROOT / "samconfig.toml", env
         )
+
+
+@pytest.mark.parametrize("reservation", ["0", "1"])
+def test_given_the_reservation_then_only_a_nonzero_one_reserves_the_redrivers_and_the_job_maintenance(
+    reservation: str,
+) -> None:
+    # Given the stack with the job store (its reaper and sweeper reserve as the redrivers do)
+    secret = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db"
+    template = resolved({"RedriverReservedConcurrency": reservation, "DatabaseSecretArn": secret})
+    # Then 0 (the default) reserves nothing anywhere, 1 exactly the redrivers, the reaper and the sweeper
+    reserved = {
+        lid: props["ReservedConcurrentExecutions"]
+        for lid, props in of_type(template, "AWS::Serverless::Function").items()
+        if "ReservedConcurrentExecutions" in props
+    }
+    if reservation == "0":
+        assert reserved == {}
+    else:
+        expected = {f"{w}RedriverFunction" for w in workload_names()} | {
+            "JobReaperFunction",
+            "JobSweeperFunction",
+        }
+        assert set(reserved) == expected
