@@ -375,14 +375,19 @@ class Plan:
     stack_name: str
     region: str
     parameters: dict[str, str] = field(default_factory=dict)
+    new: bool = True
+    """A stack created by this deploy: nothing to review in its change set (every resource is added, and
+    the answers were confirmed); on one that exists (ASK=1), sam shows it as samconfig.toml says."""
 
     def command(self) -> list[str]:
         """The exact ``sam deploy``: samconfig.toml's environment, with the region and the parameters
         given (sam takes the parameters given here instead of samconfig.toml's, so they include them)."""
         argv = [
             "sam", "deploy", "--config-env", self.env, "--stack-name", self.stack_name,
-            "--region", self.region, "--no-confirm-changeset",
+            "--region", self.region,
         ]  # fmt: skip
+        if self.new:
+            argv.append("--no-confirm-changeset")
         if self.parameters:
             argv += ["--parameter-overrides", *(encode(k, v) for k, v in self.parameters.items())]
         return argv
@@ -458,14 +463,18 @@ def _session_region() -> str | None:
 
 def stack_state(cloudformation: Any, stack_name: str) -> str | None:
     """The stack's status, or None when there is none (or only a review of a change set never run)."""
-    from botocore.exceptions import ClientError  # noqa: PLC0415
+    from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415
 
     try:
         [stack] = cloudformation.describe_stacks(StackName=stack_name)["Stacks"]
     except ClientError as exc:
         if "does not exist" in str(exc):
             return None
-        raise
+        raise RefusedError(f"cannot look for stack {stack_name}: {exc}") from None
+    except BotoCoreError as exc:  # no credentials, an expired SSO session, no network
+        raise RefusedError(
+            f"cannot look for stack {stack_name}: {exc} (your AWS credentials: aws configure, aws sso login)"
+        ) from None
     status = str(stack["StackStatus"])
     return None if status == "REVIEW_IN_PROGRESS" else status
 
@@ -622,18 +631,19 @@ def main(
         region, source = resolve_region(args.region, settings.get("region"), environ, session_region)
         extra = parse_overrides(args.parameter, where="--parameter")
         client = None if args.print_command else (cloudformation or _cloudformation)(region)
-        if args.if_new and client is not None:
-            status = stack_state(client, stack_name)
-            if status is not None:
-                refuse_unusable(status, stack_name, region)
-                update = ["sam", "deploy", "--config-env", args.env, "--stack-name", stack_name]
-                update += ["--region", region]
-                print(f"stack {stack_name} exists in {region} ({status}): {shlex.join(update)}", file=err)
-                return (run or _run)(update)
+        status = None if client is None else stack_state(client, stack_name)
+        if status is not None:
+            refuse_unusable(status, stack_name, region)
+        if args.if_new and status is not None:
+            update = ["sam", "deploy", "--config-env", args.env, "--stack-name", stack_name]
+            update += ["--region", region]
+            print(f"stack {stack_name} exists in {region} ({status}): {shlex.join(update)}", file=err)
+            return (run or _run)(update)
+        if status is None and client is not None:
             print(f"stack {stack_name} does not exist in {region} ({source}): its first deploy", file=err)
         prompter = None if args.non_interactive else Prompter(stdin, err)
         answers = gather(args, region, prompter)
-        plan = Plan(args.env, stack_name, region, deploy_parameters(answers, args.env, extra))
+        plan = Plan(args.env, stack_name, region, deploy_parameters(answers, args.env, extra), status is None)
     except RefusedError as exc:
         print(f"first deploy: {exc}", file=err)
         return 2

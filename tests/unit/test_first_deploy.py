@@ -440,3 +440,31 @@ def test_given_the_reservation_then_only_a_nonzero_one_reserves_the_redrivers_an
             "JobSweeperFunction",
         }
         assert set(reserved) == expected
+
+
+def test_given_no_aws_credentials_then_the_deploy_stops_saying_so_not_with_a_traceback() -> None:
+    from botocore.exceptions import NoCredentialsError  # noqa: PLC0415
+
+    class NoCredentials:
+        def describe_stacks(self, StackName: str) -> dict[str, Any]:  # noqa: N803 - boto3's name
+            raise NoCredentialsError
+
+    code, _, err = run(["--if-new", *typical_flags()], cloudformation=lambda region: NoCredentials())
+    assert code == 2
+    assert "Unable to locate credentials" in err
+    assert "aws sso login" in err
+
+
+def test_given_ask_on_a_stack_that_exists_then_sam_shows_its_change_set_as_samconfig_says() -> None:
+    # Given a stack that exists, When the answers are given again (make deploy ASK=1: no --if-new)
+    ran: list[list[str]] = []
+    code, _, _ = run(
+        typical_flags(),
+        cloudformation=lambda region: FakeCloudFormation("UPDATE_COMPLETE"),
+        run=recorder(ran),
+    )
+    # Then sam deploys them without skipping the change set's review (only a new stack's is skipped)
+    assert code == 0
+    [argv] = ran
+    assert "--no-confirm-changeset" not in argv
+    assert f"OperatorArns={OPERATOR}" in argv
