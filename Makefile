@@ -23,7 +23,7 @@ help:
 	@echo "make build     sam build (no Docker needed)"
 	@echo "make library   the runtime library's wheel at the oldest and the newest of its dependency ranges, each in a clean venv: pip check, import time, its tests"
 	@echo "make security  checkov on template.yaml in each mode (its own venv): 0 failed checks, every skip explained in the template"
-	@echo "make deploy    sam build && sam deploy (guided when the stack does not exist yet; ENV=prod for production)"
+	@echo "make deploy    sam build && sam deploy (a new stack: asks where alarms go, trusted senders, operators, the business key; ENV=prod for production)"
 	@echo "make soak      seeded fault schedules through the stack (SOAK_SEEDS=500, SOAK_WORKERS=2×cores): lost, duplicated, unexpected, per workload"
 	@echo "make bench     run the benchmarks in benchmarks/"
 
@@ -159,15 +159,17 @@ bench: $(STAMP)
 	$(PY) benchmarks/jobs.py
 
 ENV ?= default
-# Guided the first time (no stack yet): sam asks for and saves the parameters; later runs reuse them.
+# A new stack (none of samconfig.toml's stack_name in your AWS configuration's region): scripts/first_deploy.py
+# asks only for what has no safe default (where alarms go, trusted senders, operators, the business key),
+# runs `sam deploy` with them and prints a checklist. A stack that exists: `sam deploy --config-env $(ENV)`,
+# unguided, every answer kept. ASK=1 asks again on an existing stack; DEPLOY_ARGS are the script's flags
+# (--non-interactive --critical ..., --print-command: docs/deploy.md). The region is your AWS
+# configuration's (AWS_REGION, AWS_DEFAULT_REGION, your profile's) or REGION=... given to make, never this
+# Makefile's default for the local tools.
+DEPLOY_REGION := $(if $(filter command line environment,$(origin REGION)),--region $(REGION))
+DEPLOY_UNSET  := $(if $(filter file,$(origin AWS_DEFAULT_REGION)),env -u AWS_DEFAULT_REGION)
 deploy: build
-	@stack="$$($(PY) -m sluice_cli.samconfig $(ENV) stack_name)" && region="$$($(PY) -m sluice_cli.samconfig $(ENV) region)" || exit 1; \
-	if $(PY) -c 'import boto3,sys; boto3.client("cloudformation", region_name=sys.argv[2]).describe_stacks(StackName=sys.argv[1])' "$$stack" "$$region" >/dev/null 2>&1; then \
-	  $(BIN)/sam deploy --config-env $(ENV); \
-	else \
-	  echo "stack $$stack not found in $$region: guided deploy"; \
-	  $(BIN)/sam deploy --guided --config-env $(ENV); \
-	fi
+	@$(DEPLOY_UNSET) $(PY) scripts/first_deploy.py --env $(ENV) $(DEPLOY_REGION) $(if $(ASK),,--if-new) $(DEPLOY_ARGS)
 
 clean:
 	rm -rf .aws-sam .pytest_cache .mypy_cache .ruff_cache .sluice-local .library-ends

@@ -595,11 +595,18 @@ REDRIVE_MODES = {  # logical id → the Condition that must guard it (exactly on
 }
 
 
+CRITICAL_DESTINATION = {
+    "Fn::If": ["HasCriticalAlarmTopic", {"Ref": "CriticalAlarmTopicArn"}, {"Ref": "CriticalTopic"}]
+}
+"""Where template.yaml has every critical alarm publish (its CriticalTopic parameter, in a nested template):
+the topic of yours CriticalAlarmTopicArn names, else the stack's own."""
+
+
 def _redrive_trigger_problems(raw: Template) -> list[str]:
     """Both modes start on the DLQ alarm's state change; the alarm itself notifies people only."""
     problems: list[str] = []
-    if _properties(raw, f"{WORKLOAD}DeadLetterDepthAlarm").get("AlarmActions") != [{"Ref": "CriticalTopic"}]:
-        problems.append("WorkDeadLetterDepthAlarm must notify CriticalTopic in both modes")
+    if _properties(raw, f"{WORKLOAD}DeadLetterDepthAlarm").get("AlarmActions") != [CRITICAL_DESTINATION]:
+        problems.append("WorkDeadLetterDepthAlarm must notify the critical topic in both modes")
     pattern = {
         "source": ["aws.cloudwatch"],
         "detail-type": ["CloudWatch Alarm State Change"],

@@ -217,8 +217,10 @@ def _translate(
     names = {lid: _emulated_name(lid, res) for lid, res in emulated.items()}
     arns = _emulated_arns(emulated, names)
     cfn = _replace_refs(cfn, names, arns)
-    # a nested stack's, resolved in its own terms; a parent's alarm it was given is named as the parent's
-    emulated.update({lid: _replace_refs(res, names, arns) for lid, res in inlined.emulated.items()})
+    # a nested stack's, resolved in its own terms; a parent's alarm it was given is named as the parent's,
+    # and a Fn::If the parent passed it (a parameter's value) resolved with the parent's conditions
+    for lid, res in inlined.emulated.items():
+        emulated[lid] = _replace_refs(resolve_if(res, conditions), names, arns)
     local_rates = {**_seconds_rates(cfn, values), **inlined.local_rates}
     return Translated(cfn, code_dirs, emulated, local_rates), artifacts, conditions
 
