@@ -65,7 +65,6 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
-
 def _send_to_a_queue(cloud: LocalCloud) -> str:
     """How to send to a stack that is not sluice's (docs/library.md): the queues its outputs name."""
     queues = sorted((key, url) for key, url in cloud.outputs.items() if key.endswith("QueueUrl"))

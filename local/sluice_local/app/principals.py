@@ -28,7 +28,9 @@ OPERATOR: Who = "operator"
 
 _TRUST = {
     "Version": "2012-10-17",
-    "Statement": [{"Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::{account}:root"}, "Action": "sts:AssumeRole"}],
+    "Statement": [
+        {"Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::{account}:root"}, "Action": "sts:AssumeRole"}
+    ],
 }
 
 
@@ -44,8 +46,18 @@ def _policies(who: Who, stack: str, account: str) -> dict[str, Any]:
             "Action": ["sqs:SendMessage", "sqs:GetQueueUrl", "sqs:GetQueueAttributes"],
             "Resource": queues,
         },
-        {"Sid": "OffloadLargeBodies", "Effect": "Allow", "Action": ["s3:PutObject", "s3:GetObject"], "Resource": buckets},
-        {"Sid": "SealTheEnvelope", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": secrets},
+        {
+            "Sid": "OffloadLargeBodies",
+            "Effect": "Allow",
+            "Action": ["s3:PutObject", "s3:GetObject"],
+            "Resource": buckets,
+        },
+        {
+            "Sid": "SealTheEnvelope",
+            "Effect": "Allow",
+            "Action": "secretsmanager:GetSecretValue",
+            "Resource": secrets,
+        },
     ]
     if who == OPERATOR:
         statements += [
@@ -80,7 +92,12 @@ def _policies(who: Who, stack: str, account: str) -> dict[str, Any]:
                 "Action": ["cloudformation:DescribeStacks", "cloudformation:ListStackResources"],
                 "Resource": f"arn:aws:cloudformation:*:{account}:stack/{stack}*",
             },
-            {"Sid": "ReadTheLedger", "Effect": "Allow", "Action": ["dynamodb:GetItem", "dynamodb:Query"], "Resource": f"arn:aws:dynamodb:*:{account}:table/{stack}-*"},
+            {
+                "Sid": "ReadTheLedger",
+                "Effect": "Allow",
+                "Action": ["dynamodb:GetItem", "dynamodb:Query"],
+                "Resource": f"arn:aws:dynamodb:*:{account}:table/{stack}-*",
+            },
         ]
     return {"Version": "2012-10-17", "Statement": statements}
 
@@ -126,7 +143,9 @@ class Principals:
             if who not in self._credentials:
                 if self._cloud is None:
                     raise RuntimeError("the stack is not started")
-                session = self._cloud.client("sts").assume_role(RoleArn=self.arns[who], RoleSessionName=f"local-{who}")
+                session = self._cloud.client("sts").assume_role(
+                    RoleArn=self.arns[who], RoleSessionName=f"local-{who}"
+                )
                 creds = session["Credentials"]
                 self._credentials[who] = {
                     "AWS_ACCESS_KEY_ID": creds["AccessKeyId"],

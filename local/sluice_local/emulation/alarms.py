@@ -242,11 +242,13 @@ class Alarms:
     def _publish(self, alarm: Alarm, topic_arn: str, message: dict[str, Any]) -> None:
         """CloudWatch publishes as its service principal, for the alarm: the topic's policy (and its
         key's) must let it. A denied publish is lost, as in AWS (the alarm history says so there)."""
-        cloudwatch = Acting.service_principal("cloudwatch.amazonaws.com", source_arn=alarm.arn, account=self.account)
+        cloudwatch = Acting.service_principal(
+            "cloudwatch.amazonaws.com", source_arn=alarm.arn, account=self.account
+        )
         try:
             with acting_as(cloudwatch):
                 self._sns.publish(
                     TopicArn=topic_arn, Subject=f'ALARM: "{alarm.name}"'[:100], Message=json.dumps(message)
                 )
         except Exception as exc:  # noqa: BLE001 - AccessDenied or a missing topic: the action failed
-            log.error("alarm %s could not publish to %s: %s", alarm.name, topic_arn, exc)
+            log.error("alarm %s could not publish to %s: %s", alarm.name, topic_arn, exc)  # noqa: TRY400 - no traceback: AWS says why

@@ -112,7 +112,9 @@ class LocalCloud:
         """The stacks deployed into this embedded AWS: an invocation or event reaches its function."""
         self.feed: emf.Feed = beside.feed if beside is not None else emf.Feed()
         """The EMF datapoints the functions of this embedded AWS print (every stack beside it shares it)."""
-        self.iam: iam.Enforcer = beside.iam if beside is not None else iam.Enforcer(ACCOUNT, iam.mode_from_env())
+        self.iam: iam.Enforcer = (
+            beside.iam if beside is not None else iam.Enforcer(ACCOUNT, iam.mode_from_env())
+        )
         """Authorizes every request to this embedded AWS (``SLUICE_LOCAL_IAM``: enforce, record, off) and
         records what each principal did (:mod:`sluice_local.emulation.iam`)."""
         self._metrics: emf.Subscription | None = None
@@ -418,8 +420,8 @@ class LocalCloud:
         with acting_as(Acting.role_session(role_arn, name) if role_arn else None):
             try:
                 self.client("stepfunctions").start_execution(stateMachineArn=arn, input=payload, name=name)
-            except Exception as exc:  # an AccessDenied among them: the delivery fails, as in AWS
-                log.error("execution of %s not started: %s", arn, exc)
+            except Exception as exc:  # noqa: BLE001 - AccessDenied among them: the delivery fails, as in AWS
+                log.error("execution of %s not started: %s", arn, exc)  # noqa: TRY400 - the error says why
 
     def _start_emulation(self) -> None:
         if self.translated is None:

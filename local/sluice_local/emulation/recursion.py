@@ -36,6 +36,7 @@ invocation's header unless it sets ``AWSTraceHeader`` itself (:func:`install`).
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import logging
 import re
@@ -45,6 +46,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from sluice_local.emulation.threads import install_thread_inheritance
 
 __all__ = [
     "LIMIT",
@@ -128,14 +131,14 @@ def admit(header: str | None, function_arn: str, recursive_loop: str = TERMINATE
 
 # --- the invocation's header on the threads it runs ---------------------------------------------------
 
-_local = threading.local()
+_header: contextvars.ContextVar[str | None] = contextvars.ContextVar("sluice_local_trace", default=None)
 _dropped: dict[str, int] = {}
 _dropped_lock = threading.Lock()
 
 
 def current_header() -> str | None:
     """The trace header of the invocation this thread runs for (None outside one)."""
-    return getattr(_local, "header", None)
+    return _header.get()
 
 
 class invocation:  # noqa: N801 - a context manager, used as ``with invocation(header):``
@@ -144,14 +147,14 @@ class invocation:  # noqa: N801 - a context manager, used as ``with invocation(h
 
     def __init__(self, header: str | None) -> None:
         self._header = header
-        self._saved: str | None = None
+        self._reset: contextvars.Token[str | None] | None = None
 
     def __enter__(self) -> None:
-        self._saved = current_header()
-        _local.header = self._header
+        self._reset = _header.set(self._header)
 
     def __exit__(self, *exc: object) -> None:
-        _local.header = self._saved
+        if self._reset is not None:
+            _header.reset(self._reset)
 
 
 def dropped(function_name: str, count: int) -> None:
@@ -188,9 +191,8 @@ def install() -> None:
         if _done:
             return
         _done.append(True)
+        install_thread_inheritance()  # a thread the handler starts runs for its invocation
         original_call = BaseClient._make_api_call  # type: ignore[attr-defined]
-        original_start = threading.Thread.start
-        original_run = threading.Thread.run
 
         def make_api_call(self: Any, operation_name: str, api_params: dict[str, Any]) -> Any:
             header = current_header()
@@ -198,17 +200,7 @@ def install() -> None:
                 api_params = _carrying(operation_name, api_params, header)
             return original_call(self, operation_name, api_params)
 
-        def start(self: threading.Thread) -> None:
-            self._sluice_trace = current_header()  # type: ignore[attr-defined]
-            original_start(self)
-
-        def run(self: threading.Thread) -> None:
-            with invocation(getattr(self, "_sluice_trace", None)):
-                original_run(self)
-
         BaseClient._make_api_call = make_api_call  # type: ignore[attr-defined]
-        threading.Thread.start = start  # type: ignore[method-assign]
-        threading.Thread.run = run  # type: ignore[method-assign]
 
 
 def _carrying(operation: str, params: dict[str, Any], header: str) -> dict[str, Any]:

@@ -5,9 +5,9 @@ with the function's role, a state machine's tasks run as the state machine's rol
 (CloudWatch publishing an alarm, EventBridge invoking a target) act as service principals. Here they
 all share one process: the principal is a context variable, set where each kind of work starts, and
 inherited by every thread started inside it (a handler's worker threads, a state machine execution's
-worker). A call made in-process carries it to the embedded endpoint in a header
-(:data:`PRINCIPAL_HEADER`); a client outside the process (the operator CLI, a team's script) is known
-by its access key instead, as in AWS (see :mod:`.enforce`).
+worker: :mod:`sluice_local.emulation.threads`). A call made in-process carries it to the embedded
+endpoint in a header (:data:`PRINCIPAL_HEADER`); a client outside the process (the operator CLI, a
+team's script) is known by its access key instead, as in AWS (see :mod:`.enforce`).
 """
 
 from __future__ import annotations
@@ -23,10 +23,9 @@ __all__ = [
     "PRINCIPAL_HEADER",
     "Acting",
     "acting_as",
-    "current",
-    "install_thread_inheritance",
-    "token_for",
     "acting_for_token",
+    "current",
+    "token_for",
 ]
 
 PRINCIPAL_HEADER = "x-sluice-local-principal"
@@ -107,33 +106,3 @@ def token_for(principal: Acting) -> str:
 
 def acting_for_token(token: str) -> Acting | None:
     return _tokens.get(token)
-
-
-_installed = False
-
-
-def install_thread_inheritance() -> None:
-    """Threads started from now on run in a copy of their starter's context, so in its principal
-    (what Python 3.14 does with ``-X thread_inherit_context=1``). Installed once per process and
-    never undone: it changes nothing else, and an undo could remove a patch installed on top of it
-    later (the fault injector wraps the same methods)."""
-    global _installed  # noqa: PLW0603 - one patch per process
-    with _lock:
-        if _installed:
-            return
-        _installed = True
-        original_start, original_run = threading.Thread.start, threading.Thread.run
-
-        def start(self: threading.Thread) -> None:
-            self._sluice_context = contextvars.copy_context()  # type: ignore[attr-defined]
-            original_start(self)
-
-        def run(self: threading.Thread) -> None:
-            context = getattr(self, "_sluice_context", None)
-            if context is None:
-                original_run(self)
-            else:
-                context.run(original_run, self)
-
-        threading.Thread.start = start  # type: ignore[method-assign]
-        threading.Thread.run = run  # type: ignore[method-assign]

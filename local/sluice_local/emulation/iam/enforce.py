@@ -33,11 +33,11 @@ from sluice_local.emulation.iam.acting import (
     Acting,
     acting_for_token,
     current,
-    install_thread_inheritance,
     token_for,
 )
 from sluice_local.emulation.iam.policy import Decision, Policy, Principal, Request, Statement, evaluate
 from sluice_local.emulation.iam.store import ADMIN_ARN_TEMPLATE, PolicyStore, stable_name
+from sluice_local.emulation.threads import install_thread_inheritance
 
 __all__ = ["MODES", "AccessDenied", "Denial", "Enforcer", "Grant", "Record", "mode_from_env"]
 
@@ -213,7 +213,9 @@ class Enforcer:
             asked = actions.calls(
                 service,
                 str(environ.get("REQUEST_METHOD", "GET")),
-                str(environ.get("RAW_URI") or environ.get("REQUEST_URI") or environ.get("PATH_INFO", "/")).split("?", 1)[0],
+                str(
+                    environ.get("RAW_URI") or environ.get("REQUEST_URI") or environ.get("PATH_INFO", "/")
+                ).split("?", 1)[0],
                 str(environ.get("QUERY_STRING", "")),
                 headers,
                 body,
@@ -223,7 +225,7 @@ class Enforcer:
             )
         except actions.Unmapped as exc:
             message = f"the local runtime cannot authorize {exc}: it is not mapped to IAM actions"
-            log.error("%s (sluice_local/emulation/iam/actions.py)", message)
+            log.error("%s (sluice_local/emulation/iam/actions.py)", message)  # noqa: TRY400 - no traceback
             return actions.access_denied(service, headers, message)
         message = self.authorize(acting, asked, region)
         if message is None:
@@ -309,7 +311,11 @@ def install(enforcer: Enforcer) -> Callable[[], None]:
     original_send = Endpoint._send  # type: ignore[attr-defined]
 
     def call(self: Any, environ: dict[str, Any], start_response: Any) -> Any:
-        denied = enforcer.check(environ)
+        try:
+            denied = enforcer.check(environ)
+        except Exception as exc:  # a bug of the runtime's: refused, loudly, never let through unchecked
+            log.exception("the local runtime failed to authorize a request")
+            denied = (500, {"Content-Type": "text/plain"}, f"sluice local IAM: {exc!r}".encode())
         if denied is None:
             return original_call(self, environ, start_response)
         status, headers, body = denied
@@ -332,4 +338,4 @@ def install(enforcer: Enforcer) -> Callable[[], None]:
     return undo
 
 
-_REASONS = {400: "Bad Request", 403: "Forbidden"}
+_REASONS = {400: "Bad Request", 403: "Forbidden", 500: "Internal Server Error"}

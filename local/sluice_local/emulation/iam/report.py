@@ -88,13 +88,17 @@ def usage(enforcer: Enforcer, policies: Iterable[Policy]) -> dict[str, Statement
     """Every Allow statement of ``policies`` with what the record says it granted."""
     found: dict[str, StatementUse] = {}
     for policy in policies:
-        if policy.source.startswith("topic:") and all(s.sid == "__default_statement_ID" for s in policy.statements):
+        if policy.source.startswith("topic:") and all(
+            s.sid == "__default_statement_ID" for s in policy.statements
+        ):
             continue  # the default topic policy SNS gives a topic without one: not the stack's grant
         for statement in policy.statements:
             if statement.effect != "Allow":
                 continue
             texts = [f"not {t}" if statement.not_action else t for t in statement.actions.texts]
-            found.setdefault(statement_key(statement), StatementUse(statement_key(statement), statement.sid, texts))
+            found.setdefault(
+                statement_key(statement), StatementUse(statement_key(statement), statement.sid, texts)
+            )
     for grant, count in enforcer.record.grants.items():
         for key in grant.statements:
             use = found.get(key)
@@ -135,7 +139,9 @@ def dump(uses: dict[str, StatementUse], path: Path) -> None:
 def load(path: Path) -> dict[str, StatementUse]:
     rows: list[dict[str, Any]] = json.loads(path.read_text())
     return {
-        row["key"]: StatementUse(row["key"], row["sid"], list(row["actions"]), int(row["granted"]), set(row["used_actions"]))
+        row["key"]: StatementUse(
+            row["key"], row["sid"], list(row["actions"]), int(row["granted"]), set(row["used_actions"])
+        )
         for row in rows
     }
 
@@ -149,4 +155,3 @@ def merge(runs: Iterable[dict[str, StatementUse]]) -> dict[str, StatementUse]:
             into.granted += use.granted
             into.used_actions |= use.used_actions
     return merged
-

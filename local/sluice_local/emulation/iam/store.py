@@ -97,21 +97,21 @@ class PolicyStore:
     # --- resource policies ---------------------------------------------------------------------------
 
     def resource(self, arn: str) -> Policy | None:
-        """The resource policy that applies to ``arn`` (an object's is its bucket's), None when it has none."""
+        """The resource policy that applies to ``arn`` (an object's is its bucket's); None: it has none."""
         parts = arn.split(":", 5)
         if len(parts) < 6:
             return None
         service, region = parts[2], parts[3]
         try:
             found = self._resource_document(service, region, parts[5], arn)
-        except (KeyError, AttributeError, ValueError):
+        except Exception:  # noqa: BLE001 - the resource does not exist (yet): no policy applies to it
             return None
         if found is None:
             return None
         document, label = found
         return self._policy(document, label, "resource")
 
-    def _resource_document(
+    def _resource_document(  # noqa: PLR0911 - one return per service
         self, service: str, region: str, rest: str, arn: str
     ) -> tuple[str | Mapping[str, Any], str] | None:
         if service == "sqs":
@@ -206,4 +206,4 @@ def _regions(module: str, account: str) -> list[str]:
     import importlib  # noqa: PLC0415
 
     backends = getattr(importlib.import_module(f"moto.{module}.models"), f"{module}_backends")
-    return [region for region in backends[account].keys() if region != "global"]
+    return [region for region in backends[account] if region != "global"]

@@ -15,8 +15,8 @@
   for alarms, list EventBridge rules for schedules, reset every backend.
 
 Modules: :mod:`.attributes` (what it relies on, and the check), :mod:`.delivery` (invocations and
-event delivery), :mod:`.sqs_rules`, :mod:`.dead_letter`, :mod:`.sqs_lock`, :mod:`.cfn_secrets`, :mod:`.cfn_policies`,
-:mod:`.backends` (server, settings, backend reads and writes).
+event delivery), :mod:`.sqs_rules`, :mod:`.dead_letter`, :mod:`.sqs_lock`, :mod:`.cfn_secrets`,
+:mod:`.cfn_policies`, :mod:`.backends` (server, settings, backend reads and writes).
 
 ``tests/unit/test_moto_adapter.py`` checks each assumption against the installed moto (its version,
 every attribute used or replaced, with its signature), so a moto upgrade fails there, naming what

@@ -48,7 +48,7 @@ def _apply(kind: str, props: dict[str, Any], account: str, region: str, document
     elif kind == "AWS::SNS::TopicPolicy":
         for topic in _topics(props, account, region):
             if document is None:
-                topic.policy = json.dumps(topic._create_default_topic_policy(region, account, topic.name))  # noqa: SLF001
+                topic.policy = json.dumps(topic._create_default_topic_policy(region, account, topic.name))
             else:
                 topic.policy = document
     else:
@@ -95,7 +95,12 @@ class _CfnPolicy:
 
     @classmethod
     def update_from_cloudformation_json(
-        cls, original_resource: Any, new_resource_name: str, cloudformation_json: Any, account_id: str, region_name: str
+        cls,
+        original_resource: Any,
+        new_resource_name: str,
+        cloudformation_json: Any,
+        account_id: str,
+        region_name: str,
     ) -> Any:
         props = cloudformation_json.get("Properties") or {}
         _apply(cls.kind, props, account_id, region_name, _document(props))
