@@ -9,6 +9,7 @@ from sluice import claimcheck
 from sluice.logevents import LogEvent
 from sluice_local.app.messages import ORDERS, REFUNDS, claim_check, order
 from sluice_local.app.observer import Stack, envelope_of, origin_ids
+from sluice_local.app.principals import PRODUCER
 from sluice_local.demo.scenarios.runner import Scenario
 
 REPAY = "repay"
@@ -118,7 +119,7 @@ class TransientThenSuccess(Scenario):
         retries = [e for e in stack.logged(LogEvent.RECORD_RETRIED) if e.get("message_id") == self.message_id]
         if retries and not self.uploaded:  # the object appears only after the consumer has failed once
             body = json.dumps(order(f"{self.prefix}late")).encode()
-            stack.client("s3").put_object(
+            stack.client("s3", PRODUCER).put_object(
                 Bucket=stack.outputs["ClaimCheckBucketName"], Key=self.key, Body=body
             )
             self.uploaded = True
@@ -139,8 +140,8 @@ class LargePayload(Scenario):
     def start(self, stack: Stack) -> None:
         body = json.dumps(order(f"{self.prefix}large", note="x" * self.size))
         claimcheck.send(
-            stack.client("sqs"),
-            stack.client("s3"),
+            stack.client("sqs", PRODUCER),
+            stack.client("s3", PRODUCER),
             queue_url=stack.outputs[ORDERS + "QueueUrl"],
             body=body,
             bucket=stack.outputs["ClaimCheckBucketName"],

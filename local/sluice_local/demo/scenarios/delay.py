@@ -11,6 +11,7 @@ from sluice.delay.settings import DelaySettings
 from sluice.envelope import Envelope, merge
 from sluice_local.app.messages import ORDERS, order
 from sluice_local.app.observer import Stack
+from sluice_local.app.principals import PRODUCER
 from sluice_local.demo.scenarios.runner import Scenario
 
 # Delivery lag accepted around the due time (seconds early, seconds late), measured at the side effect.
@@ -52,7 +53,7 @@ class Delayed(Scenario):
             due = datetime.now(UTC) + timedelta(seconds=self.seconds)
             self.due[order_id] = due
             send_delayed(
-                stack.client("sqs"),
+                stack.client("sqs", PRODUCER),
                 delay_queue_url=stack.outputs["DelayQueueUrl"],
                 target=stack.outputs[ORDERS + "QueueUrl"],
                 body=json.dumps(order(order_id)),
@@ -62,7 +63,7 @@ class Delayed(Scenario):
     def _send_control(self, stack: Stack, name: str) -> None:
         control = f"{self.prefix}{name}"
         self.controls[control] = datetime.now(UTC)
-        stack.client("sqs").send_message(
+        stack.client("sqs", PRODUCER).send_message(
             QueueUrl=stack.outputs[ORDERS + "QueueUrl"], MessageBody=json.dumps(order(control))
         )
 

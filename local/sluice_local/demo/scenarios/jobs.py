@@ -8,6 +8,7 @@ from typing import Any
 
 from sluice.jobs import Job, job_message
 from sluice_local.app.observer import Stack, envelope_of
+from sluice_local.app.principals import PRODUCER
 from sluice_local.demo.scenarios.runner import Scenario
 
 CENTS = 1999
@@ -21,7 +22,7 @@ class _JobScenario(Scenario):
         return created.id  # type: ignore[no-any-return]
 
     def enqueue(self, stack: Stack, job_id: uuid.UUID | str) -> str:
-        response = stack.client("sqs").send_message(
+        response = stack.client("sqs", PRODUCER).send_message(
             QueueUrl=stack.outputs["JobQueueUrl"], MessageBody=job_message(job_id)
         )
         return str(response["MessageId"])
@@ -155,7 +156,7 @@ class JobForged(_JobScenario):
         self.sent = {
             self.enqueue(stack, uuid.uuid4()),
             str(
-                stack.client("sqs").send_message(
+                stack.client("sqs", PRODUCER).send_message(
                     QueueUrl=stack.outputs["JobQueueUrl"], MessageBody='{"job": "' + self.prefix + '"}'
                 )["MessageId"]
             ),

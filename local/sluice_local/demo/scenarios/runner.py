@@ -17,6 +17,7 @@ from typing import Any
 
 from sluice_local.app.messages import ORDERS
 from sluice_local.app.observer import Stack
+from sluice_local.app.principals import PRODUCER
 
 MAX_STRETCH = 3.0
 """A scenario still making progress may run to this many times its ``timeout``, never longer."""
@@ -79,7 +80,7 @@ class Scenario:
     def send(self, stack: Stack, body: Any, *, workload: str = ORDERS, **kwargs: Any) -> str:
         """Send ``body`` to the queue of ``workload`` (the orders example's unless named)."""
         text = body if isinstance(body, str) else json.dumps(body)
-        response = stack.client("sqs").send_message(
+        response = stack.client("sqs", PRODUCER).send_message(
             QueueUrl=stack.outputs[f"{workload}QueueUrl"], MessageBody=text, **kwargs
         )
         return str(response["MessageId"])

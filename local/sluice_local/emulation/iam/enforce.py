@@ -241,7 +241,7 @@ class _Lookup:
         self._region = region
 
     def secret_arn(self, secret_id: str) -> str | None:
-        return self._store.secret_arn(secret_id)
+        return self._store.secret_arn(secret_id, self._region)
 
     def key_arn(self, key_id_or_alias: str) -> str | None:
         return self._store.key_arn(key_id_or_alias, self._region)
@@ -304,11 +304,16 @@ def install(enforcer: Enforcer) -> Callable[[], None]:
     """Put ``enforcer`` in front of moto's server and stamp every in-process call with its principal;
     returns the undo."""
     from botocore.endpoint import Endpoint  # noqa: PLC0415
-    from moto.moto_server.werkzeug_app import DomainDispatcherApplication  # noqa: PLC0415
+    from moto.iam.access_control import PermissionResult  # noqa: PLC0415
+
+    from sluice_local.emulation.moto_adapter.attributes import S3_BUCKET_PERMISSION, SERVER_APP  # noqa: PLC0415
 
     install_thread_inheritance()
-    original_call = DomainDispatcherApplication.__call__
+    application = SERVER_APP.owner_class()
+    bucket_class = S3_BUCKET_PERMISSION.owner_class()
+    original_call = application.__call__
     original_send = Endpoint._send  # type: ignore[attr-defined]
+    original_permission = bucket_class.get_permission
 
     def call(self: Any, environ: dict[str, Any], start_response: Any) -> Any:
         try:
@@ -328,12 +333,19 @@ def install(enforcer: Enforcer) -> Callable[[], None]:
             request.headers[PRINCIPAL_HEADER] = token_for(acting)
         return original_send(self, request)
 
-    DomainDispatcherApplication.__call__ = call  # type: ignore[method-assign]
+    def permission(self: Any, action: str, resource: str) -> Any:
+        # moto's S3 reads a bucket policy itself, ignoring its conditions (aws:SecureTransport over the
+        # local http endpoint denies everything): the hook above decides, with them
+        return PermissionResult.NEUTRAL
+
+    application.__call__ = call
     Endpoint._send = send  # type: ignore[attr-defined]
+    bucket_class.get_permission = permission
 
     def undo() -> None:
-        DomainDispatcherApplication.__call__ = original_call  # type: ignore[method-assign]
+        application.__call__ = original_call
         Endpoint._send = original_send  # type: ignore[attr-defined]
+        bucket_class.get_permission = original_permission
 
     return undo
 

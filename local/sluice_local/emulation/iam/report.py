@@ -21,6 +21,7 @@ from typing import Any
 
 from sluice_local.emulation.iam.enforce import Enforcer, statement_key
 from sluice_local.emulation.iam.policy import Policy
+from sluice_local.emulation.iam.store import lambda_backend
 
 __all__ = ["StatementUse", "dump", "load", "merge", "replay", "stack_policies", "usage"]
 
@@ -66,7 +67,6 @@ def stack_policies(enforcer: Enforcer, stack_name: str, regions: Sequence[str]) 
 
 
 def _resource_arns(account: str, regions: Sequence[str]) -> Iterable[str]:
-    from moto.awslambda.models import lambda_backends  # noqa: PLC0415
     from moto.kms.models import kms_backends  # noqa: PLC0415
     from moto.s3.models import s3_backends  # noqa: PLC0415
     from moto.sns.models import sns_backends  # noqa: PLC0415
@@ -78,7 +78,7 @@ def _resource_arns(account: str, regions: Sequence[str]) -> Iterable[str]:
         yield from list(sns_backends[account][region].topics)
         for key in list(kms_backends[account][region].keys.values()):
             yield str(key.arn)
-        for function in list(lambda_backends[account][region].list_functions()):
+        for function in list(lambda_backend(account, region).list_functions()):
             yield str(function.function_arn)
     for bucket in list(s3_backends[account]["global"].buckets):
         yield f"arn:aws:s3:::{bucket}"

@@ -22,7 +22,7 @@ from typing import Any
 
 from sluice_local.emulation.iam.policy import Policy, PolicyError
 
-__all__ = ["ADMIN_ARN", "PolicyStore", "stable_name"]
+__all__ = ["ADMIN_ARN", "PolicyStore", "lambda_backend", "stable_name"]
 
 ADMIN_ARN_TEMPLATE = "arn:aws:iam::{account}:user/sluice-local-admin"
 ADMIN_ARN = ADMIN_ARN_TEMPLATE.format(account="123456789012")
@@ -42,8 +42,17 @@ def stable_name(name: str) -> str:
 def _backend(module: str, account: str, region: str) -> Any:
     import importlib  # noqa: PLC0415 - moto's backends are imported when the runtime is running
 
+    if module == "awslambda":  # the runtime runs moto's Lambda without Docker: its "simple" backend
+        from moto.awslambda_simple.models import lambda_simple_backends  # noqa: PLC0415
+
+        return lambda_simple_backends[account][region]
     backends = getattr(importlib.import_module(f"moto.{module}.models"), f"{module}_backends")
     return backends[account][region]
+
+
+def lambda_backend(account: str, region: str) -> Any:
+    """moto's Lambda backend the runtime's functions are deployed into."""
+    return _backend("awslambda", account, region)
 
 
 class PolicyStore:
@@ -135,7 +144,9 @@ class PolicyStore:
         if service == "lambda":
             name = rest.split(":")[1]
             function = _backend("awslambda", self.account, region).get_function(name)
-            statements = function.policy.statements
+            # moto keeps the AddPermission request beside each statement: the statement elements only
+            elements = ("Sid", "Effect", "Principal", "NotPrincipal", "Action", "Resource", "Condition")
+            statements = [{k: s[k] for k in elements if k in s} for s in function.policy.statements]
             if not statements:
                 return None
             return ({"Version": "2012-10-17", "Statement": statements}, f"function:{name}")
@@ -146,13 +157,14 @@ class PolicyStore:
 
     # --- the lookups a request's authorizations need (:class:`~.actions.Lookup`) ---------------------
 
-    def secret_arn(self, secret_id: str) -> str | None:
-        region = secret_id.split(":")[3] if secret_id.startswith("arn:") else None
-        for backend_region in [region] if region else _regions("secretsmanager", self.account):
-            secrets = _backend("secretsmanager", self.account, backend_region)
-            for arn, secret in list(secrets.secrets.items()):
-                if secret_id in {arn, getattr(secret, "name", None)} or arn.startswith(secret_id + "-"):
-                    return str(arn)
+    def secret_arn(self, secret_id: str, region: str) -> str | None:
+        """A secret's ARN from its name, ARN or partial ARN (without the random suffix)."""
+        if secret_id.startswith("arn:"):
+            region = secret_id.split(":")[3]
+        secrets = _backend("secretsmanager", self.account, region)
+        for arn, secret in list(secrets.secrets.items()):
+            if secret_id in {arn, getattr(secret, "name", None)} or arn.startswith(secret_id + "-"):
+                return str(arn)
         return None
 
     def key_arn(self, key_id: str, region: str) -> str | None:
@@ -174,7 +186,8 @@ class PolicyStore:
     def bucket_kms_key(self, bucket: str, region: str) -> str | None:
         found = _backend("s3", self.account, "global").buckets.get(bucket)
         encryption = getattr(found, "encryption", None) or {}
-        for rule in encryption.get("Rule", []) if isinstance(encryption, dict) else []:
+        rules = encryption.get("Rule", []) if isinstance(encryption, dict) else []
+        for rule in rules if isinstance(rules, list) else [rules]:  # moto keeps one rule as a mapping
             default = rule.get("ApplyServerSideEncryptionByDefault", {})
             if default.get("SSEAlgorithm") == "aws:kms" and default.get("KMSMasterKeyID"):
                 return self.key_arn(default["KMSMasterKeyID"], region)
@@ -201,9 +214,3 @@ class PolicyStore:
         key = getattr(table, "hash_key_attr", None) if table is not None else None
         return str(key) if key else None
 
-
-def _regions(module: str, account: str) -> list[str]:
-    import importlib  # noqa: PLC0415
-
-    backends = getattr(importlib.import_module(f"moto.{module}.models"), f"{module}_backends")
-    return [region for region in backends[account] if region != "global"]
