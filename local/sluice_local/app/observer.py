@@ -30,6 +30,7 @@ from sluice.logevents import EVENT, LogEvent
 from sluice.redrive.contracts import Action
 from sluice.sealing import load_seal
 from sluice_local.app.messages import ORDERS
+from sluice_local.emulation.iam.acting import STAGING_ACCESS_KEY
 
 CHARGE = "charge"
 """The example processor's charge, as its ledger names it (``processor.CHARGE``)."""
@@ -37,6 +38,8 @@ OBSERVER_CONNECT_SECONDS = 60
 """How long the observer waits for a PostgreSQL connection (the functions wait sluice's default, 5 s)."""
 
 SENT_BACK: frozenset[Action] = frozenset({"redrive", "delay"})
+STAGING = "staging"
+"""``Stack.client(service, STAGING)``: the harness standing in for AWS itself."""
 """The redrive decisions that send a message back towards its source (the rest isolate it)."""
 
 
@@ -93,12 +96,15 @@ class Stack:
 
     def client(self, service: str, who: str | None = None) -> Any:
         """A client of the administrator (who deployed the stack and watches it), or of ``who``
-        (``producer``: sends, ``operator``: runs the CLI), with their own credentials."""
+        (``producer``: sends, ``operator``: runs the CLI), with their own credentials; ``staging``:
+        the harness putting state where only AWS itself puts it (a message in a dead-letter queue)."""
         key = (service, who)
         if key not in self._clients:
             from sluice_local.emulation.endpoint import endpoint_client  # noqa: PLC0415 - it imports boto3
 
-            credentials = self.credentials[who] if who is not None else None
+            credentials = self.credentials[who] if who not in {None, STAGING} else None
+            if who == STAGING:  # the harness standing in for AWS itself (a DLQ move): not authorized
+                credentials = {"AWS_ACCESS_KEY_ID": STAGING_ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": "staging"}
             self._clients[key] = endpoint_client(service, self.endpoint, self.region, credentials)
         return self._clients[key]
 

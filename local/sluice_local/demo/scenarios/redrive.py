@@ -22,7 +22,7 @@ from sluice.errors import TransientError
 from sluice.logevents import EVENT, LogEvent
 from sluice.redrive.breaker import Breaker
 from sluice_local.app.messages import ORDERS, claim_check, order
-from sluice_local.app.observer import SENT_BACK, Redrive, Stack, envelope_of, logged_at, origin_ids
+from sluice_local.app.observer import SENT_BACK, STAGING, Redrive, Stack, envelope_of, logged_at, origin_ids
 from sluice_local.demo.scenarios.runner import Scenario
 from sluice_local.emulation.emulated import rate_seconds
 
@@ -443,8 +443,9 @@ class Velocity(Scenario):
 
 
 def send_to_dead_letter_queue(stack: Stack, orders: list[tuple[str, dict[str, Any]]]) -> None:
-    """Put orders straight into the work DLQ, each with an envelope naming the work queue as source."""
-    sqs = stack.client("sqs")
+    """Put orders straight into the work DLQ, each with an envelope naming the work queue as source, as
+    SQS's redrive policy moves them there (the DLQ's policy lets nobody send: staging stands in for SQS)."""
+    sqs = stack.client("sqs", STAGING)
     seal = stack.seal()  # as sluice's consumer would have written them
     for start in range(0, len(orders), 10):
         entries = [

@@ -20,7 +20,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 __all__ = [
+    "EMULATION",
     "PRINCIPAL_HEADER",
+    "STAGING_ACCESS_KEY",
     "Acting",
     "acting_as",
     "acting_for_token",
@@ -68,6 +70,11 @@ class Acting:
             context.append(("aws:SourceArn", source_arn))
         return cls(arn=service, principal_arn=service, account=None, service=True, context=tuple(context))
 
+
+STAGING_ACCESS_KEY = "sluice-local-staging"
+"""The access key of a test harness putting state where only AWS itself puts it (a message in a
+dead-letter queue, as SQS's redrive moves it there): it acts as :data:`EMULATION`. Never a
+producer's or an operator's: their calls are authorized as theirs."""
 
 EMULATION = Acting(arn="sluice-local", principal_arn="sluice-local", account=None, exempt=True)
 """The runtime's own bookkeeping calls: in AWS they are not API calls at all."""

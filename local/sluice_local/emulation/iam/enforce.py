@@ -29,7 +29,9 @@ from typing import Any
 
 from sluice_local.emulation.iam import actions
 from sluice_local.emulation.iam.acting import (
+    EMULATION,
     PRINCIPAL_HEADER,
+    STAGING_ACCESS_KEY,
     Acting,
     acting_for_token,
     current,
@@ -119,6 +121,8 @@ class Enforcer:
         return self._by_access_key(key)
 
     def _by_access_key(self, key: str) -> Acting:
+        if key == STAGING_ACCESS_KEY:
+            return EMULATION
         from moto.iam.models import iam_backends  # noqa: PLC0415
         from moto.sts.models import sts_backends  # noqa: PLC0415
 

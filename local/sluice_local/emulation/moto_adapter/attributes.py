@@ -105,9 +105,14 @@ CFN_RESOURCE_CLASS = Attribute(
     "moto.cloudformation.parsing", None, "resource_class_from_type", ("resource_type",)
 )
 MODULE_LIST = Attribute("moto.backends", None, "list_of_moto_modules", ())
-S3_BUCKET_PERMISSION = Attribute("moto.s3.models", "FakeBucket", "get_permission", ("self", "action", "resource"))
+S3_BUCKET_PERMISSION = Attribute(
+    "moto.s3.models", "FakeBucket", "get_permission", ("self", "action", "resource")
+)
 SERVER_APP = Attribute(
-    "moto.moto_server.werkzeug_app", "DomainDispatcherApplication", "__call__", ("self", "environ", "start_response")
+    "moto.moto_server.werkzeug_app",
+    "DomainDispatcherApplication",
+    "__call__",
+    ("self", "environ", "start_response"),
 )
 PATCHED = (
     MODULE_LIST,
