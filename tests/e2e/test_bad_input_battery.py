@@ -30,6 +30,7 @@ from sluice.logevents import EVENT, LogEvent
 from sluice.sqs import message_bytes
 from sluice_local.app import messages, observer
 from sluice_local.app.messages import ORDERS
+from sluice_local.app.principals import PRODUCER
 
 RUN = uuid.uuid4().hex[:6]
 TIMEOUT = 240.0
@@ -80,7 +81,7 @@ def isolated(name: str, *, reason: str, log: LogEvent = CONSUMER_ISOLATED) -> Ca
 def _work(stack: observer.Stack, r: Row, body: str, **kwargs: Any) -> None:
     r.sent_body, r.sent_attributes = body, kwargs.get("MessageAttributes", {})
     try:
-        r.message_id = stack.client("sqs").send_message(
+        r.message_id = stack.client("sqs", PRODUCER).send_message(
             QueueUrl=stack.outputs[ORDERS + "QueueUrl"], MessageBody=body, **kwargs
         )["MessageId"]
     except ClientError as exc:
@@ -248,7 +249,7 @@ def _missing(stack: observer.Stack, r: Row) -> None:
 @isolated("pointer to an object over the cap", reason="(ClaimCheckMaxBytes); not read")
 def _over_cap(stack: observer.Stack, r: Row) -> None:
     key = f"huge/{r.order_id}"
-    stack.client("s3").put_object(
+    stack.client("s3", PRODUCER).put_object(
         Bucket=stack.outputs["ClaimCheckBucketName"], Key=key, Body=b"x" * (32 * 1024 * 1024 + 1)
     )
     _work(stack, r, _pointer(stack.outputs["ClaimCheckBucketName"], key))
@@ -268,7 +269,9 @@ for fmt, cls, size_attribute in FORMATS:
     ) -> None:
         payload = _order(r, note="x" * 300_000).encode()
         key = str(uuid.uuid4())  # as the Java and Python clients name it
-        stack.client("s3").put_object(Bucket=stack.outputs["ClaimCheckBucketName"], Key=key, Body=payload)
+        stack.client("s3", PRODUCER).put_object(
+            Bucket=stack.outputs["ClaimCheckBucketName"], Key=key, Body=payload
+        )
         size = {size_attribute: {"DataType": "Number", "StringValue": str(len(payload))}}
         _work(stack, r, _pointer(stack.outputs["ClaimCheckBucketName"], key, cls), MessageAttributes=size)
 
@@ -279,7 +282,7 @@ for fmt, cls, size_attribute in FORMATS:
 def _delay(
     stack: observer.Stack, r: Row, envelope: dict[str, Any], attributes: dict[str, Any] | None = None
 ) -> None:
-    r.message_id = stack.client("sqs").send_message(
+    r.message_id = stack.client("sqs", PRODUCER).send_message(  # a trusted sender (TrustedSenderArns)
         QueueUrl=stack.outputs["DelayQueueUrl"],
         MessageBody=_order(r),
         MessageAttributes={**(attributes or {}), **_with_envelope(json.dumps({"v": 1, **envelope}))},
@@ -358,7 +361,7 @@ def _dead_letter(stack: observer.Stack, r: Row, envelope: Envelope) -> None:
     body = _order(r)
     raw = stack.seal().sign(envelope, body).to_json()  # written by sluice: sealed
     attributes = {ATTRIBUTE: {"DataType": "String", "StringValue": raw}}
-    r.message_id = stack.client("sqs").send_message(
+    r.message_id = stack.client("sqs", observer.STAGING).send_message(  # as SQS's redrive moves it there
         QueueUrl=stack.outputs[ORDERS + "DeadLetterQueueUrl"], MessageBody=body, MessageAttributes=attributes
     )["MessageId"]
 
@@ -601,7 +604,7 @@ def test_given_an_opted_in_prefix_when_pointers_arrive_then_only_keys_under_it_a
     }
     for where, r in rows.items():
         key = ("claim-check/" if where == "prefixed" else "") + str(uuid.uuid4())
-        stack.client("s3").put_object(Bucket=bucket, Key=key, Body=_order(r).encode())
+        stack.client("s3", PRODUCER).put_object(Bucket=bucket, Key=key, Body=_order(r).encode())
         _work(stack, r, _pointer(bucket, key))
     # When the stack consumes them
     deadline = time.monotonic() + TIMEOUT

@@ -22,6 +22,7 @@ from sluice.logevents import EVENT, LogEvent
 from sluice_local.app import messages
 from sluice_local.app.messages import ORDERS
 from sluice_local.app.observer import Stack, envelope_of
+from sluice_local.app.principals import PRODUCER
 
 DEADLINE_SECONDS = 240.0  # generous for a loaded machine: only reached when the trace is broken
 
@@ -120,7 +121,7 @@ def test_given_a_traced_delayed_message_then_the_rehydrated_delivery_carries_its
     body = json.dumps(messages.order(order))
     due = utcnow() + timedelta(seconds=12)  # beyond the direct-send threshold: parked in S3
     envelope = Envelope(deliver_at=due, target=stack.outputs[ORDERS + "QueueUrl"])
-    stack.client("sqs").send_message(  # what send_delayed sends, from a traced producer
+    stack.client("sqs", PRODUCER).send_message(  # what send_delayed sends, from a traced producer
         QueueUrl=stack.outputs["DelayQueueUrl"],
         MessageBody=body,
         MessageAttributes=merge({}, envelope, body=body, seal=None),

@@ -24,6 +24,7 @@ from sluice_local.demo.scenarios.delay import delay_scenarios
 from sluice_local.demo.scenarios.jobs import job_scenarios
 from sluice_local.demo.scenarios.redrive import exclusive_redrive_scenarios, redrive_scenarios
 from sluice_local.demo.scenarios.runner import Outcome, run
+from sluice_local.emulation.iam import report as iam_report
 from sluice_local.emulation.up import function_output
 
 QUEUES = (
@@ -34,6 +35,7 @@ QUEUES = (
     ("delay dead-letter", "DelayDeadLetterQueueUrl"),
 )
 REPORT = Path(".sluice-local/demo-report.html")
+IAM_USAGE = Path(".sluice-local/iam/demo.json")
 
 
 def run_demo(log_file: Path, overrides: dict[str, str], only: frozenset[str] = frozenset()) -> int:
@@ -117,6 +119,22 @@ def _run(console: Console, log_file: Path, overrides: dict[str, str], only: froz
         with Live(render([]), console=console, refresh_per_second=4, transient=False) as live:
             for phase in phases:
                 results += run(stack, phase, on_tick=lambda r: live.update(render(r)))
+        uses = iam_report.usage(
+            cloud.iam, iam_report.stack_policies(cloud.iam, cloud.stack_name, [cloud.region])
+        )
+        iam_report.dump(uses, IAM_USAGE)
+        for line in iam_report.summary(cloud.iam, uses):
+            console.print(line, markup=False)
+        console.print(f"IAM usage (statements and what they granted): {IAM_USAGE}")
+        if cloud.iam.record.denials:  # no scenario asks for a refusal: one is a missing permission
+            results.append(
+                Outcome(
+                    "iam",
+                    "every call allowed by the stack's policies",
+                    f"{len(cloud.iam.record.denials)} denied",
+                    False,
+                )
+            )
     return _conclude(console, results, recording, log_file, started)
 
 

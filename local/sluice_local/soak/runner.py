@@ -32,6 +32,7 @@ from sluice_local.soak.options import Options
 from sluice_local.soak.result import SeedResult
 from sluice_local.soak.summary import Summary, gather
 from sluice_local.soak.workload import (
+from sluice_local.app.principals import PRODUCER
     OBSERVED,
     Sent,
     SentJob,
@@ -138,7 +139,7 @@ class Soak:
         where no receive will fail again (isolated, or deleted when they must not have been): those are
         uploaded then, and the checker tells where the messages ended."""
         deadline = time.monotonic() + SEED_DEADLINE_SECONDS
-        s3, bucket = self.stack.client("s3"), self.stack.outputs["ClaimCheckBucketName"]
+        s3, bucket = self.stack.client("s3", PRODUCER), self.stack.outputs["ClaimCheckBucketName"]
         busy = "not polled"
         idle = 0
         while time.monotonic() < deadline:

@@ -23,6 +23,7 @@ from sluice.logevents import EVENT, LogEvent
 from sluice_local.app import messages
 from sluice_local.app.messages import ORDERS, REFUNDS
 from sluice_local.app.observer import Stack
+from sluice_local.app.principals import PRODUCER
 from sluice_local.emulation import faults
 
 KINDS = (
@@ -116,7 +117,7 @@ class SentJob:
 def send_messages(stack: Stack, plan: faults.FaultPlan, workload: str = ORDERS) -> list[Sent]:
     """The seed's messages to ``workload``'s queue, sent (of its kinds, :data:`PLANS`, as the seed picks
     them): its orders, or its refunds."""
-    outputs, sqs = stack.outputs, stack.client("sqs")
+    outputs, sqs = stack.outputs, stack.client("sqs", PRODUCER)  # the producer: a trusted sender
     work, bucket = outputs[workload + "QueueUrl"], outputs["ClaimCheckBucketName"]
     kinds, count, label = PLANS[workload]
     out: list[Sent] = []
@@ -137,7 +138,9 @@ def send_messages(stack: Stack, plan: faults.FaultPlan, workload: str = ORDERS) 
         if kind == "claim-check":
             big = json.dumps(s.body(reward_points=5, note="x" * 300_000))
             s.message_ids.append(
-                claimcheck.send(sqs, stack.client("s3"), queue_url=work, body=big, bucket=bucket, prefix="")
+                claimcheck.send(
+                    sqs, stack.client("s3", PRODUCER), queue_url=work, body=big, bucket=bucket, prefix=""
+                )
             )
         elif kind.startswith("delay-"):
             seconds = DELAY_DIRECT_SECONDS if kind == "delay-direct" else DELAY_PARKED_SECONDS

@@ -23,7 +23,7 @@ from sluice_local.emulation.iam.enforce import Enforcer, statement_key
 from sluice_local.emulation.iam.policy import Policy
 from sluice_local.emulation.iam.store import lambda_backend
 
-__all__ = ["StatementUse", "dump", "load", "merge", "replay", "stack_policies", "usage"]
+__all__ = ["StatementUse", "dump", "load", "merge", "replay", "stack_policies", "summary", "usage"]
 
 
 @dataclass
@@ -155,3 +155,17 @@ def merge(runs: Iterable[dict[str, StatementUse]]) -> dict[str, StatementUse]:
             into.granted += use.granted
             into.used_actions |= use.used_actions
     return merged
+
+
+def summary(enforcer: Enforcer, uses: dict[str, StatementUse]) -> list[str]:
+    """What a run's authorizations come to, in a few lines (the demo and the soak print them)."""
+    grants = enforcer.record.grants
+    principals = {grant.principal for grant in grants}
+    unused = sorted(key for key, use in uses.items() if use.granted == 0)
+    lines = [
+        f"IAM ({enforcer.mode}): {sum(grants.values())} requests by {len(principals)} principals authorized, "
+        f"{len(enforcer.record.denials)} denied; {len(uses) - len(unused)} of {len(uses)} Allow statements "
+        f"used, {len(unused)} granted nothing in this run"
+    ]
+    lines += [f"  denied: {denial.message}" for denial in enforcer.record.denials[:20]]
+    return lines

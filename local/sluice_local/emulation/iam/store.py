@@ -213,4 +213,3 @@ class PolicyStore:
         table = _backend("dynamodb", self.account, region).tables.get(name)
         key = getattr(table, "hash_key_attr", None) if table is not None else None
         return str(key) if key else None
-
