@@ -20,6 +20,7 @@ from sluice_local.app import postgres
 from sluice_local.app.fast import FAST
 from sluice_local.app.messages import ORDERS, REFUNDS
 from sluice_local.app.observer import Stack
+from sluice_local.app.principals import PRODUCER
 from sluice_local.app.stack import acting_credentials, local_cloud
 from sluice_local.emulation import faults
 from sluice_local.emulation.cloud import LocalCloud
@@ -32,7 +33,6 @@ from sluice_local.soak.options import Options
 from sluice_local.soak.result import SeedResult
 from sluice_local.soak.summary import Summary, gather
 from sluice_local.soak.workload import (
-from sluice_local.app.principals import PRODUCER
     OBSERVED,
     Sent,
     SentJob,
