@@ -117,6 +117,39 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(Path(args.log_file), _params(args.param), only)
 
 
+def cmd_mutation(args: argparse.Namespace) -> int:
+    from sluice_local.demo.mutation import run  # noqa: PLC0415
+
+    scenarios = [name.strip() for name in args.scenario.split(",") if name.strip()] or None
+    return run(
+        workers=args.workers,
+        limit=args.limit,
+        scenarios=scenarios,
+        out=Path(args.json) if args.json else None,
+    )
+
+
+def cmd_iam_report(args: argparse.Namespace) -> int:
+    from sluice_local.emulation.iam import report  # noqa: PLC0415
+
+    files = [Path(f) for f in args.usage] or sorted((ROOT / ".sluice-local" / "iam").glob("*.json"))
+    if not files:
+        print("no usage recorded yet: run the demo or the soak first", file=sys.stderr)
+        return 2
+    uses = report.merge(report.load(f) for f in files)
+    templates = [ROOT / "template.yaml", ROOT / "workloads.yaml", *sorted((ROOT / "stacks").glob("*.yaml"))]
+    lines, unjustified = report.least_privilege(uses, report.justifications(templates))
+    used = sum(1 for use in uses.values() if use.granted)
+    names = ", ".join(f.name for f in files)
+    print(f"least privilege over {names}: {used} of {len(uses)} Allow statements used")
+    for line in lines:
+        print(f"  {line}")
+    print(
+        f"{len(unjustified)} statements granted nothing and are not justified (Metadata.SluiceLeastPrivilege)"
+    )
+    return 1 if unjustified else 0
+
+
 def _options(args: argparse.Namespace) -> Options:
     from sluice_local.emulation.faults import ALL_KINDS  # noqa: PLC0415 - the fault injector: only when asked
 
@@ -212,6 +245,21 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--log-file", default=str(ROOT / ".sluice-local" / "demo-functions.log"))
     demo.add_argument("--only", default="", help="comma-separated scenario names to run (default: every one)")
     demo.set_defaults(func=cmd_demo)
+    mutation = sub.add_parser(
+        "mutation", help="each IAM statement a demo scenario needs, taken out: the run must be refused"
+    )
+    mutation.add_argument("--workers", type=int, default=2, help="processes, each its own stack (default 2)")
+    mutation.add_argument("--limit", type=int, default=None, help="take out only the first N statements")
+    mutation.add_argument(
+        "--scenario", default="", help="comma-separated demo scenarios (default: every one)"
+    )
+    mutation.add_argument("--json", default="", help="write the baseline and every mutant here")
+    mutation.set_defaults(func=cmd_mutation)
+    iam_report = sub.add_parser(
+        "iam-report", help="permissions granted but never used in the recorded runs (demo, soak, tests)"
+    )
+    iam_report.add_argument("usage", nargs="*", help="usage files (default: .sluice-local/iam/*.json)")
+    iam_report.set_defaults(func=cmd_iam_report)
     soak = sub.add_parser("soak", help="seeded fault schedules through the stack; lost/duplicated checked")
     soak.add_argument("--seeds", type=int, default=500, help="how many seeds (default 500)")
     soak.add_argument("--first", type=int, default=0, help="the first seed (default 0)")
@@ -234,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     started = time.monotonic()
     code: int = args.func(args)
-    if args.command in ("demo", "soak"):
+    if args.command in ("demo", "soak", "mutation"):
         print(f"wall time {time.monotonic() - started:.1f} s", file=sys.__stdout__ or sys.stderr)
     return code
 

@@ -41,7 +41,7 @@ def _role(stack: Stack, statements: list[dict[str, Any]]) -> dict[str, str]:
         PolicyName="own",
         PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": statements}),
     )
-    creds = stack.client("sts").assume_role(RoleArn=arn, RoleSessionName="t")["Credentials"]
+    creds = stack.client("sts").assume_role(RoleArn=arn, RoleSessionName="iam-test")["Credentials"]
     return {
         "AWS_ACCESS_KEY_ID": creds["AccessKeyId"],
         "AWS_SECRET_ACCESS_KEY": creds["SecretAccessKey"],

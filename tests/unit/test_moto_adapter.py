@@ -18,6 +18,7 @@ import pytest
 from moto import mock_aws
 
 from sluice_local.emulation import moto_adapter
+from sluice_local.emulation.iam import enforce as iam_enforce
 
 ROOT = Path(__file__).resolve().parents[2]
 WRITTEN_FOR = "5.2.5"
@@ -72,6 +73,9 @@ def test_every_replacement_keeps_the_parameters_of_the_method_it_replaces(attrib
         moto_adapter.SFN_START_EXECUTION: moto_adapter.install_execution_names,
         moto_adapter.CFN_RESOURCE_CLASS: moto_adapter.install_cloudformation_secrets,
         moto_adapter.MODULE_LIST: moto_adapter.install_module_list_once,
+        moto_adapter.ROLE_FROM_CFN: moto_adapter.install_role_managed_policies,
+        moto_adapter.S3_BUCKET_PERMISSION: lambda: iam_enforce.install(iam_enforce.Enforcer("123456789012")),
+        moto_adapter.SERVER_APP: lambda: iam_enforce.install(iam_enforce.Enforcer("123456789012")),
     }[attribute]()
     try:
         assert moto_adapter.attribute_problem(attribute) is None
@@ -94,7 +98,10 @@ def test_installing_then_undoing_every_patch_leaves_moto_exactly_as_it_was():
         moto_adapter.install_sqs_locks(),
         moto_adapter.install_execution_names(),
         moto_adapter.install_cloudformation_secrets(),
+        moto_adapter.install_cloudformation_policies(),
+        moto_adapter.install_role_managed_policies(),
         moto_adapter.install_module_list_once(),
+        iam_enforce.install(iam_enforce.Enforcer("123456789012")),  # the server hook, S3's own check off
     ]
     assert all(state()[name] is not value for name, value in before.items())
     for undo in reversed(undos):

@@ -231,6 +231,7 @@ class LocalCloud:
         self._unpatch.append(moto_adapter.install_execution_names())
         self._unpatch.append(moto_adapter.install_cloudformation_secrets())
         self._unpatch.append(moto_adapter.install_cloudformation_policies())  # moto skips the three types
+        self._unpatch.append(moto_adapter.install_role_managed_policies())  # moto drops ManagedPolicyArns
         self._unpatch.append(moto_adapter.install_module_list_once())  # moto lists them per request
         self._unpatch.append(emf.install_capture(self.feed.put))  # CloudWatch Logs extracts EMF in AWS
         self._unpatch.append(iam.install(self.iam))  # IAM and resource policies, as AWS decides them

@@ -23,7 +23,18 @@ from sluice_local.emulation.iam.enforce import Enforcer, statement_key
 from sluice_local.emulation.iam.policy import Policy
 from sluice_local.emulation.iam.store import lambda_backend
 
-__all__ = ["StatementUse", "dump", "load", "merge", "replay", "stack_policies", "summary", "usage"]
+__all__ = [
+    "StatementUse",
+    "dump",
+    "justifications",
+    "least_privilege",
+    "load",
+    "merge",
+    "replay",
+    "stack_policies",
+    "summary",
+    "usage",
+]
 
 
 @dataclass
@@ -169,3 +180,36 @@ def summary(enforcer: Enforcer, uses: dict[str, StatementUse]) -> list[str]:
     ]
     lines += [f"  denied: {denial.message}" for denial in enforcer.record.denials[:20]]
     return lines
+
+
+def justifications(templates: Iterable[Path]) -> dict[str, str]:
+    """``Metadata.SluiceLeastPrivilege`` of each template: a statement's Sid → why it stays though the
+    local runs never use it (what only AWS does on the role's behalf: log delivery, trace upload)."""
+    import yaml  # noqa: PLC0415 - the templates' own reader (CloudFormation's tags: see below)
+
+    class _Loader(yaml.SafeLoader):
+        pass
+
+    _Loader.add_multi_constructor("!", lambda loader, suffix, node: None)  # intrinsics: not needed here
+    found: dict[str, str] = {}
+    for path in templates:
+        document = yaml.load(path.read_text(), Loader=_Loader)  # noqa: S506 - SafeLoader subclass
+        found.update((document.get("Metadata") or {}).get("SluiceLeastPrivilege") or {})
+    return found
+
+
+def least_privilege(uses: dict[str, StatementUse], why: dict[str, str]) -> tuple[list[str], list[str]]:
+    """(report lines, the statements granted nothing and not justified)."""
+    lines: list[str] = []
+    unjustified: list[str] = []
+    unused = sorted(key for key, use in uses.items() if use.granted == 0)
+    for key in unused:
+        sid = uses[key].sid or ""
+        reason = why.get(sid)
+        if reason is None:
+            unjustified.append(key)
+        lines.append(f"granted nothing: {key}  {('— ' + reason) if reason else '— NOT JUSTIFIED'}")
+    for key, use in sorted(uses.items()):
+        if use.granted and use.unused_actions:
+            lines.append(f"used, but these actions never: {key}: {', '.join(use.unused_actions)}")
+    return lines, unjustified

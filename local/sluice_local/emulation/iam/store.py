@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sluice_local.emulation.iam.policy import Policy, PolicyError
+from sluice_local.emulation.moto_adapter.cfn_policies import MANAGED_ARNS
 
 __all__ = ["ADMIN_ARN", "PolicyStore", "lambda_backend", "stable_name"]
 
@@ -101,7 +102,26 @@ class PolicyStore:
             document = getattr(managed, "document", None)
             if document:
                 policies.append(self._policy(document, f"{label}/{managed.name}", "identity"))
+        for arn in getattr(holder, MANAGED_ARNS, []):
+            found = self._managed(iam, arn)
+            if found is not None:
+                policies.append(self._policy(found, f"{label}/{arn.rsplit('/', 1)[-1]}", "identity"))
         return policies
+
+    def _managed(self, iam: Any, arn: str) -> str | Mapping[str, Any] | None:
+        """A managed policy's document: an AWS managed one from moto's copy, the account's from IAM."""
+        if ":iam::aws:policy/" in arn:
+            if self._aws_managed is None:
+                from moto.iam.aws_managed_policies import aws_managed_policies_data  # noqa: PLC0415
+
+                self._aws_managed = json.loads(aws_managed_policies_data)
+            entry = self._aws_managed.get(arn.rsplit("/", 1)[-1])
+            return entry["Document"] if entry else None
+        try:
+            policy = iam.get_policy(arn)
+            return str(iam.get_policy_version(arn, policy.default_version_id).document)
+        except Exception:  # noqa: BLE001 - a policy that does not exist grants nothing
+            return None
 
     # --- resource policies ---------------------------------------------------------------------------
 

@@ -32,7 +32,10 @@ from sluice_local.emulation.moto_adapter.attributes import (
     LAMBDA_FUNCTION_INVOKE,
     MODULE_LIST,
     PATCHED,
+    ROLE_FROM_CFN,
     RULE_SEND_TO_TARGETS,
+    S3_BUCKET_PERMISSION,
+    SERVER_APP,
     SETTINGS,
     SFN_START_EXECUTION,
     SQS_ADD_MESSAGE,
@@ -61,7 +64,11 @@ from sluice_local.emulation.moto_adapter.backends import (
     start_server,
     wait_while_empty,
 )  # fmt: skip
-from sluice_local.emulation.moto_adapter.cfn_policies import install_cloudformation_policies
+from sluice_local.emulation.moto_adapter.cfn_policies import (
+    MANAGED_ARNS,
+    install_cloudformation_policies,
+    install_role_managed_policies,
+)
 from sluice_local.emulation.moto_adapter.cfn_secrets import install_cloudformation_secrets
 from sluice_local.emulation.moto_adapter.dead_letter import DEAD_LETTER_SOURCE, install_dead_letter_sources
 from sluice_local.emulation.moto_adapter.delivery import (
@@ -82,9 +89,13 @@ __all__ = [
     "DEAD_LETTER_SOURCE",
     "LAMBDA_BACKEND_INVOKE",
     "LAMBDA_FUNCTION_INVOKE",
+    "MANAGED_ARNS",
     "MODULE_LIST",
     "PATCHED",
+    "ROLE_FROM_CFN",
     "RULE_SEND_TO_TARGETS",
+    "S3_BUCKET_PERMISSION",
+    "SERVER_APP",
     "SETTINGS",
     "SFN_START_EXECUTION",
     "SQS_ADD_MESSAGE",
@@ -113,6 +124,7 @@ __all__ = [
     "install_layer_version_refs",
     "install_module_list_once",
     "install_quiet",
+    "install_role_managed_policies",
     "install_sqs_locks",
     "install_sqs_rules",
     "installed_version",

@@ -108,6 +108,12 @@ MODULE_LIST = Attribute("moto.backends", None, "list_of_moto_modules", ())
 S3_BUCKET_PERMISSION = Attribute(
     "moto.s3.models", "FakeBucket", "get_permission", ("self", "action", "resource")
 )
+ROLE_FROM_CFN = Attribute(
+    "moto.iam.models",
+    "Role",
+    "create_from_cloudformation_json",
+    ("resource_name", "cloudformation_json", "account_id", "region_name", "kwargs"),
+)
 SERVER_APP = Attribute(
     "moto.moto_server.werkzeug_app",
     "DomainDispatcherApplication",
@@ -131,6 +137,7 @@ PATCHED = (
     SFN_START_EXECUTION,
     S3_BUCKET_PERMISSION,
     SERVER_APP,
+    ROLE_FROM_CFN,
 )
 """What the runtime replaces while a stack runs (and restores on stop)."""
 

@@ -11,9 +11,9 @@ import contextlib
 import json
 from typing import Any
 
-from sluice_local.emulation.moto_adapter.attributes import CFN_RESOURCE_CLASS, Undo, replace
+from sluice_local.emulation.moto_adapter.attributes import CFN_RESOURCE_CLASS, ROLE_FROM_CFN, Undo, replace
 
-__all__ = ["POLICY_TYPES", "install_cloudformation_policies"]
+__all__ = ["MANAGED_ARNS", "POLICY_TYPES", "install_cloudformation_policies", "install_role_managed_policies"]
 
 
 def _document(props: dict[str, Any]) -> str:
@@ -139,3 +139,31 @@ def install_cloudformation_policies() -> Undo:
         return POLICY_TYPES.get(resource_type) or original(resource_type)
 
     return replace(parsing, "resource_class_from_type", resource_class_from_type)
+
+
+MANAGED_ARNS = "_sluice_managed_policy_arns"
+"""The attribute of a moto role holding its template's ``ManagedPolicyArns`` (moto's CloudFormation
+drops them: it attaches nothing, and holds no AWS managed policy unless told to load them all)."""
+
+
+def install_role_managed_policies() -> Undo:
+    """A role CloudFormation creates keeps its ``ManagedPolicyArns`` (:data:`MANAGED_ARNS`), read by
+    the IAM enforcement: an AWS managed policy's document from moto's copy of them, a customer managed
+    one's from the account."""
+    role_class = ROLE_FROM_CFN.owner_class()
+    original = role_class.create_from_cloudformation_json.__func__
+
+    def create(
+        cls: Any,
+        resource_name: str,
+        cloudformation_json: Any,
+        account_id: str,
+        region_name: str,
+        **kwargs: Any,
+    ) -> Any:
+        role = original(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
+        arns = (cloudformation_json.get("Properties") or {}).get("ManagedPolicyArns") or []
+        setattr(role, MANAGED_ARNS, [str(arn) for arn in arns if arn])
+        return role
+
+    return replace(role_class, "create_from_cloudformation_json", classmethod(create))

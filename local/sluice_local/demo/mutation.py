@@ -1,0 +1,190 @@
+"""The mutation run: every statement a scenario needs, taken out one at a time, must make it fail with
+AccessDenied.
+
+``python -m sluice_local mutation`` first runs each demo scenario alone on a fresh stack with IAM
+enforced, recording which statements granted its calls (the baseline; every scenario must pass). Then,
+for each Allow statement of the stack's roles and resource policies that granted something, it starts a
+fresh stack with that one statement taken out of its policy (:attr:`Enforcer.without
+<sluice_local.emulation.iam.enforce.Enforcer.without>`: the policy as if the template did not have
+it), runs the quickest scenario that used it, and reports whether the run was refused: an AccessDenied
+naming one of the statement's actions (the demo fails on any refusal) and whether the scenario itself
+failed before it settled. A statement whose removal nothing notices is granted twice, or not needed.
+
+Statements no scenario used are the least-privilege report's (:mod:`sluice_local.emulation.iam.report`),
+not this run's.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Baseline", "Mutant", "baseline", "mutate", "run"]
+
+STACK = "sluice-mutation"
+
+
+@dataclass
+class Baseline:
+    scenario: str
+    ok: bool
+    seconds: float
+    statements: dict[str, list[str]] = field(default_factory=dict)
+    """Each statement that granted a call of the run → the actions it granted."""
+    denied: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Mutant:
+    statement: str
+    scenario: str
+    actions: list[str]
+    refused: str = ""
+    """The AccessDenied the run got for one of the statement's actions ("" if none)."""
+    scenario_failed: bool = False
+    seconds: float = 0.0
+
+    @property
+    def killed(self) -> bool:
+        return bool(self.refused)
+
+
+def _scenarios(params: dict[str, str], jobs: bool) -> list[Any]:
+    from sluice_local.demo.scenarios.consumer import consumer_scenarios  # noqa: PLC0415
+    from sluice_local.demo.scenarios.delay import delay_scenarios  # noqa: PLC0415
+    from sluice_local.demo.scenarios.jobs import job_scenarios  # noqa: PLC0415
+    from sluice_local.demo.scenarios.redrive import (  # noqa: PLC0415
+        exclusive_redrive_scenarios,
+        redrive_scenarios,
+    )
+
+    return [
+        *consumer_scenarios(),
+        *(job_scenarios() if jobs else []),
+        *delay_scenarios(float(params["DirectSendThresholdSeconds"])),
+        *redrive_scenarios(params),
+        *(s for phase in exclusive_redrive_scenarios(params) for s in phase),
+    ]
+
+
+def _one(name: str, without: str | None, log_dir: str) -> dict[str, Any]:
+    """Run scenario ``name`` alone on a fresh stack (``without`` one statement); what the record says."""
+    from sluice_local.app import postgres  # noqa: PLC0415
+    from sluice_local.app.fast import FAST  # noqa: PLC0415
+    from sluice_local.app.observer import Stack  # noqa: PLC0415
+    from sluice_local.app.stack import acting_credentials, local_cloud  # noqa: PLC0415
+    from sluice_local.demo.scenarios.runner import run as run_scenarios  # noqa: PLC0415
+    from sluice_local.emulation.up import function_output  # noqa: PLC0415
+
+    logging.raiseExceptions = False  # a function thread still logging as the stack stops: not this run's news
+    url = postgres.database_url()
+    database = url if postgres.unreachable_reason(url) is None else None
+    params = dict(FAST)
+    [scenario] = [s for s in _scenarios(params, database is not None) if s.name == name]
+    log = Path(log_dir) / f"{name}-{abs(hash(without)) % 10**8}.log"
+    started = time.monotonic()
+    with (
+        function_output(log),
+        local_cloud(params, stack_name=STACK, database_url=database, examples=True) as cloud,
+    ):
+        if without is not None:
+            cloud.iam.without = frozenset({without})
+        stack = Stack(cloud.endpoint, cloud.outputs, log, cloud.region, acting_credentials(cloud))
+        if without is not None:
+            scenario.timeout = min(scenario.timeout, 30.0)  # a refused run is judged as it stands by then
+        [outcome] = run_scenarios(stack, [scenario])
+        grants: dict[str, set[str]] = {}
+        for grant in cloud.iam.record.grants:
+            for key in grant.statements:
+                grants.setdefault(key, set()).add(grant.action)
+        return {
+            "ok": outcome.ok,
+            "seconds": round(time.monotonic() - started, 1),
+            "statements": {k: sorted(v) for k, v in grants.items()},
+            "denied": [d.message for d in cloud.iam.record.denials],
+        }
+
+
+def baseline(names: Sequence[str] | None, workers: int, log_dir: Path) -> list[Baseline]:
+    """Each scenario alone, nothing taken out: every one must pass, with no refusal."""
+    from sluice_local.app.fast import FAST  # noqa: PLC0415
+
+    names = list(names or [s.name for s in _scenarios(dict(FAST), jobs=True)])
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        done = pool.starmap(_one, [(name, None, str(log_dir)) for name in names])
+    return [
+        Baseline(name, d["ok"], d["seconds"], d["statements"], d["denied"])
+        for name, d in zip(names, done, strict=True)
+    ]
+
+
+def mutate(runs: list[Baseline], workers: int, log_dir: Path, limit: int | None = None) -> list[Mutant]:
+    """Each statement the baseline used, taken out, on the quickest scenario that used it."""
+    chosen: dict[str, tuple[Baseline, list[str]]] = {}
+    for run_ in sorted((r for r in runs if r.ok), key=lambda r: r.seconds):
+        for key, actions in run_.statements.items():
+            if not key.startswith(
+                "user:sluice-local-admin"
+            ):  # the administrator's "Allow *": not the stack's
+                chosen.setdefault(key, (run_, actions))
+    keys = sorted(chosen)[:limit] if limit else sorted(chosen)
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        done = pool.starmap(_one, [(chosen[k][0].scenario, k, str(log_dir)) for k in keys])
+    out = []
+    for key, result in zip(keys, done, strict=True):
+        actions = chosen[key][1]
+        refused = next((m for m in result["denied"] if any(f"perform: {a} " in m for a in actions)), "")
+        out.append(
+            Mutant(key, chosen[key][0].scenario, actions, refused, not result["ok"], result["seconds"])
+        )
+    return out
+
+
+def run(
+    *,
+    workers: int = 2,
+    limit: int | None = None,
+    scenarios: Sequence[str] | None = None,
+    out: Path | None = None,
+) -> int:
+    log_dir = Path(".sluice-local/mutation")
+    log_dir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    runs = baseline(scenarios, workers, log_dir)
+    for b in runs:
+        print(
+            f"baseline {b.scenario:24} {'PASS' if b.ok else 'FAIL'} {b.seconds:5.1f} s, "
+            f"{len(b.statements)} statements, {len(b.denied)} denied",
+            flush=True,
+        )
+    mutants = mutate(runs, workers, log_dir, limit)
+    print(f"\n{'statement':90} {'scenario':24} result")
+    for m in mutants:
+        verdict = ("AccessDenied" if m.killed else "NOT REFUSED") + (
+            ", scenario failed" if m.scenario_failed else ""
+        )
+        print(f"{m.statement:90} {m.scenario:24} {verdict}")
+    killed = sum(m.killed for m in mutants)
+    failed_baseline = [b.scenario for b in runs if not b.ok or b.denied]
+    print(
+        f"\n{len(mutants)} statements taken out one at a time: {killed} refused with AccessDenied, "
+        f"{len(mutants) - killed} not; baseline: {len(runs) - len(failed_baseline)} of {len(runs)} scenarios "
+        f"passed without refusal; {time.monotonic() - started:.0f} s"
+    )
+    if out is not None:
+        out.write_text(
+            json.dumps(
+                {
+                    "baseline": [asdict(b) for b in runs],
+                    "mutants": [{**asdict(m), "killed": m.killed} for m in mutants],
+                },
+                indent=1,
+            )
+        )
+    return 0 if not failed_baseline and killed == len(mutants) else 1
