@@ -5,7 +5,7 @@ skew is what the test says)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import boto3
 import pytest
@@ -14,6 +14,9 @@ from moto import mock_aws
 from sluice.redrive.breaker import Breaker, BreakerState
 from sluice.redrive.lease import LEASE_SECONDS, SKEW_MARGIN_SECONDS, HeldLease, Refusal, RunLease, lease_key
 from sluice.redrive.settings import BreakerSettings
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 TABLE = "breaker"
 T0 = 1_795_860_000.0
@@ -148,7 +151,7 @@ def test_given_a_held_lease_when_kept_with_time_to_spare_then_nothing_is_written
     # Given a run that has just taken the lease
     counting = CountingDynamoDB(ddb)
     clock = Clock()
-    run = held(RunLease(counting, TABLE, name="Orders", clock=clock).acquire())
+    run = held(RunLease(cast("DynamoDBClient", counting), TABLE, name="Orders", clock=clock).acquire())
     # When it keeps it for a 2 s stretch with more than half the lease left beyond it
     clock.advance(LEASE_SECONDS / 2 - 3)
     # Then it still holds it, and no request was made
