@@ -550,12 +550,6 @@ def checklist(plan: Plan, answers: Answers, workloads: Sequence[str] = ()) -> st
             "TrustedSenderArns (docs/delays.md)."
         )
         step += 1
-    if plan.parameters.get("RedriverReservedConcurrency", "0") == "0":
-        lines.append(
-            f"{step}. The redrivers run without reserved concurrency (any account can deploy that); on an "
-            "account with concurrency to spare, RedriverReservedConcurrency=1 runs one redrive at a time "
-            "(docs/redrive.md)."
-        )
     lines += ["", f"Later deploys: make deploy (sam deploy --config-env {plan.env}: every answer is kept)."]
     return "\n".join(lines)
 

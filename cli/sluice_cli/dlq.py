@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import getpass
 import math
+import socket
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
+from sluice.redrive.lease import SKEW_MARGIN_SECONDS, RunLease
 from sluice.redrive.runner import Redriver
 from sluice_cli import OK, PARTIAL_FAILURE, USAGE_ERROR, CliError
 from sluice_cli.context import Context
@@ -205,7 +208,8 @@ def redrive_command(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def sluice_redrive(ctx: Context, args: argparse.Namespace) -> int:
-    """Run the redriver engine (the one the deployed Lambda runs) with the deployed settings."""
+    """Run the redriver engine (the one the deployed Lambda runs) with the deployed settings, under the
+    workload's run lease as the Lambda's runs are: never beside another run (the velocity is one run's)."""
     loaded = ctx.settings()
     settings = loaded.settings
     if ctx.receive_wait_seconds is not None:
@@ -215,13 +219,17 @@ def sluice_redrive(ctx: Context, args: argparse.Namespace) -> int:
         settings=settings,
         sqs=ctx.clients.sqs,
         breaker=ctx.breaker(settings),
+        lease=RunLease.from_settings(settings, ctx.clients.dynamodb),
         logger=cast("Logger", StderrLog(ctx.out, verbose=args.verbose)),
         metrics_sink=sink,
         seal=ctx.seal(required=True),
         offload=settings.offloader(lambda: ctx.clients.s3),  # as deployed: bodies that outgrow SQS
     )
     report = redriver.run(
-        _remaining_millis(args.timeout), max_messages=args.max_messages, max_per_second=args.max_per_second
+        _remaining_millis(args.timeout),
+        max_messages=args.max_messages,
+        max_per_second=args.max_per_second,
+        holder=_operator(),
     )
     data = {
         "engine": "sluice",
@@ -249,6 +257,19 @@ def sluice_redrive(ctx: Context, args: argparse.Namespace) -> int:
         )
 
     ctx.out.emit(data, human)
+    if report.stopped == "another_run" and report.other_run:
+        ctx.out.error(
+            f"another redrive run holds the lease ({report.other_run['holder']}, until "
+            f"{report.other_run['until']} unless it renews it); nothing was re-driven. It drains the DLQ "
+            "at the velocity limit: try again once it has ended"
+        )
+        return PARTIAL_FAILURE
+    if report.stopped == "lease_lost":
+        ctx.out.error(
+            "another redrive run took the lease over, so this one stopped: a batch stalled past the "
+            f"lease, or this machine's clock is more than {SKEW_MARGIN_SECONDS:g} s off AWS's"
+        )
+        return PARTIAL_FAILURE
     if report.stopped == "breaker_open":
         reason = report.breaker["reason"] if report.breaker else None
         ctx.out.error(
@@ -257,6 +278,15 @@ def sluice_redrive(ctx: Context, args: argparse.Namespace) -> int:
         )
         return PARTIAL_FAILURE
     return PARTIAL_FAILURE if report.failed else OK
+
+
+def _operator() -> str:
+    """Who runs it, as the lease names the run to another that finds it held."""
+    try:
+        user = getpass.getuser()
+    except (OSError, KeyError):  # no user name in the environment or the password database
+        user = "?"
+    return f"sluice dlq redrive by {user}@{socket.gethostname()}"
 
 
 def _remaining_millis(timeout: float | None) -> Callable[[], int] | None:

@@ -1,7 +1,9 @@
 """Redriver Lambda: wiring only. Drains the work DLQ back to its sources (see sluice.redriver).
 
 Triggered by the DLQ depth alarm's state change (an EventBridge rule, as the redrive state machine is)
-and by a backstop schedule; the event only names the trigger. Returns the run's report.
+and by a backstop schedule; the event only names the trigger. One run at a time per workload: a run
+that finds the workload's lease held by a live run ends at once (sluice.redrive.lease). Returns the
+run's report.
 """
 
 import functools
@@ -12,7 +14,7 @@ import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from sluice.redrive import Breaker, Redriver, RedriveSettings
+from sluice.redrive import Breaker, Redriver, RedriveSettings, RunLease
 from sluice.redrive.contracts import RunReport
 from sluice.sealing import load_seal
 
@@ -22,10 +24,12 @@ tracer = Tracer()
 
 # Cold start: a bad SLUICE_* setting (or an unreadable envelope key) fails here, naming the variable.
 settings = RedriveSettings.from_env(os.environ)
+dynamodb = boto3.client("dynamodb")
 redriver = Redriver(
     settings=settings,
     sqs=boto3.client("sqs"),
-    breaker=Breaker.from_settings(settings, boto3.client("dynamodb")),
+    breaker=Breaker.from_settings(settings, dynamodb),
+    lease=RunLease.from_settings(settings, dynamodb),  # one run at a time: the velocity is the workload's
     logger=logger,
     metrics_sink=metrics,
     seal=load_seal(settings.envelope_key_secret, client=boto3.client("secretsmanager")),
@@ -43,5 +47,7 @@ def _trigger(event: dict[str, Any]) -> str:
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> RunReport:
-    logger.thread_safe_append_keys(trigger=_trigger(event))
-    return redriver.run(context.get_remaining_time_in_millis).to_dict()
+    trigger = _trigger(event)
+    logger.thread_safe_append_keys(trigger=trigger)
+    holder = f"{context.function_name} ({trigger}, request {context.aws_request_id})"
+    return redriver.run(context.get_remaining_time_in_millis, holder=holder).to_dict()

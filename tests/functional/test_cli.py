@@ -25,6 +25,7 @@ from sluice import claimcheck
 from sluice.delay import send_delayed
 from sluice.envelope import Envelope, ErrorInfo, merge, split
 from sluice.limits import MAX_MESSAGE_BYTES
+from sluice.redrive.lease import HeldLease, RunLease
 from sluice.redrive.plan import delay_pipeline_reaches
 from sluice.sqs import message_bytes
 from sluice_cli import poison
@@ -435,6 +436,26 @@ def test_given_an_open_breaker_when_redriven_then_nothing_moves_and_exit_1(stack
     assert result.json["received"] == 0
     assert "breaker is open (payments API down)" in result.stderr
     assert stack.depth(stack.dlq_url)["visible"] == 1
+
+
+def test_given_a_lambda_run_holding_the_lease_when_redriven_then_nothing_moves_and_exit_1(stack):
+    # Given the workload's redriver Lambda in the middle of a run (it holds the run lease)
+    stack.put(stack.dlq_url, "stay", source=stack.work_arn)
+    lambda_run = RunLease(stack.dynamodb, "sluice-breaker").acquire("sluice-test-redriver (schedule)")
+    assert isinstance(lambda_run, HeldLease)
+    # When an operator redrives by hand
+    result = stack.run("--json", "dlq", "redrive", "--max-per-second", "100")
+    # Then the CLI's run ends at once (the DLQ drains at one run's velocity), naming the run that holds it
+    assert result.code == 1
+    assert (result.json["stopped"], result.json["received"]) == ("another_run", 0)
+    assert result.json["other_run"]["holder"] == "sluice-test-redriver (schedule)"
+    assert result.json["metrics"] == {"RedriveRunsSkipped": 1}
+    assert "another redrive run holds the lease (sluice-test-redriver (schedule)" in result.stderr
+    assert stack.depth(stack.dlq_url)["visible"] == 1
+    # And once the Lambda's run has released it, the operator's run drains the DLQ and releases it in turn
+    lambda_run.release()
+    assert stack.run("--json", "dlq", "redrive", "--max-per-second", "100").json["stopped"] == "drained"
+    assert isinstance(RunLease(stack.dynamodb, "sluice-breaker").acquire("the next run"), HeldLease)
 
 
 def test_given_native_only_options_without_native_when_redriven_then_usage_error(stack):

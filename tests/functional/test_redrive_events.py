@@ -21,6 +21,7 @@ from moto import mock_aws
 
 from sluice.envelope import ATTRIBUTE, Envelope, ErrorInfo, split
 from sluice.errors import ConfigurationError, PermanentError
+from sluice.redrive.lease import HeldLease, RunLease
 from sluice_local.emulation.lambda_loader import LambdaContext, load_handler
 from sluice_local.emulation.sqs_events import drain
 from tests.conftest import TEST_SEAL, envelope_key_secret
@@ -292,6 +293,28 @@ def test_given_an_open_breaker_when_the_alarm_arrives_then_the_redriver_moves_no
     seen = emf_metrics(capsys.readouterr().out)
     assert seen["BreakerOpen"] == 1
     assert seen["SuccessfulRedrives"] == 0
+
+
+def test_given_a_run_in_progress_when_the_alarm_arrives_then_the_redriver_ends_at_once(redrive_stack, capsys):
+    # Given the DLQ's messages and a backstop run of the redriver holding the workload's lease
+    seed_dead_letter_queue(redrive_stack)
+    running = RunLease(redrive_stack.ddb, "sluice-dev-breaker").acquire("redriver (schedule, request 1)")
+    assert isinstance(running, HeldLease)
+    handler = load_handler(ROOT / "functions" / "redriver", "app.lambda_handler")
+    capsys.readouterr()
+    # When the DLQ alarm's rule starts a second run
+    event = json.loads((EVENTS / "redriver/alarm-eventbridge.json").read_text())
+    answer = handler(event, LambdaContext(timeout_seconds=300))
+    # Then it ends without touching a message, says who holds the lease, and counts itself skipped
+    assert answer["stopped"] == "another_run"
+    assert answer["other_run"]["holder"] == "redriver (schedule, request 1)"
+    assert answer["received"] == 0
+    assert redrive_stack.counts(redrive_stack.dlq_url) == REDRIVEN + POISON
+    assert emf_metrics(capsys.readouterr().out) == {"RedriveRunsSkipped": 1}
+    # And once that run released it, the next trigger drains the DLQ (and releases the lease in turn)
+    running.release()
+    assert handler(event, LambdaContext(timeout_seconds=300))["stopped"] == "drained"
+    assert isinstance(RunLease(redrive_stack.ddb, "sluice-dev-breaker").acquire(), HeldLease)
 
 
 def test_given_an_unreadable_breaker_when_checked_then_the_answer_is_open(redrive_stack, capsys):

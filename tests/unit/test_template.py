@@ -1148,16 +1148,24 @@ def test_given_the_delay_queue_when_checked_then_its_visibility_covers_six_timeo
 
 
 def test_given_each_workloads_redrive_roles_then_they_reach_only_its_own_breaker_item(raw: Template) -> None:
-    # The breaker table holds every workload's item: a workload's redrive may read and write its own
+    # The breaker table holds every workload's item: a workload's redrive may read and write its own,
+    # and its redriver (RedriveMode=lambda) its run lease beside it, with UpdateItem only
+    # (sluice.redrive.lease: take, renew and release are each a conditional update)
     workloads = workload_names(raw)
     for name in workloads:
         for role in ("CircuitBreakerRole", "RedriverRole", "RedrivePlanRole"):
             statements = _properties(raw, f"{name}{role}")["Policies"][0]["PolicyDocument"]["Statement"]
             on_table = [s for s in statements if s.get("Resource") == {"Fn::GetAtt": ["BreakerTable", "Arn"]}]
             assert on_table, f"{name}{role} has no breaker statement"
+            leases = [s for s in on_table if s.get("Sid") == "RunLease"]
             for statement in on_table:
                 condition = statement.get("Condition", {}).get("ForAllValues:StringEquals", {})
-                assert condition == {"dynamodb:LeadingKeys": [name]}, (f"{name}{role}", statement)
+                if statement in leases:
+                    assert statement["Action"] == ["dynamodb:UpdateItem"], (f"{name}{role}", statement)
+                    assert condition == {"dynamodb:LeadingKeys": [f"{name}#lease"]}, statement
+                else:
+                    assert condition == {"dynamodb:LeadingKeys": [name]}, (f"{name}{role}", statement)
+            assert len(leases) == (role == "RedriverRole"), f"{name}{role}: the lease is the redriver's only"
 
 
 def test_given_each_workloads_consumer_then_it_reaches_only_its_idempotency_records(raw: Template) -> None:

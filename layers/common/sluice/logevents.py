@@ -38,6 +38,11 @@ class LogEvent(StrEnum):
     MESSAGE_REDRIVEN = "redrive.message_redriven"
     MESSAGE_ISOLATED = "redrive.message_isolated"
     RUN_FINISHED = "redrive.run_finished"
+    # another run holds the workload's run lease: this one ended at once (``RedriveRunsSkipped``);
+    # ``holder`` and ``lease_expires`` name that run (sluice.redrive.lease)
+    RUN_SKIPPED = "redrive.run_skipped"
+    # another run took this one's lease over (it stalled past it, or the clocks disagree): it stops
+    LEASE_LOST = "redrive.lease_lost"
     BREAKER_HALF_OPEN = "redrive.breaker_half_open"  # ``probe``: this batch is the probe, or judged
     # the redrive state machine's Lambdas (sluice.redrive.steps, the poison isolator)
     REDRIVE_PLANNED = "redrive.planned"

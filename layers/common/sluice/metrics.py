@@ -29,6 +29,7 @@ POISON_PILLS_ISOLATED = "PoisonPillsIsolated"
 REDRIVE_FAILURES = "RedriveFailures"
 BOUNCING_REDRIVES = "BouncingRedrives"
 BREAKER_OPEN = "BreakerOpen"
+REDRIVE_RUNS_SKIPPED = "RedriveRunsSkipped"
 
 JOBS_COMPLETED = "JobsCompleted"
 JOBS_FAILED = "JobsFailed"

@@ -1,6 +1,7 @@
 """DLQ redrive: one decision per dead-lettered message (:func:`decide`: backoff, delay pipeline or
 poison), run by the :class:`Redriver` Lambda or by the redrive state machine's steps, held back by a
-:class:`Breaker` (see docs/redrive.md).
+:class:`Breaker`; one :class:`Redriver` run at a time per workload by a :class:`RunLease` (see
+docs/redrive.md).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from sluice._lazy import lazy_exports
 if TYPE_CHECKING:
     from sluice.redrive.breaker import Breaker, BreakerPolicy, BreakerState, BreakerStatus
     from sluice.redrive.isolator import IsolatorSettings, isolate_request, metrics_service
+    from sluice.redrive.lease import HeldLease, Refusal, RunLease
     from sluice.redrive.plan import Decision, DlqMessage, RedrivePlan, decide
     from sluice.redrive.runner import Redriver, RedriveReport
     from sluice.redrive.settings import BreakerSettings, RedriveSettings
@@ -28,11 +30,14 @@ __all__ = [
     "BreakerStatus",
     "Decision",
     "DlqMessage",
+    "HeldLease",
     "IsolatorSettings",
     "RedrivePlan",
     "RedriveReport",
     "RedriveSettings",
     "Redriver",
+    "Refusal",
+    "RunLease",
     "decide",
     "isolate_request",
     "metrics_service",
@@ -50,6 +55,9 @@ __getattr__, __dir__ = lazy_exports(
         "IsolatorSettings": "isolator",
         "isolate_request": "isolator",
         "metrics_service": "isolator",
+        "HeldLease": "lease",
+        "Refusal": "lease",
+        "RunLease": "lease",
         "Decision": "plan",
         "DlqMessage": "plan",
         "RedrivePlan": "plan",

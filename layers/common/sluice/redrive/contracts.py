@@ -21,6 +21,7 @@ __all__ = [
     "BreakerCheckRequest",
     "IsolateAnswer",
     "IsolateRequest",
+    "OtherRun",
     "PlanItem",
     "PlanRequest",
     "PlanState",
@@ -159,6 +160,14 @@ class IsolateAnswer(TypedDict):
 # --- the redriver function (RedriveMode=lambda: no state machine reads it, the CLI and logs do) --
 
 
+class OtherRun(TypedDict):
+    """The run holding the lease, as a run that found it held reports it."""
+
+    holder: str
+    until: str | None
+    """The lease's expiry (ISO 8601, by the holder's clock), renewed while that run lives."""
+
+
 class RunReport(TypedDict):
     """One redriver run (:meth:`sluice.redrive.RedriveReport.to_dict`)."""
 
@@ -170,7 +179,10 @@ class RunReport(TypedDict):
     bouncing: int
     batches: int
     stopped: str
-    """Why the run ended: drained, breaker_open, deadline or limit."""
+    """Why the run ended: drained, breaker_open, deadline, limit, another_run (the lease is held by a
+    live run: nothing was done) or lease_lost (another run took the lease over)."""
     breaker: BreakerAnswer | None
     """The last breaker check (None when the run failed before its first)."""
     elapsed_seconds: float
+    other_run: OtherRun | None
+    """another_run: who holds the lease, until when."""

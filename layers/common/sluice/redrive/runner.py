@@ -3,6 +3,9 @@
 One run (a Lambda invocation triggered by the DLQ depth alarm through SNS, or by the backstop
 schedule, or the operator CLI):
 
+0. take the workload's run lease (:mod:`sluice.redrive.lease`): held by another live run → end at
+   once (``another_run``), so the DLQ drains at one run's velocity; renew it before every batch,
+   release it at the end;
 1. check the circuit breaker before every batch: open → stop without touching a message;
 2. long-poll the DLQ for a batch (10, fewer when the velocity is below 10 messages/s);
 3. decide every message with :func:`sluice.redrive.decide` (the Step Functions mode's Plan step
@@ -39,7 +42,8 @@ from sluice.fit import Offload
 from sluice.limits import MAX_BATCH_ENTRIES
 from sluice.logevents import EVENT, LogEvent
 from sluice.redrive.breaker import Breaker, BreakerState, BreakerStatus, report
-from sluice.redrive.contracts import BreakerAnswer, RunReport
+from sluice.redrive.contracts import BreakerAnswer, OtherRun, RunReport
+from sluice.redrive.lease import HeldLease, Refusal, RunLease
 from sluice.redrive.plan import TRACE_ATTRIBUTE, Decision, DlqMessage, decide
 from sluice.redrive.settings import RedriveSettings
 from sluice.sqs import queue_url_from_arn
@@ -67,10 +71,12 @@ class RedriveReport:
     bouncing: int = 0
     batches: int = 0
     stopped: str = ""
-    """Why the run ended: drained, breaker_open, deadline or limit."""
+    """Why the run ended: drained, breaker_open, deadline, limit, another_run or lease_lost."""
     breaker: BreakerAnswer | None = None
     """The last breaker check (None when the run failed before its first)."""
     elapsed_seconds: float = 0.0
+    other_run: OtherRun | None = None
+    """another_run: the run holding the lease (who, and until when)."""
 
     def to_dict(self) -> RunReport:
         return {
@@ -84,10 +90,14 @@ class RedriveReport:
             "stopped": self.stopped,
             "breaker": None if self.breaker is None else BreakerAnswer(**self.breaker),
             "elapsed_seconds": self.elapsed_seconds,
+            "other_run": None if self.other_run is None else OtherRun(**self.other_run),
         }
 
 
 class Redriver:
+    """Drains one DLQ. ``lease``: the workload's run lease, taken by every run (the Lambda and the CLI
+    pass one; None runs without it, as a test or a benchmark on a queue of its own may)."""
+
     def __init__(
         self,
         *,
@@ -98,6 +108,7 @@ class Redriver:
         metrics_sink: MetricSink,
         seal: Seal | None,
         offload: Offload | None = None,
+        lease: RunLease | None = None,
         clock: Callable[[], datetime] = utcnow,
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
@@ -110,6 +121,7 @@ class Redriver:
         self._metrics = metrics_sink
         self._seal = seal
         self._offload = offload
+        self._lease = lease
         self._clock = clock
         self._monotonic = monotonic
         self._sleep = sleep
@@ -132,47 +144,24 @@ class Redriver:
         *,
         max_messages: int | None = None,
         max_per_second: float | None = None,
+        holder: str = "",
     ) -> RedriveReport:
-        """Re-drive until the DLQ is drained, the breaker opens, the deadline nears or the limit."""
-        remaining = remaining_millis or (lambda: 900_000)
+        """Re-drive until the DLQ is drained, the breaker opens, the deadline nears or the limit.
+
+        ``holder`` names this run in the lease (who a run that finds it held is told about)."""
         rate = self._s.redrive_max_per_second if max_per_second is None else max_per_second
         if rate <= 0:
             raise ValueError(f"max_per_second must be positive, got {rate}")
-        per_batch = max(1, min(MAX_BATCH_ENTRIES, int(rate)))
         report_ = RedriveReport()
-        start = paced_from = self._monotonic()
-        handled = 0
+        start = self._monotonic()
+        lease = None
+        if self._lease is not None:
+            taken = self._lease.acquire(holder, seconds=self._s.receive_wait_seconds)
+            if isinstance(taken, Refusal):
+                return self._skipped(report_, taken, start)
+            lease = taken
         try:
-            while True:
-                status = self._breaker.check()
-                report(status, self._metrics)
-                report_.breaker = answer = status.to_dict()
-                if status.is_open:
-                    self._log.warning("circuit breaker is open: nothing is re-driven", extra=answer)
-                    report_.stopped = "breaker_open"
-                    break
-                if max_messages is not None and report_.received >= max_messages:
-                    report_.stopped = "limit"
-                    break
-                # Velocity, a token bucket holding at most one batch: the next batch may start once
-                # `handled / rate` seconds have passed since `paced_from`, so in any stretch of t
-                # seconds at most rate·t + one batch are re-driven.
-                wait = paced_from + handled / rate - self._monotonic()
-                budget_ms = SAFETY_MILLIS + 1000 * (self._s.receive_wait_seconds + max(0.0, wait))
-                if remaining() <= budget_ms:  # no time left beyond the budget: not even a millisecond
-                    report_.stopped = "deadline"
-                    break
-                if wait > 0:
-                    self._sleep(wait)
-                want = per_batch if max_messages is None else min(per_batch, max_messages - report_.received)
-                messages = self._receive(want)
-                if not messages:
-                    report_.stopped = "drained"
-                    break
-                # Time spent waiting on a quiet queue (a long poll) is no credit for a burst later.
-                paced_from = max(paced_from, self._monotonic() - handled / rate)
-                self._batch(messages, report_, status)
-                handled += len(messages)
+            self._drain(report_, remaining_millis or (lambda: 900_000), rate, max_messages, lease)
         finally:
             report_.elapsed_seconds = round(self._monotonic() - start, 3)
             for name, value in (
@@ -182,8 +171,84 @@ class Redriver:
                 (metrics.BOUNCING_REDRIVES, report_.bouncing),
             ):
                 self._metrics.add_metric(name=name, unit="Count", value=value)
+            if lease is not None:
+                self._release(lease)
         self._log.info("redrive run finished", extra={EVENT: LogEvent.RUN_FINISHED, **report_.to_dict()})
         return report_
+
+    def _drain(
+        self,
+        report_: RedriveReport,
+        remaining: Callable[[], int],
+        rate: float,
+        max_messages: int | None,
+        lease: HeldLease | None,
+    ) -> None:
+        """The run's batches, until a reason to stop (``report_.stopped``)."""
+        per_batch = max(1, min(MAX_BATCH_ENTRIES, int(rate)))
+        paced_from = self._monotonic()
+        handled = 0
+        while True:
+            status = self._breaker.check()
+            report(status, self._metrics)
+            report_.breaker = answer = status.to_dict()
+            if status.is_open:
+                self._log.warning("circuit breaker is open: nothing is re-driven", extra=answer)
+                report_.stopped = "breaker_open"
+                return
+            if max_messages is not None and report_.received >= max_messages:
+                report_.stopped = "limit"
+                return
+            # Velocity, a token bucket holding at most one batch: the next batch may start once
+            # `handled / rate` seconds have passed since `paced_from`, so in any stretch of t
+            # seconds at most rate·t + one batch are re-driven.
+            wait = paced_from + handled / rate - self._monotonic()
+            budget_ms = SAFETY_MILLIS + 1000 * (self._s.receive_wait_seconds + max(0.0, wait))
+            if remaining() <= budget_ms:  # no time left beyond the budget: not even a millisecond
+                report_.stopped = "deadline"
+                return
+            # the lease must outlast the wait and the long poll, and leave time for the batch
+            if lease is not None and not lease.keep(max(0.0, wait) + self._s.receive_wait_seconds):
+                self._log.warning(
+                    "another redrive run took over the lease: this one stops (a batch that stalled "
+                    "past the lease, or clocks further apart than its margin)",
+                    extra={EVENT: LogEvent.LEASE_LOST, "batches": report_.batches},
+                )
+                report_.stopped = "lease_lost"
+                return
+            if wait > 0:
+                self._sleep(wait)
+            want = per_batch if max_messages is None else min(per_batch, max_messages - report_.received)
+            messages = self._receive(want)
+            if not messages:
+                report_.stopped = "drained"
+                return
+            # Time spent waiting on a quiet queue (a long poll) is no credit for a burst later.
+            paced_from = max(paced_from, self._monotonic() - handled / rate)
+            self._batch(messages, report_, status)
+            handled += len(messages)
+
+    def _skipped(self, report_: RedriveReport, refusal: Refusal, start: float) -> RedriveReport:
+        """Another run holds the lease: end at once, touching nothing (``RedriveRunsSkipped``)."""
+        until = None if refusal.expires is None else datetime.fromtimestamp(refusal.expires, UTC).isoformat()
+        report_.stopped = "another_run"
+        report_.other_run = {"holder": refusal.holder, "until": until}
+        report_.elapsed_seconds = round(self._monotonic() - start, 3)
+        self._metrics.add_metric(name=metrics.REDRIVE_RUNS_SKIPPED, unit="Count", value=1)
+        self._log.info(
+            "another redrive run in progress: this one ends without re-driving",
+            extra={EVENT: LogEvent.RUN_SKIPPED, "holder": refusal.holder, "lease_expires": until},
+        )
+        return report_
+
+    def _release(self, lease: HeldLease) -> None:
+        try:
+            lease.release()
+        except Exception as exc:  # noqa: BLE001 - never masks the run's own outcome; the lease expires
+            self._log.warning(
+                "could not release the redrive lease: the next run takes it once it expires",
+                extra={"error_type": exc.__class__.__name__, "error": str(exc)[:512]},
+            )
 
     # --- one batch -----------------------------------------------------------------------------
 
