@@ -16,7 +16,8 @@ from typing import Any
 
 from sluice.delay.schedule import send_delayed
 from sluice_local.app.fast import FAST
-from sluice_local.app.stack import local_cloud
+from sluice_local.app.principals import PRODUCER
+from sluice_local.app.stack import local_cloud, principals
 from sluice_local.emulation.cloud import ACCOUNT
 
 # Everything a queue holds: visible, received and not deleted, sent with a delay not yet over.
@@ -66,6 +67,7 @@ def test_a_rehydrator_crash_part_way_through_an_object_delivers_the_rest_exactly
     }
     with local_cloud(params, stack_name="sluice-crash", examples=True) as cloud:
         sqs = cloud.client("sqs")
+        producer = principals(cloud).client(PRODUCER, "sqs")  # listed in TrustedSenderArns
         target = sqs.create_queue(QueueName="crash-target")["QueueUrl"]
         # Make the rehydrator's SQS refuse the 'flaky' entry 4 times (4 tries per invocation inside
         # send_batch, so the first invocation fails after sending the others), in whichever execution
@@ -86,7 +88,11 @@ def test_a_rehydrator_crash_part_way_through_an_object_delivers_the_rest_exactly
         due = datetime.now(UTC) + timedelta(seconds=24)
         for body in ("ok-1", "flaky-2", "ok-3"):
             send_delayed(
-                sqs, delay_queue_url=cloud.outputs["DelayQueueUrl"], target=target, body=body, deliver_at=due
+                producer,
+                delay_queue_url=cloud.outputs["DelayQueueUrl"],
+                target=target,
+                body=body,
+                deliver_at=due,
             )
 
         received: list[str] = []

@@ -32,7 +32,7 @@ NEEDED_VISIBILITY = 6 * int(FAST["ConsumerTimeoutSeconds"])  # + a batching wind
 def three_workloads(tmp: Path, existing_arn: str) -> Path:
     """The project with a third workload, Invoices, on the existing queue ``existing_arn`` (its code the
     orders example's): the block docs/workloads.md shows in workloads.yaml, and its name in its list."""
-    block = "      Code: examples/orders/\n      KeyPath: order_id\n"
+    block = "      Code: examples/orders/\n      KeyPath: order_id\n      ExampleLedger: [Ledger]\n"
     block += f"      Queue: existing\n      QueueArn: {existing_arn}\n"
     text = (ROOT / "workloads.yaml").read_text(encoding="utf-8")
     configured = examples_only(text, {INVOICES: block})  # the examples and Invoices, whatever a fork lists

@@ -504,6 +504,8 @@ class LocalCloud:
                 physical = self.resources.get(logical_id, "")
                 if resource["Type"] == "AWS::SQS::Queue":
                     arns[logical_id] = f"arn:aws:sqs:{self.region}:{ACCOUNT}:{physical.rsplit('/', 1)[-1]}"
+                elif resource["Type"] == "AWS::IAM::Role" and physical:  # a schedule's target role, say
+                    arns[logical_id] = str(self.client("iam").get_role(RoleName=physical)["Role"]["Arn"])
                 elif physical.startswith("arn:"):
                     arns[logical_id] = physical
         return arns

@@ -65,7 +65,7 @@ class Acting:
 
     @classmethod
     def service_principal(cls, service: str, *, source_arn: str | None, account: str) -> Acting:
-        context = [("aws:SourceAccount", account)]
+        context = [("aws:SourceAccount", account), ("aws:SourceOwner", account)]  # SNS's older name for it
         if source_arn:
             context.append(("aws:SourceArn", source_arn))
         return cls(arn=service, principal_arn=service, account=None, service=True, context=tuple(context))
