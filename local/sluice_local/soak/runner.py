@@ -24,6 +24,7 @@ from sluice_local.app.principals import PRODUCER
 from sluice_local.app.stack import acting_credentials, local_cloud
 from sluice_local.emulation import faults
 from sluice_local.emulation.cloud import LocalCloud
+from sluice_local.emulation.iam import report as iam_report
 from sluice_local.emulation.pollers import SqsPoller
 from sluice_local.emulation.up import function_output
 from sluice_local.soak.checker import QUEUE_WORKLOADS, Checker
@@ -300,6 +301,12 @@ def run_worker(seeds: Iterable[int], *, mode: str, log_dir: Path, options: Optio
             result = soak.run(seed)
             failed += not result.ok
             print(result.to_json(), file=results, flush=True)
+        # what the stack's roles and policies granted over every seed (python -m sluice_local iam-report)
+        uses = iam_report.usage(cloud.iam, iam_report.stack_policies(cloud.iam, stack_name, [cloud.region]))
+        iam_report.dump(uses, log_dir / f"soak-{mode}-{label}.iam.json")
+        for line in iam_report.summary(cloud.iam, uses):
+            print(line, file=sys.stderr, flush=True)
+        failed += bool(cloud.iam.record.denials)  # no seed asks for a refusal: one is a missing permission
     return 1 if failed else 0
 
 
