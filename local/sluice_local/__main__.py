@@ -61,6 +61,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             console=sys.__stdout__ or sys.stderr,
             reload=not args.no_reload,
             credentials=acting_credentials,
+            iam_usage=Path(args.iam_usage) if args.iam_usage else None,
         )
     return 0
 
@@ -232,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         "SQS's defaults or this visibility timeout (s); set the rest on it with the AWS CLI (repeatable)",
     )  # fmt: skip
     up.add_argument("--ready-file", default=None, help="write endpoint + outputs as JSON here once up")
+    up.add_argument("--iam-usage", default=None, help="on stop, write what each IAM statement granted here")
     up.add_argument("--log-file", default=None, help="send the functions' stdout (JSON logs, EMF) here")
     up.add_argument(
         "--no-reload",

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 
 __all__ = ["OPERATOR", "PRODUCER", "Principals", "Who"]
 
+HARNESS_PATH = "/sluice-local/"
+"""Their IAM path (:data:`sluice_local.emulation.iam.report.HARNESS_PATH`): not the stack's roles."""
+
 Who = Literal["producer", "operator"]
 PRODUCER: Who = "producer"
 OPERATOR: Who = "operator"
@@ -120,7 +123,7 @@ class Principals:
         for who, parameter in ((PRODUCER, "TrustedSenderArns"), (OPERATOR, "OperatorArns")):
             name = f"{cloud.stack_name}-local-{who}"[:64]
             trust = json.dumps(_TRUST).replace("{account}", ACCOUNT)
-            role = iam.create_role(RoleName=name, AssumeRolePolicyDocument=trust)["Role"]
+            role = iam.create_role(RoleName=name, Path=HARNESS_PATH, AssumeRolePolicyDocument=trust)["Role"]
             iam.put_role_policy(
                 RoleName=name,
                 PolicyName=who,

@@ -120,7 +120,9 @@ def _run(console: Console, log_file: Path, overrides: dict[str, str], only: froz
             for phase in phases:
                 results += run(stack, phase, on_tick=lambda r: live.update(render(r)))
         uses = iam_report.usage(
-            cloud.iam, iam_report.stack_policies(cloud.iam, cloud.stack_name, [cloud.region])
+            cloud.iam,
+            iam_report.stack_policies(cloud.iam, cloud.stack_name, [cloud.region]),
+            cloud.stack_name,
         )
         iam_report.dump(uses, IAM_USAGE)
         for line in iam_report.summary(cloud.iam, uses):

@@ -14,6 +14,7 @@ from typing import TextIO
 
 from sluice_local.emulation.cloud import LocalCloud
 from sluice_local.emulation.emulated import Ticker
+from sluice_local.emulation.iam import report as iam_report
 from sluice_local.emulation.reload import CodeWatcher
 
 __all__ = ["function_output", "serve", "write_atomically"]
@@ -57,12 +58,15 @@ def serve(
     hint: Callable[[LocalCloud], str] | None = None,
     reload: bool = True,
     credentials: Callable[[LocalCloud], dict[str, dict[str, str]]] | None = None,
+    iam_usage: Path | None = None,
 ) -> None:
     """Start ``cloud``, print its endpoint, outputs and the environment that points the AWS CLI and SDKs
     at it (then what ``hint`` says of it), write them as JSON to ``ready_file``, and run until SIGTERM
     or SIGINT; with ``reload``, a function whose files change runs the new code from its next cold
     start (:mod:`sluice_local.emulation.reload`); ``credentials``: who else acts on the stack (a
-    producer, an operator: their ``AWS_*`` session credentials), printed and written beside the rest."""
+    producer, an operator: their ``AWS_*`` session credentials), printed and written beside the rest;
+    ``iam_usage``: where the stack's statements and what they granted are written when it stops
+    (``python -m sluice_local iam-report`` reads them)."""
     # The handlers only note the signal: an Event.set() in a handler deadlocks when a second signal
     # lands while the first handler holds the Event's lock (`make up` stopped by a process-group
     # SIGTERM gets one from the group and one forwarded by make).
@@ -115,6 +119,9 @@ def serve(
         finally:
             if watcher is not None:
                 watcher.stop()
+            if iam_usage is not None:
+                policies = iam_report.stack_policies(cloud.iam, cloud.stack_name, [cloud.region])
+                iam_report.dump(iam_report.usage(cloud.iam, policies, cloud.stack_name), iam_usage)
     print("stopped", file=console, flush=True)
 
 

@@ -302,7 +302,9 @@ def run_worker(seeds: Iterable[int], *, mode: str, log_dir: Path, options: Optio
             failed += not result.ok
             print(result.to_json(), file=results, flush=True)
         # what the stack's roles and policies granted over every seed (python -m sluice_local iam-report)
-        uses = iam_report.usage(cloud.iam, iam_report.stack_policies(cloud.iam, stack_name, [cloud.region]))
+        uses = iam_report.usage(
+            cloud.iam, iam_report.stack_policies(cloud.iam, stack_name, [cloud.region]), stack_name
+        )
         iam_report.dump(uses, log_dir / f"soak-{mode}-{label}.iam.json")
         for line in iam_report.summary(cloud.iam, uses):
             print(line, file=sys.stderr, flush=True)

@@ -179,6 +179,7 @@ def start_stack(
     cmd = [
         sys.executable, "-m", "sluice_local", "up", "--fast",
         "--stack-name", stack_name, "--ready-file", str(ready), "--log-file", str(log),
+        "--iam-usage", str(workdir / f"{stack_name}.iam.json"),
     ]  # fmt: skip
     if template is not None:
         cmd += ["--template", str(template)]

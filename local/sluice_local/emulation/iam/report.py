@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,7 +24,11 @@ from sluice_local.emulation.iam.enforce import Enforcer, statement_key
 from sluice_local.emulation.iam.policy import Policy
 from sluice_local.emulation.iam.store import lambda_backend
 
+HARNESS_PATH = "/sluice-local/"
+"""The IAM path of the roles the local runtime creates beside a stack (its producer and operator)."""
+
 __all__ = [
+    "HARNESS_PATH",
     "StatementUse",
     "dump",
     "justifications",
@@ -68,6 +73,8 @@ def stack_policies(enforcer: Enforcer, stack_name: str, regions: Sequence[str]) 
     store = enforcer.store
     policies: list[Policy] = []
     for role in list(iam_backends[enforcer.account]["global"].roles.values()):
+        if role.path.startswith(HARNESS_PATH):
+            continue  # the local producer's and operator's: the harness's, not the stack's
         if role.name.startswith(f"{stack_name}-") or role.path.startswith(f"/{stack_name}/"):
             policies += store.identity(role.arn)
     for arn in _resource_arns(enforcer.account, regions):
@@ -95,8 +102,14 @@ def _resource_arns(account: str, regions: Sequence[str]) -> Iterable[str]:
         yield f"arn:aws:s3:::{bucket}"
 
 
-def usage(enforcer: Enforcer, policies: Iterable[Policy]) -> dict[str, StatementUse]:
-    """Every Allow statement of ``policies`` with what the record says it granted."""
+def usage(enforcer: Enforcer, policies: Iterable[Policy], stack_name: str) -> dict[str, StatementUse]:
+    """Every Allow statement of ``policies`` with what the record says it granted; keys name the stack
+    ``<stack>``, so the runs of differently named stacks merge."""
+    pattern = re.compile(re.escape(stack_name), re.IGNORECASE)
+
+    def general(key: str) -> str:
+        return pattern.sub("<stack>", key)
+
     found: dict[str, StatementUse] = {}
     for policy in policies:
         if policy.source.startswith("topic:") and all(
@@ -107,12 +120,11 @@ def usage(enforcer: Enforcer, policies: Iterable[Policy]) -> dict[str, Statement
             if statement.effect != "Allow":
                 continue
             texts = [f"not {t}" if statement.not_action else t for t in statement.actions.texts]
-            found.setdefault(
-                statement_key(statement), StatementUse(statement_key(statement), statement.sid, texts)
-            )
+            key = general(statement_key(statement))
+            found.setdefault(key, StatementUse(key, statement.sid, texts))
     for grant, count in enforcer.record.grants.items():
         for key in grant.statements:
-            use = found.get(key)
+            use = found.get(general(key))
             if use is not None:
                 use.granted += count
                 use.used_actions.add(grant.action)
