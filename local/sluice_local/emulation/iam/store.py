@@ -166,7 +166,10 @@ class PolicyStore:
             function = _backend("awslambda", self.account, region).get_function(name)
             # moto keeps the AddPermission request beside each statement: the statement elements only
             elements = ("Sid", "Effect", "Principal", "NotPrincipal", "Action", "Resource", "Condition")
-            statements = [{k: s[k] for k in elements if k in s} for s in function.policy.statements]
+            statements = [
+                {**{k: s[k] for k in elements if k in s}, "Sid": _permission_sid(s)}
+                for s in function.policy.statements
+            ]
             if not statements:
                 return None
             return ({"Version": "2012-10-17", "Statement": statements}, f"function:{name}")
@@ -233,3 +236,20 @@ class PolicyStore:
         table = _backend("dynamodb", self.account, region).tables.get(name)
         key = getattr(table, "hash_key_attr", None) if table is not None else None
         return str(key) if key else None
+
+
+def _permission_sid(statement: Mapping[str, Any]) -> str:
+    """A function permission's Sid, the same in every deploy: CloudFormation's AWS::Lambda::Permission
+    has none of its own (moto makes a random one), so it is named after who may invoke, for what."""
+    principal = statement.get("Principal") or {}
+    who = (
+        principal.get("Service") or principal.get("AWS") or "any"
+        if isinstance(principal, dict)
+        else principal
+    )
+    source = ""
+    for values in (statement.get("Condition") or {}).values():
+        for key, value in values.items():
+            if key.lower() == "aws:sourcearn":
+                source = stable_name(str(value).rsplit("/", 1)[-1].rsplit(":", 1)[-1])
+    return f"{who}:{source}" if source else str(who)
