@@ -94,10 +94,8 @@ def _resource_arns(account: str, regions: Sequence[str]) -> Iterable[str]:
         for name in list(sqs_backends[account][region].queues):
             yield f"arn:aws:sqs:{region}:{account}:{name}"
         yield from list(sns_backends[account][region].topics)
-        kms = kms_backends[account][region]
-        for key in list(kms.keys.values()):
-            aliases = getattr(kms, "key_to_aliases", {}).get(key.id, ())
-            if not any(alias.startswith("alias/aws/") for alias in aliases):  # an AWS managed key is AWS's
+        for key in list(kms_backends[account][region].keys.values()):
+            if not any(alias.startswith("alias/aws/") for alias in key.aliases):  # AWS managed: AWS's
                 yield str(key.arn)
         for function in list(lambda_backend(account, region).list_functions()):
             yield str(function.function_arn)
