@@ -8,7 +8,10 @@ as a team's other roles would be, and check that SQS answers each as it does in 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -123,3 +126,25 @@ def test_given_the_poison_queue_when_the_producer_or_the_operator_sends_then_onl
             break
     else:
         pytest.fail("the operator's message is not in the poison queue")
+
+
+def test_the_mutation_run_at_smoke_size_refuses_the_scenario_without_a_statement_it_needs(
+    tmp_path: Path,
+) -> None:
+    # `python -m sluice_local mutation` (docs/local.md): one scenario's baseline, one statement taken out
+    out = tmp_path / "mutation.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "sluice_local", "mutation", "--scenario", "normal", "--limit", "1",
+         "--workers", "1", "--json", str(out)],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    [baseline] = result["baseline"]
+    assert baseline["ok"]
+    assert not baseline["denied"]
+    assert baseline["statements"]
+    [mutant] = result["mutants"]
+    assert mutant["killed"]
+    assert "is not authorized to perform" in mutant["refused"]
+    assert "statements taken out one at a time: 1 refused with AccessDenied, 0 not" in done.stdout

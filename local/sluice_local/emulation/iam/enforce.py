@@ -232,9 +232,23 @@ class Enforcer:
             log.error("%s (sluice_local/emulation/iam/actions.py)", message)  # noqa: TRY400 - no traceback
             return actions.access_denied(service, headers, message)
         message = self.authorize(acting, asked, region)
+        if message is None and service == "s3":
+            message = self._missing_object(acting, asked, region)
         if message is None:
             return None
         return actions.access_denied(service, headers, message)
+
+    def _missing_object(self, acting: Acting, asked: list[actions.Call], region: str) -> str | None:
+        """S3 answers a read of a missing object with 404 only to a caller allowed ``s3:ListBucket`` on
+        the bucket, with 403 AccessDenied to any other (so that a denied caller cannot probe names)."""
+        reads = [c for c in asked if c.action == "s3:GetObject" and c.resource.startswith("arn:aws:s3:::")]
+        if not reads:
+            return None
+        bucket, _, key = reads[0].resource.removeprefix("arn:aws:s3:::").partition("/")
+        if self.store.object_exists(bucket, key):
+            return None
+        listing = actions.Call("s3", "ListObjectsV2", "s3:ListBucket", f"arn:aws:s3:::{bucket}", {})
+        return self.authorize(acting, [listing], region)
 
 
 class _Lookup:

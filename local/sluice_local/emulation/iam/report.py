@@ -196,8 +196,9 @@ def summary(enforcer: Enforcer, uses: dict[str, StatementUse]) -> list[str]:
 
 
 def justifications(templates: Iterable[Path]) -> dict[str, str]:
-    """``Metadata.SluiceLeastPrivilege`` of each template: a statement's Sid → why it stays though the
-    local runs never use it (what only AWS does on the role's behalf: log delivery, trace upload)."""
+    """``Metadata.SluiceLeastPrivilege`` of each template: a statement's Sid (or a managed policy's
+    name) → why it stays though the local runs never use it (what only AWS does on the role's behalf:
+    log delivery, trace upload; a path no local run reaches, with the test that covers it)."""
     import yaml  # noqa: PLC0415 - the templates' own reader (CloudFormation's tags: see below)
 
     class _Loader(yaml.SafeLoader):
@@ -218,7 +219,8 @@ def least_privilege(uses: dict[str, StatementUse], why: dict[str, str]) -> tuple
     unused = sorted(key for key, use in uses.items() if use.granted == 0)
     for key in unused:
         sid = uses[key].sid or ""
-        reason = why.get(sid)
+        policy_name = key.partition("#")[0].rpartition("/")[2]  # an AWS managed policy has no Sids
+        reason = why.get(sid) or why.get(policy_name)
         if reason is None:
             unjustified.append(key)
         lines.append(f"granted nothing: {key}  {('— ' + reason) if reason else '— NOT JUSTIFIED'}")

@@ -216,6 +216,13 @@ class PolicyStore:
                 return self.key_arn(default["KMSMasterKeyID"], region)
         return None
 
+    def object_exists(self, bucket: str, key: str) -> bool:
+        """Whether ``key`` is in ``bucket`` (a missing bucket: S3 answers NoSuchBucket itself)."""
+        found = _backend("s3", self.account, "global").buckets.get(bucket)
+        if found is None:
+            return True
+        return found.keys.get(key) is not None
+
     def topic_kms_key(self, topic_arn: str) -> str | None:
         region = topic_arn.split(":")[3]
         topic = _backend("sns", self.account, region).topics.get(topic_arn)
