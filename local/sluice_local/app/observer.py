@@ -88,6 +88,7 @@ class Stack:
     credentials: dict[str, dict[str, str]] = field(default_factory=dict)
     """Who else acts on the stack (``producer``, ``operator``): their ``AWS_*`` credentials."""
     _clients: dict[tuple[str, str | None], Any] = field(default_factory=dict)
+    _job_store: Any = None
     _log_entries: list[dict[str, Any]] = field(default_factory=list)
     _log_offset: int = 0
     _log_partial: bytes = b""
@@ -145,7 +146,7 @@ class Stack:
         arn = self.outputs.get("DatabaseSecretArn")
         if not arn:
             return None
-        if "job_store" not in self._clients:
+        if self._job_store is None:
             from sluice.jobs import Connector, JobStore, dsn_from_secret  # noqa: PLC0415 - psycopg only with jobs
 
             dsn = dsn_from_secret(
@@ -158,10 +159,8 @@ class Stack:
                 application_name="sluice-observer",
                 connect_timeout_seconds=OBSERVER_CONNECT_SECONDS,
             )
-            self._clients["job_store"] = JobStore(
-                connector, schema=self.outputs["JobsSchema"], worker="observer"
-            )
-        return self._clients["job_store"]
+            self._job_store = JobStore(connector, schema=self.outputs["JobsSchema"], worker="observer")
+        return self._job_store
 
     def charges(self, prefix: str) -> Counter[str]:
         """Order id → how many times it was charged, for order ids starting with ``prefix``."""

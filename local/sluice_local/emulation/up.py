@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from sluice_local.emulation.cloud import LocalCloud
 from sluice_local.emulation.emulated import Ticker
@@ -75,7 +75,7 @@ def serve(
     signal.signal(signal.SIGINT, lambda signum, _: signals.append(signum))
     with cloud:
         watcher = _watch(cloud, console) if reload else None  # before anyone is told it is up
-        info = {
+        info: dict[str, Any] = {
             "endpoint": cloud.endpoint,
             "stack": cloud.stack_name,
             "region": cloud.region,

@@ -228,9 +228,9 @@ class Enforcer:
                 lookup=lookup,
             )
         except actions.Unmapped as exc:
-            message = f"the local runtime cannot authorize {exc}: it is not mapped to IAM actions"
-            log.error("%s (sluice_local/emulation/iam/actions.py)", message)  # noqa: TRY400 - no traceback
-            return actions.access_denied(service, headers, message)
+            unmapped = f"the local runtime cannot authorize {exc}: it is not mapped to IAM actions"
+            log.error("%s (sluice_local/emulation/iam/actions.py)", unmapped)  # noqa: TRY400 - no traceback
+            return actions.access_denied(service, headers, unmapped)
         message = self.authorize(acting, asked, region)
         if message is None and service == "s3":
             message = self._missing_object(acting, asked, region)

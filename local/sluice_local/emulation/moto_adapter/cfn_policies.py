@@ -155,6 +155,7 @@ def install_role_managed_policies() -> Undo:
 
     def create(
         cls: Any,
+        /,
         resource_name: str,
         cloudformation_json: Any,
         account_id: str,
