@@ -240,14 +240,18 @@ class Enforcer:
 
     def _missing_object(self, acting: Acting, asked: list[actions.Call], region: str) -> str | None:
         """S3 answers a read of a missing object with 404 only to a caller allowed ``s3:ListBucket`` on
-        the bucket, with 403 AccessDenied to any other (so that a denied caller cannot probe names)."""
+        the bucket, with 403 AccessDenied to any other (GetObject's API reference). AWS does not
+        document this check's request context; the runtime reads it as a listing of the key itself
+        (``s3:prefix`` the key), so a grant limited to a prefix covers the keys under it."""
         reads = [c for c in asked if c.action == "s3:GetObject" and c.resource.startswith("arn:aws:s3:::")]
         if not reads:
             return None
         bucket, _, key = reads[0].resource.removeprefix("arn:aws:s3:::").partition("/")
         if self.store.object_exists(bucket, key):
             return None
-        listing = actions.Call("s3", "ListObjectsV2", "s3:ListBucket", f"arn:aws:s3:::{bucket}", {})
+        listing = actions.Call(
+            "s3", "ListObjectsV2", "s3:ListBucket", f"arn:aws:s3:::{bucket}", {"s3:prefix": key}
+        )
         return self.authorize(acting, [listing], region)
 
 
