@@ -200,3 +200,28 @@ def test_given_a_usage_file_when_merged_then_a_statement_is_used_if_any_run_used
     assert merged["k"].granted == 2
     assert merged["k"].unused_actions == ["sqs:ReceiveMessage"]
     assert json.loads((tmp_path / "a.json").read_text())[0]["used_actions"] == ["sqs:SendMessage"]
+
+
+def test_the_iam_report_command_lists_what_no_run_used_and_fails_on_what_is_not_justified(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sluice_local.__main__ import main  # noqa: PLC0415 - the command as `python -m sluice_local` runs it
+
+    used = report.StatementUse(
+        "role:<stack>-WorkerRole/worker#ForwardToOut",
+        "ForwardToOut",
+        ["sqs:SendMessage"],
+        3,
+        {"sqs:SendMessage"},
+    )
+    logs = report.StatementUse(
+        "role:<stack>-WorkerRole/worker#WriteOwnLogs", "WriteOwnLogs", ["logs:PutLogEvents"]
+    )
+    stray = report.StatementUse("role:<stack>-WorkerRole/worker#Stray", "Stray", ["sqs:PurgeQueue"])
+    report.dump({u.key: u for u in (used, logs, stray)}, tmp_path / "run.json")
+    assert main(["iam-report", str(tmp_path / "run.json")]) == 1
+    said = capsys.readouterr().out
+    assert "1 of 3 Allow statements used" in said
+    assert "granted nothing: role:<stack>-WorkerRole/worker#WriteOwnLogs  — the Lambda service writes" in said
+    assert "granted nothing: role:<stack>-WorkerRole/worker#Stray  — NOT JUSTIFIED" in said
+    assert "1 statements granted nothing and are not justified" in said
