@@ -8,8 +8,10 @@ as a team's other roles would be, and check that SQS answers each as it does in 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -148,3 +150,45 @@ def test_the_mutation_run_at_smoke_size_refuses_the_scenario_without_a_statement
     assert mutant["killed"]
     assert "is not authorized to perform" in mutant["refused"]
     assert "statements taken out one at a time: 1 refused with AccessDenied, 0 not" in done.stdout
+
+
+def _cli_as(stack: Stack, who: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The operator CLI as ``who`` (the credentials `up` prints), against the session stack."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
+        **stack.credentials[who],
+        "AWS_ENDPOINT_URL": stack.endpoint,
+        "AWS_DEFAULT_REGION": stack.region,
+    }
+    stack_name = stack.outputs["DelayQueueUrl"].rsplit("/", 1)[-1].removesuffix("-delay")
+    command = [sys.executable, "-m", "sluice_cli", "--stack-name", stack_name, *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=120, check=False)
+
+
+def test_given_the_operator_credentials_when_the_cli_runs_the_runbook_then_iam_lets_every_step_through(
+    stack: Stack,
+) -> None:
+    # Given the operator (OperatorArns, the permissions docs/operations.md lists), the runbook's steps:
+    for args in (
+        ("--workload", "Orders", "dlq", "stats"),
+        ("poison", "list"),
+        ("--workload", "Orders", "breaker", "open", "--reason", "iam e2e"),
+        ("--workload", "Orders", "breaker", "close", "--reason", "iam e2e done"),
+    ):
+        done = _cli_as(stack, OPERATOR, *args)
+        assert done.returncode == 0, f"{args}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+        assert "AccessDenied" not in done.stdout + done.stderr
+    # and a redrive (it takes the workload's run lease: a scheduled run may hold it for a moment)
+    deadline = time.monotonic() + 90
+    while True:
+        done = _cli_as(stack, OPERATOR, "--workload", "Orders", "dlq", "redrive")
+        said = done.stdout + done.stderr
+        if done.returncode == 0 or "another" not in said or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert done.returncode == 0, said[-3000:]
+    assert "AccessDenied" not in said
+    # while the producer, not an operator, may not touch the breaker
+    refused = _cli_as(stack, PRODUCER, "--workload", "Orders", "breaker", "open", "--reason", "not mine")
+    assert refused.returncode != 0
+    assert "AccessDenied" in refused.stdout + refused.stderr  # it may not even read the stack

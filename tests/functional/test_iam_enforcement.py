@@ -225,3 +225,27 @@ def test_the_iam_report_command_lists_what_no_run_used_and_fails_on_what_is_not_
     assert "granted nothing: role:<stack>-WorkerRole/worker#WriteOwnLogs  — the Lambda service writes" in said
     assert "granted nothing: role:<stack>-WorkerRole/worker#Stray  — NOT JUSTIFIED" in said
     assert "1 statements granted nothing and are not justified" in said
+
+
+@pytest.mark.parametrize(
+    ("change", "refusal"),
+    [
+        (("Principal: {Service: lambda.amazonaws.com}", "Principal: {Service: states.amazonaws.com}"),
+         "cannot be assumed by lambda.amazonaws.com"),
+        (("      Policies:\n        - PolicyName: worker",
+          "      ManagedPolicyArns: [arn:aws:iam::123456789012:policy/nobody-made-me]\n"
+          "      Policies:\n        - PolicyName: worker"),
+         "Policy arn:aws:iam::123456789012:policy/nobody-made-me does not exist or is not attachable"),
+    ],
+    ids=["a role Lambda may not assume", "a managed policy that does not exist"],
+)  # fmt: skip
+def test_given_a_role_aws_would_refuse_when_deployed_then_the_stack_fails_as_in_aws(
+    project: Path, change: tuple[str, str], refusal: str
+) -> None:
+    from sluice_local.emulation.cloud import DeployError  # noqa: PLC0415
+
+    template = project / "template.yaml"
+    assert change[0] in template.read_text()
+    template.write_text(template.read_text().replace(*change))
+    with pytest.raises(DeployError, match=refusal):
+        LocalCloud(project, stack_name="iam-refused").start()

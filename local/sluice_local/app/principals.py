@@ -62,16 +62,18 @@ def _policies(who: Who, stack: str, account: str) -> dict[str, Any]:
             "Resource": secrets,
         },
     ]
-    if who == OPERATOR:
+    if who == OPERATOR:  # what docs/operations.md#permissions lists, scoped to the stack
         statements += [
             {
                 "Sid": "OperateTheStacksQueues",
                 "Effect": "Allow",
                 "Action": [
+                    "sqs:GetQueueAttributes",
                     "sqs:ReceiveMessage",
-                    "sqs:DeleteMessage",
                     "sqs:ChangeMessageVisibility",
-                    "sqs:ListQueues",
+                    "sqs:DeleteMessage",
+                    "sqs:PurgeQueue",
+                    "sqs:SendMessage",
                     "sqs:ListDeadLetterSourceQueues",
                     "sqs:StartMessageMoveTask",
                     "sqs:ListMessageMoveTasks",
@@ -81,6 +83,24 @@ def _policies(who: Who, stack: str, account: str) -> dict[str, Any]:
             },
             {"Sid": "ListQueues", "Effect": "Allow", "Action": "sqs:ListQueues", "Resource": "*"},
             {
+                "Sid": "ReadTheStack",
+                "Effect": "Allow",
+                "Action": ["cloudformation:DescribeStacks", "cloudformation:ListStackResources"],
+                "Resource": f"arn:aws:cloudformation:*:{account}:stack/{stack}*",
+            },
+            {
+                "Sid": "ReadTheRedriveSettings",
+                "Effect": "Allow",
+                "Action": "lambda:GetFunctionConfiguration",
+                "Resource": f"arn:aws:lambda:*:{account}:function:{stack}-*",
+            },
+            {
+                "Sid": "BreakerAndRunLease",
+                "Effect": "Allow",
+                "Action": ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
+                "Resource": f"arn:aws:dynamodb:*:{account}:table/{stack}-*",
+            },
+            {
                 "Sid": "RunTheRedrive",
                 "Effect": "Allow",
                 "Action": ["states:StartExecution", "states:DescribeExecution", "states:ListExecutions"],
@@ -88,18 +108,6 @@ def _policies(who: Who, stack: str, account: str) -> dict[str, Any]:
                     f"arn:aws:states:*:{account}:stateMachine:{stack}-*",
                     f"arn:aws:states:*:{account}:execution:{stack}-*",
                 ],
-            },
-            {
-                "Sid": "ReadTheStack",
-                "Effect": "Allow",
-                "Action": ["cloudformation:DescribeStacks", "cloudformation:ListStackResources"],
-                "Resource": f"arn:aws:cloudformation:*:{account}:stack/{stack}*",
-            },
-            {
-                "Sid": "ReadTheLedger",
-                "Effect": "Allow",
-                "Action": ["dynamodb:GetItem", "dynamodb:Query"],
-                "Resource": f"arn:aws:dynamodb:*:{account}:table/{stack}-*",
             },
         ]
     return {"Version": "2012-10-17", "Statement": statements}

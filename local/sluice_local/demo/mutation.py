@@ -36,7 +36,7 @@ class Baseline:
     ok: bool
     seconds: float
     statements: dict[str, list[str]] = field(default_factory=dict)
-    """Each statement that granted a call of the run → the actions it granted."""
+    """Each statement that granted a call of the run → what it granted: ``principal action resource``."""
     denied: list[str] = field(default_factory=list)
 
 
@@ -44,9 +44,10 @@ class Baseline:
 class Mutant:
     statement: str
     scenario: str
-    actions: list[str]
+    granted: list[str]
+    """What the statement granted in the baseline: ``principal action resource``."""
     refused: str = ""
-    """The AccessDenied the run got for one of the statement's actions ("" if none)."""
+    """The AccessDenied the run got for one of those requests ("" if none)."""
     scenario_failed: bool = False
     seconds: float = 0.0
 
@@ -102,12 +103,13 @@ def _one(name: str, without: str | None, log_dir: str) -> dict[str, Any]:
         grants: dict[str, set[str]] = {}
         for grant in cloud.iam.record.grants:
             for key in grant.statements:
-                grants.setdefault(key, set()).add(grant.action)
+                grants.setdefault(key, set()).add(f"{grant.principal} {grant.action} {grant.resource}")
         return {
             "ok": outcome.ok,
             "seconds": round(time.monotonic() - started, 1),
             "statements": {k: sorted(v) for k, v in grants.items()},
             "denied": [d.message for d in cloud.iam.record.denials],
+            "refusals": [f"{d.principal} {d.action} {d.resource}" for d in cloud.iam.record.denials],
         }
 
 
@@ -128,21 +130,21 @@ def mutate(runs: list[Baseline], workers: int, log_dir: Path, limit: int | None 
     """Each statement the baseline used, taken out, on the quickest scenario that used it."""
     chosen: dict[str, tuple[Baseline, list[str]]] = {}
     for run_ in sorted((r for r in runs if r.ok), key=lambda r: r.seconds):
-        for key, actions in run_.statements.items():
-            if not key.startswith(
-                "user:sluice-local-admin"
-            ):  # the administrator's "Allow *": not the stack's
-                chosen.setdefault(key, (run_, actions))
+        for key, granted in run_.statements.items():
+            if key.startswith("user:sluice-local-admin") or f"{STACK}-local-" in key:
+                continue  # the administrator's "Allow *", the harness's producer and operator: not stack's
+            chosen.setdefault(key, (run_, granted))
     keys = sorted(chosen)[:limit] if limit else sorted(chosen)
     with multiprocessing.get_context("spawn").Pool(workers) as pool:
         done = pool.starmap(_one, [(chosen[k][0].scenario, k, str(log_dir)) for k in keys])
     out = []
     for key, result in zip(keys, done, strict=True):
-        actions = chosen[key][1]
-        refused = next((m for m in result["denied"] if any(f"perform: {a} " in m for a in actions)), "")
-        out.append(
-            Mutant(key, chosen[key][0].scenario, actions, refused, not result["ok"], result["seconds"])
-        )
+        granted = set(chosen[key][1])
+        # killed: a request the statement granted in the baseline (its principal, action, resource) refused
+        pairs = zip(result["denied"], result["refusals"], strict=True)
+        refused = next((message for message, request in pairs if request in granted), "")
+        scenario = chosen[key][0].scenario
+        out.append(Mutant(key, scenario, sorted(granted), refused, not result["ok"], result["seconds"]))
     return out
 
 

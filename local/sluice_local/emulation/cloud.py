@@ -313,6 +313,8 @@ class LocalCloud:
             ],
             Capabilities=["CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND"],
         )
+        if refused := moto_adapter.refused_roles():  # CREATE_FAILED in AWS
+            raise DeployError(f"stack {self.stack_name} would fail in AWS: " + "; ".join(refused))
         stack = cfn.describe_stacks(StackName=self.stack_name)["Stacks"][0]
         if stack["StackStatus"] != "CREATE_COMPLETE":
             events = cfn.describe_stack_events(StackName=self.stack_name)["StackEvents"]
@@ -337,6 +339,24 @@ class LocalCloud:
             )
         )
         self._sync_state_machines()
+        self._check_trust()
+
+    def _check_trust(self) -> None:
+        """Lambda and Step Functions refuse a role whose trust policy does not let them assume it (the
+        create fails: "The role defined for the function cannot be assumed by Lambda")."""
+        refused = [
+            why
+            for host in self.functions.values()
+            if host.spec.role_arn
+            and (why := self.iam.trusts(host.spec.role_arn, "lambda.amazonaws.com", self.region))
+        ]
+        sfn = self.client("stepfunctions")
+        for machine in sfn.list_state_machines()["stateMachines"]:
+            role = sfn.describe_state_machine(stateMachineArn=machine["stateMachineArn"]).get("roleArn")
+            if role and (why := self.iam.trusts(role, "states.amazonaws.com", self.region)):
+                refused.append(why)
+        if refused and self.iam.mode == "enforce":
+            raise DeployError(f"stack {self.stack_name} would fail in AWS: " + "; ".join(refused))
 
     def _sync_state_machines(self) -> None:
         try:
@@ -414,11 +434,19 @@ class LocalCloud:
             log.error("delivery dropped: %s", denied)
         return denied is None
 
-    def _start_execution(self, arn: str, payload: str, role_arn: str | None = None) -> None:
+    def _start_execution(
+        self, arn: str, payload: str, role_arn: str | None = None, service: str = "events.amazonaws.com"
+    ) -> None:
         # EventBridge and schedules start executions with a generated name (moto would use "None"),
         # as the target's role
         name = str(uuid.uuid4())
-        with acting_as(Acting.role_session(role_arn, name) if role_arn else None):
+        if not role_arn:  # EventBridge needs a role to start an execution; it has none to act as
+            log.error("execution of %s not started: its target has no RoleArn", arn)
+            return
+        if why := self.iam.trusts(role_arn, service, self.region):
+            log.error("execution of %s not started: %s", arn, why)
+            return
+        with acting_as(Acting.role_session(role_arn, name)):
             try:
                 self.client("stepfunctions").start_execution(stateMachineArn=arn, input=payload, name=name)
             except Exception as exc:  # noqa: BLE001 - AccessDenied among them: the delivery fails, as in AWS
@@ -485,13 +513,16 @@ class LocalCloud:
 
         role = target.get("RoleArn")
 
-        def fire() -> None:  # EventBridge Scheduler calls the target as the schedule's role
+        def fire() -> None:  # EventBridge Scheduler calls the target as the schedule's role (required)
+            if not role or (why := self.iam.trusts(str(role), "scheduler.amazonaws.com", self.region)):
+                log.error("schedule target %s not called: %s", arn, "no RoleArn" if not role else why)
+                return
             if ":lambda:" in arn:
-                acting = Acting.role_session(str(role), "scheduler") if role else None
-                if acting is None or self._authorized(acting, "lambda", "InvokeFunction", arn):
+                acting = Acting.role_session(str(role), "scheduler")
+                if self._authorized(acting, "lambda", "InvokeFunction", arn):
                     self.invoke_async(arn, payload)
             elif ":states:" in arn:
-                self._start_execution(arn, json.dumps(payload), str(role) if role else None)
+                self._start_execution(arn, json.dumps(payload), str(role), "scheduler.amazonaws.com")
             else:
                 log.warning("schedule target %s is not emulated locally", arn)
 

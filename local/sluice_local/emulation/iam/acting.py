@@ -13,7 +13,7 @@ team's script) is known by its access key instead, as in AWS (see :mod:`.enforce
 from __future__ import annotations
 
 import contextvars
-import itertools
+import secrets
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -82,7 +82,6 @@ EMULATION = Acting(arn="sluice-local", principal_arn="sluice-local", account=Non
 _current: contextvars.ContextVar[Acting | None] = contextvars.ContextVar("sluice_local_acting", default=None)
 _tokens: dict[str, Acting] = {}
 _token_of: dict[Acting, str] = {}
-_counter = itertools.count(1)
 _lock = threading.Lock()
 
 
@@ -105,7 +104,7 @@ def token_for(principal: Acting) -> str:
     with _lock:
         token = _token_of.get(principal)
         if token is None:
-            token = str(next(_counter))
+            token = secrets.token_urlsafe(18)  # unguessable: a client outside the process cannot claim one
             _token_of[principal] = token
             _tokens[token] = principal
         return token

@@ -13,6 +13,8 @@ service", IAM User Guide). ``sts:GetCallerIdentity`` needs no permission: AWS ne
 
 from __future__ import annotations
 
+import dataclasses
+
 from .actions_base import Call, Handler, Req, pass_role, star
 
 __all__ = ["COMPUTE_HANDLERS", "function_arn"]
@@ -283,7 +285,11 @@ _XRAY: dict[str, Handler] = {
 
 _STS: dict[str, Handler] = {
     "GetCallerIdentity": lambda req: [],
-    "AssumeRole": _on_resource_arn("sts", "RoleArn"),
+    # the role's trust policy must let the caller in, as a key policy must (or trust the account, with
+    # an identity-based allow): IAM User Guide, "Policy evaluation logic", roles' trust policies
+    "AssumeRole": lambda req: [
+        dataclasses.replace(call, resource_required=True) for call in _on_resource_arn("sts", "RoleArn")(req)
+    ],
 }
 
 

@@ -108,19 +108,17 @@ class Enforcer:
 
     # --- who calls ------------------------------------------------------------------------------------
 
-    def principal(self, headers: Mapping[str, str]) -> Acting | None:
-        """The caller of an HTTP request (None: anonymous, the request is not signed)."""
+    def principal(self, headers: Mapping[str, str], key: str | None) -> Acting | None:
+        """The caller of a signed request: the in-process principal its header names, else who its
+        access key ``key`` belongs to; None for a key AWS would not know."""
         token = headers.get(PRINCIPAL_HEADER)
         if token:
             found = acting_for_token(token)
             if found is not None:
                 return found
-        key = _access_key(headers)
-        if key is None:
-            return None
-        return self._by_access_key(key)
+        return self._by_access_key(key) if key is not None else None
 
-    def _by_access_key(self, key: str) -> Acting:
+    def _by_access_key(self, key: str) -> Acting | None:
         if key == STAGING_ACCESS_KEY:
             return EMULATION
         from moto.iam.models import iam_backends  # noqa: PLC0415
@@ -132,16 +130,28 @@ class Enforcer:
         user = iam_backends[self.account]["global"].get_user_from_access_key_id(key)
         if user is not None:
             return Acting(arn=user.arn, principal_arn=user.arn, account=self.account, role_arn=user.arn)
-        return self.admin
+        if key in ADMIN_ACCESS_KEYS:
+            return self.admin
+        return None  # AWS knows no such key: InvalidClientTokenId
 
     # --- deciding ---------------------------------------------------------------------------------------
 
-    def decide(self, acting: Acting, call: actions.Call, region: str, *, record: bool = True) -> Decision:
+    def decide(
+        self,
+        acting: Acting,
+        call: actions.Call,
+        region: str,
+        *,
+        record: bool = True,
+        without: frozenset[str] | None = None,
+    ) -> Decision:
+        """``without``: statements to leave out of this decision alone (default: :attr:`without`)."""
         identity = [] if acting.role_arn is None else self.store.identity(acting.role_arn)
         resource = self.store.resource(call.resource) if call.resource != "*" else None
-        if self.without:
-            identity = [_without(p, self.without) for p in identity]
-            resource = _without(resource, self.without) if resource is not None else None
+        removed = self.without if without is None else without
+        if removed:
+            identity = [_without(p, removed) for p in identity]
+            resource = _without(resource, removed) if resource is not None else None
         context = {
             "aws:SecureTransport": "true",  # every SDK call in AWS is HTTPS; the local endpoint is not
             "aws:RequestedRegion": region,
@@ -159,12 +169,25 @@ class Enforcer:
         with self._lock:
             for policy in [*identity, *([resource] if resource is not None else [])]:
                 self.record.policies.setdefault(policy.source, policy)
-            label = _label(acting)
-            self.record.requests.setdefault((label, call.action, call.resource), (acting, (call, region)))
+            label, resource_name = _label(acting), _recorded(call.resource)
+            self.record.requests.setdefault((label, call.action, resource_name), (acting, (call, region)))
             if decision.allowed:
                 granted = tuple(sorted({statement_key(s) for s in decision.granted_by}))
-                self.record.grants[Grant(label, call.action, call.resource, granted)] += 1
+                self.record.grants[Grant(label, call.action, resource_name, granted)] += 1
         return decision
+
+    def trusts(self, role_arn: str, service: str, region: str) -> str | None:
+        """None when ``role_arn``'s trust policy lets ``service`` (``lambda.amazonaws.com``) assume it,
+        else why not: Lambda, Step Functions and the schedulers take on a role only then."""
+        if self.mode == "off":
+            return None
+        principal = Principal(arn=service, principal_arn=service, account=None, service=True)
+        trust = self.store.resource(role_arn)
+        request = Request(principal=principal, action="sts:AssumeRole", resource=role_arn, context={})
+        decision = evaluate(request, [], trust, resource_required=True)
+        if decision.allowed:
+            return None
+        return f"the role {role_arn} cannot be assumed by {service}: its trust policy does not allow it"
 
     def authorize(self, acting: Acting, calls: Iterable[actions.Call], region: str) -> str | None:
         """None when every call is allowed (or this runs in ``record`` mode), else AWS's message."""
@@ -179,7 +202,9 @@ class Enforcer:
                 f"{call.resource} {decision.reason}"
             )
             with self._lock:
-                self.record.denials.append(Denial(_label(acting), call.action, call.resource, message))
+                self.record.denials.append(
+                    Denial(_label(acting), call.action, _recorded(call.resource), message)
+                )
             log.warning("AccessDenied: %s", message)
             if self.mode == "enforce":
                 return message
@@ -187,7 +212,9 @@ class Enforcer:
 
     # --- the server hook ----------------------------------------------------------------------------------
 
-    def check(self, environ: dict[str, Any]) -> tuple[int, dict[str, str], bytes] | None:
+    def check(  # noqa: PLR0911 - one answer per way a request is refused
+        self, environ: dict[str, Any]
+    ) -> tuple[int, dict[str, str], bytes] | None:
         """The response that denies this WSGI request, None to let moto answer it."""
         if self.mode == "off":
             return None
@@ -198,15 +225,22 @@ class Enforcer:
         }
         if "CONTENT_TYPE" in environ:
             headers["content-type"] = str(environ["CONTENT_TYPE"])
-        acting = self.principal(headers)
+        path = str(environ.get("PATH_INFO", "/"))
+        query = str(environ.get("QUERY_STRING", ""))
+        scope = actions.credential_scope(headers, query)  # the Authorization header or a presigned URL
+        if scope is None:
+            if path.startswith("/moto-api"):
+                return None  # moto's own endpoints (not AWS's): the runtime's bookkeeping
+            message = "the request is not signed: an anonymous caller is not authorized (sluice local IAM)"
+            log.warning("AccessDenied: %s %s %s", environ.get("REQUEST_METHOD"), path, message)
+            return actions.access_denied("s3", headers, message)
+        key, _, region, service = scope
+        acting = self.principal(headers, key)
         if acting is None:
-            acting = Acting(arn="anonymous", principal_arn="*", account=None)
+            log.warning("InvalidClientTokenId: access key %s is not one of the embedded AWS's", key)
+            return _invalid_token(service, headers)
         if acting.exempt:
             return None
-        scope = _credential_scope(headers)
-        if scope is None:
-            return None  # not an AWS API request (moto's dashboard, a presigned URL's reader)
-        region, service = scope
         body = b""
         if service != "s3":  # an object's body is not needed to authorize; S3 streams it
             length = int(environ.get("CONTENT_LENGTH") or 0)
@@ -220,7 +254,7 @@ class Enforcer:
                 str(
                     environ.get("RAW_URI") or environ.get("REQUEST_URI") or environ.get("PATH_INFO", "/")
                 ).split("?", 1)[0],
-                str(environ.get("QUERY_STRING", "")),
+                query,
                 headers,
                 body,
                 region=region,
@@ -291,6 +325,16 @@ def _without(policy: Policy, removed: frozenset[str]) -> Policy:
     return dataclasses.replace(policy, statements=kept)
 
 
+def _recorded(resource: str) -> str:
+    """The resource as the record keeps it: an S3 object as its bucket's objects, a Step Functions
+    execution as its state machine's, so that a long run's record stays the size of the stack."""
+    if resource.startswith("arn:aws:s3:::") and "/" in resource:
+        return resource.split("/", 1)[0] + "/*"
+    if ":states:" in resource and ":execution:" in resource:
+        return resource.rsplit(":", 1)[0] + ":*"
+    return resource
+
+
 def _label(acting: Acting) -> str:
     if acting.role_arn and ":role/" in acting.role_arn:
         return f"role:{stable_name(acting.role_arn.rsplit('/', 1)[-1])}"
@@ -299,24 +343,22 @@ def _label(acting: Acting) -> str:
     return acting.principal_arn
 
 
-def _access_key(headers: Mapping[str, str]) -> str | None:
-    authorization = headers.get("authorization", "")
-    marker = "Credential="
-    if marker in authorization:
-        return authorization.split(marker, 1)[1].split("/", 1)[0]
-    return None
+ADMIN_ACCESS_KEYS = frozenset({"testing"})
+"""The runtime's default credentials: the administrator who deployed the stack (:data:`ADMIN_ARN`).
+moto's Step Functions clients sign with ``ak``, which names nobody: their calls carry their execution's
+principal in the header, and one that lost it is refused (InvalidClientTokenId) rather than trusted."""
 
 
-def _credential_scope(headers: Mapping[str, str]) -> tuple[str, str] | None:
-    """(region, service) of a SigV4-signed request."""
-    authorization = headers.get("authorization", "")
-    marker = "Credential="
-    if marker not in authorization:
-        return None
-    parts = authorization.split(marker, 1)[1].split(",", 1)[0].split("/")
-    if len(parts) < 5:
-        return None
-    return parts[2], parts[3]
+def _invalid_token(service: str, headers: Mapping[str, str]) -> tuple[int, dict[str, str], bytes]:
+    status, response_headers, body = actions.access_denied(
+        service, headers, "The security token included in the request is invalid."
+    )
+    for old, new in (
+        (b"AccessDeniedException", b"InvalidClientTokenId"),
+        (b"AccessDenied", b"InvalidClientTokenId"),
+    ):
+        body = body.replace(old, new)
+    return status, {**response_headers, "x-amzn-ErrorType": "InvalidClientTokenId"}, body
 
 
 # --- installing ----------------------------------------------------------------------------------------

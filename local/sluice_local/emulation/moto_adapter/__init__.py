@@ -68,6 +68,7 @@ from sluice_local.emulation.moto_adapter.cfn_policies import (
     MANAGED_ARNS,
     install_cloudformation_policies,
     install_role_managed_policies,
+    refused_roles,
 )
 from sluice_local.emulation.moto_adapter.cfn_secrets import install_cloudformation_secrets
 from sluice_local.emulation.moto_adapter.dead_letter import DEAD_LETTER_SOURCE, install_dead_letter_sources
@@ -132,6 +133,7 @@ __all__ = [
     "not_created",
     "problems",
     "queue_metric",
+    "refused_roles",
     "reset",
     "start_server",
     "wait_while_empty",

@@ -13,7 +13,13 @@ from typing import Any
 
 from sluice_local.emulation.moto_adapter.attributes import CFN_RESOURCE_CLASS, ROLE_FROM_CFN, Undo, replace
 
-__all__ = ["MANAGED_ARNS", "POLICY_TYPES", "install_cloudformation_policies", "install_role_managed_policies"]
+__all__ = [
+    "MANAGED_ARNS",
+    "POLICY_TYPES",
+    "install_cloudformation_policies",
+    "install_role_managed_policies",
+    "refused_roles",
+]
 
 
 def _document(props: dict[str, Any]) -> str:
@@ -141,6 +147,18 @@ def install_cloudformation_policies() -> Undo:
     return replace(parsing, "resource_class_from_type", resource_class_from_type)
 
 
+REFUSED: list[str] = []
+"""Roles whose create CloudFormation would fail (a managed policy that cannot be attached): moto
+creates them anyway, and the runtime fails the deploy with these (:func:`refused_roles`)."""
+
+
+def refused_roles() -> list[str]:
+    """The refusals since the last call."""
+    found = list(REFUSED)
+    REFUSED.clear()
+    return found
+
+
 MANAGED_ARNS = "_sluice_managed_policy_arns"
 """The attribute of a moto role holding its template's ``ManagedPolicyArns`` (moto's CloudFormation
 drops them: it attaches nothing, and holds no AWS managed policy unless told to load them all)."""
@@ -162,9 +180,31 @@ def install_role_managed_policies() -> Undo:
         region_name: str,
         **kwargs: Any,
     ) -> Any:
+        arns = [
+            str(arn)
+            for arn in (cloudformation_json.get("Properties") or {}).get("ManagedPolicyArns") or []
+            if arn
+        ]
+        for arn in arns:  # IAM refuses to attach a policy that does not exist: the role's create fails
+            if not _attachable(arn, account_id):
+                REFUSED.append(f"{resource_name}: Policy {arn} does not exist or is not attachable.")
         role = original(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
-        arns = (cloudformation_json.get("Properties") or {}).get("ManagedPolicyArns") or []
-        setattr(role, MANAGED_ARNS, [str(arn) for arn in arns if arn])
+        setattr(role, MANAGED_ARNS, arns)
         return role
 
     return replace(role_class, "create_from_cloudformation_json", classmethod(create))
+
+
+def _attachable(arn: str, account: str) -> bool:
+    """An AWS managed policy moto knows of, or a policy of the account."""
+    if ":iam::aws:policy/" in arn:
+        from moto.iam.aws_managed_policies import aws_managed_policies_data  # noqa: PLC0415
+
+        return f'"{arn.rsplit("/", 1)[-1]}"' in aws_managed_policies_data
+    from moto.iam.models import iam_backends  # noqa: PLC0415
+
+    try:
+        iam_backends[account]["global"].get_policy(arn)
+    except Exception:  # noqa: BLE001 - moto's NoSuchEntity
+        return False
+    return True
