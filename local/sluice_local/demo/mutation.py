@@ -139,12 +139,12 @@ def mutate(runs: list[Baseline], workers: int, log_dir: Path, limit: int | None 
         done = pool.starmap(_one, [(chosen[k][0].scenario, k, str(log_dir)) for k in keys])
     out = []
     for key, result in zip(keys, done, strict=True):
-        granted = set(chosen[key][1])
+        requests = set(chosen[key][1])
         # killed: a request the statement granted in the baseline (its principal, action, resource) refused
         pairs = zip(result["denied"], result["refusals"], strict=True)
-        refused = next((message for message, request in pairs if request in granted), "")
+        refused = next((message for message, request in pairs if request in requests), "")
         scenario = chosen[key][0].scenario
-        out.append(Mutant(key, scenario, sorted(granted), refused, not result["ok"], result["seconds"]))
+        out.append(Mutant(key, scenario, sorted(requests), refused, not result["ok"], result["seconds"]))
     return out
 
 

@@ -265,12 +265,12 @@ class Enforcer:
             unmapped = f"the local runtime cannot authorize {exc}: it is not mapped to IAM actions"
             log.error("%s (sluice_local/emulation/iam/actions.py)", unmapped)  # noqa: TRY400 - no traceback
             return actions.access_denied(service, headers, unmapped)
-        message = self.authorize(acting, asked, region)
-        if message is None and service == "s3":
-            message = self._missing_object(acting, asked, region)
-        if message is None:
+        refusal = self.authorize(acting, asked, region)
+        if refusal is None and service == "s3":
+            refusal = self._missing_object(acting, asked, region)
+        if refusal is None:
             return None
-        return actions.access_denied(service, headers, message)
+        return actions.access_denied(service, headers, refusal)
 
     def _missing_object(self, acting: Acting, asked: list[actions.Call], region: str) -> str | None:
         """S3 answers a read of a missing object with 404 only to a caller allowed ``s3:ListBucket`` on
