@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import multiprocessing
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -54,6 +55,16 @@ class Mutant:
     @property
     def killed(self) -> bool:
         return bool(self.refused)
+
+
+_GENERATED = re.compile(r"-[A-Za-z0-9]{12,13}(?=$|[/:])")
+_KEY_ID = re.compile(r"key/[0-9a-f-]{36}")
+
+
+def _general(request: str) -> str:
+    """A request as every deploy of the stack makes it: the random parts of generated names (a role's
+    or a bucket's suffix, a key's id) left out, so a baseline's request and a mutant's compare."""
+    return _GENERATED.sub("", _KEY_ID.sub("key/*", request))
 
 
 def _scenarios(params: dict[str, str], jobs: bool) -> list[Any]:
@@ -139,10 +150,10 @@ def mutate(runs: list[Baseline], workers: int, log_dir: Path, limit: int | None 
         done = pool.starmap(_one, [(chosen[k][0].scenario, k, str(log_dir)) for k in keys])
     out = []
     for key, result in zip(keys, done, strict=True):
-        requests = set(chosen[key][1])
+        requests = {_general(r) for r in chosen[key][1]}
         # killed: a request the statement granted in the baseline (its principal, action, resource) refused
         pairs = zip(result["denied"], result["refusals"], strict=True)
-        refused = next((message for message, request in pairs if request in requests), "")
+        refused = next((message for message, request in pairs if _general(request) in requests), "")
         scenario = chosen[key][0].scenario
         out.append(Mutant(key, scenario, sorted(requests), refused, not result["ok"], result["seconds"]))
     return out
