@@ -1034,3 +1034,163 @@ def test_an_exception_whose_message_cannot_be_read_is_still_recorded(pg_url, job
     job = store.get(job_id)
     assert job is not None
     assert job.errors[0]["error"] == "WeirdError: <WeirdError whose message cannot be read>"
+
+
+# --- overlapping maintenance runs (the reaper and the sweeper have no reserved concurrency) -----------
+
+
+def _claimed_jobs(store: JobStore, n: int) -> list[uuid.UUID]:
+    job_ids = [store.create("charge").id for _ in range(n)]
+    for job_id in job_ids:
+        store.claim(job_id)
+    return job_ids
+
+
+def _due_jobs(store: JobStore, n: int) -> list[uuid.UUID]:
+    job_ids = [store.create("charge").id for _ in range(n)]
+    for job_id in job_ids:
+        store.fail(store.claim(job_id), "boom", retry_in=0)
+    return job_ids
+
+
+ORPHAN_AGE = 60.0
+"""The sweeps' orphan age in these tests: a row taken is touched (its age restarts), so no later run
+takes it again within a minute (an age of 0 would make it an orphan again at once, by definition)."""
+
+
+def _orphan_jobs(url: str, schema: str, store: JobStore, n: int) -> list[uuid.UUID]:
+    job_ids = [store.create("k").id for _ in range(n)]
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("UPDATE {} SET updated_at = now() - interval '1 hour' WHERE id = ANY(%s)").format(
+                table(schema)
+            ),
+            (job_ids,),
+        )
+    return job_ids
+
+
+def test_a_reaper_overlapping_another_between_its_read_and_its_update_takes_none_of_its_jobs(
+    pg_url, jobs_schema
+):
+    # Given 6 claims past their lease
+    store = store_for(pg_url, jobs_schema)
+    job_ids = _claimed_jobs(store, 6)
+    first, second = (
+        store_for(pg_url, jobs_schema, worker="reaper-1"),
+        store_for(pg_url, jobs_schema, worker="reaper-2"),
+    )
+    reaped_by_second: list[Reaped] = []
+    # When a second reaper reads and reaps them all between the first one's read and its update
+    reaped_by_first = first.reap(0, between=lambda read: reaped_by_second.append(second.reap(0)))
+    # Then the second took every job, the first none (its update is fenced on the token it read)
+    assert sorted(reaped_by_second[0].pending) == sorted(job_ids)
+    assert reaped_by_first == Reaped()
+    for job_id in job_ids:
+        job = store.get(job_id)
+        assert job is not None
+        assert (job.status, len(job.errors)) == ("pending", 1)
+
+
+def test_a_reaper_waiting_on_another_reapers_update_in_flight_takes_none_of_its_jobs(pg_url, jobs_schema):
+    # Given 4 claims past their lease, and another reaper's update of them in flight (its transaction
+    # holds the rows)
+    store = store_for(pg_url, jobs_schema)
+    job_ids = _claimed_jobs(store, 4)
+    tokens = [store.get(job_id).claim_token for job_id in job_ids]  # type: ignore[union-attr]
+    name = f"reaper-{uuid.uuid4().hex[:8]}"
+    reaper = store_for(pg_url, jobs_schema, worker=name)
+    reaped: list[Reaped] = []
+    with psycopg.connect(pg_url) as other:
+        params = {"ids": job_ids, "tokens": tokens, "lease": 0.0}
+        assert len(other.execute(store._sql["reap"], params).fetchall()) == 4
+        # When this reaper reads the same claims and its update reaches the rows, it waits; then the
+        # other one commits
+        thread = threading.Thread(target=lambda: reaped.append(reaper.reap(lease_seconds=0)), daemon=True)
+        thread.start()
+        _wait_until_blocked(pg_url, name, thread, reaped)
+        other.commit()
+    thread.join(JOIN_SECONDS)
+    # Then it re-checked each row (the token it read is gone) and took none
+    assert reaped == [Reaped()]
+    for job_id in job_ids:
+        job = store.get(job_id)
+        assert job is not None
+        assert (job.status, len(job.errors)) == ("pending", 1)
+
+
+_SWEPT = {
+    # what each sweep statement writes to a row it takes (statements.py), for a run held in flight
+    "due_for_retry": sql.SQL(
+        "status = 'pending', next_attempt_at = NULL, updated_at = now(), claimed_at = NULL"
+    ),
+    "orphans": sql.SQL("updated_at = now()"),
+}
+
+
+@pytest.mark.parametrize("statement", ["due_for_retry", "orphans"])
+def test_a_sweeper_beside_another_sweepers_run_in_flight_skips_its_rows_without_waiting(
+    pg_url, jobs_schema, statement
+):
+    # Given 12 rows due (error rows past their retry time, or pending rows nobody touched for an hour)
+    store = store_for(pg_url, jobs_schema)
+    if statement == "due_for_retry":
+        job_ids = _due_jobs(store, 12)
+    else:
+        job_ids = _orphan_jobs(pg_url, jobs_schema, store, 12)
+    held = job_ids[:5]
+    sweeper = store_for(pg_url, jobs_schema, worker="sweeper-2")
+
+    def sweep() -> list[uuid.UUID]:
+        return ids(sweeper.due_for_retry() if statement == "due_for_retry" else sweeper.orphans(ORPHAN_AGE))
+
+    taken: list[list[uuid.UUID]] = []
+    with psycopg.connect(pg_url) as other:
+        # And another sweeper's run in flight that has taken 5 of them (its transaction holds the rows)
+        update = sql.SQL("UPDATE {} SET {} WHERE id = ANY(%s)").format(table(jobs_schema), _SWEPT[statement])
+        other.execute(update, (held,))
+        # When this sweeper runs meanwhile, Then it takes the 7 others at once (not waiting on the 5)
+        thread = threading.Thread(target=lambda: taken.append(sweep()), daemon=True)
+        thread.start()
+        thread.join(JOIN_SECONDS)
+        assert not thread.is_alive(), "the sweeper waited on the rows another sweeper holds"
+        other.commit()
+    assert sorted(taken[0]) == sorted(job_ids[5:])
+    # And once the other has committed, its 5 are no longer due: nobody takes them again
+    assert sweep() == []
+
+
+@pytest.mark.parametrize("step", ["reap", "due_for_retry", "orphans"])
+def test_8_overlapping_maintenance_runs_take_every_job_exactly_once(pg_url, jobs_schema, step):
+    # Given 40 jobs due for the step (claims past their lease, due retries, orphans)
+    store = store_for(pg_url, jobs_schema)
+    if step == "reap":
+        job_ids = _claimed_jobs(store, 40)
+    elif step == "due_for_retry":
+        job_ids = _due_jobs(store, 40)
+    else:
+        job_ids = _orphan_jobs(pg_url, jobs_schema, store, 40)
+    start = threading.Barrier(8, timeout=JOIN_SECONDS)
+    taken: list[uuid.UUID] = []
+    lock = threading.Lock()
+
+    # When 8 runs start at once, each taking 3 at a time until nothing is left
+    def run(i: int) -> None:
+        runner = store_for(pg_url, jobs_schema, worker=f"m{i}")
+        runner.get(job_ids[0])  # connected before the start line
+        start.wait()
+        while True:
+            if step == "reap":
+                got = runner.reap(0, limit=3).pending
+            elif step == "due_for_retry":
+                got = ids(runner.due_for_retry(limit=3))
+            else:
+                got = ids(runner.orphans(ORPHAN_AGE, limit=3))
+            with lock:
+                taken.extend(got)
+            if not got:
+                return
+
+    run_threads(8, run)
+    # Then every job was taken by exactly one run
+    assert Counter(taken) == Counter(job_ids)

@@ -20,7 +20,7 @@ from moto import mock_aws
 
 from sluice.logevents import LogEvent
 from sluice.redrive.breaker import Breaker
-from sluice.redrive.lease import LEASE_SECONDS, SKEW_MARGIN_SECONDS, HeldLease, RunLease
+from sluice.redrive.lease import LEASE_SECONDS, MAX_STRETCH_SECONDS, SKEW_MARGIN_SECONDS, HeldLease, RunLease
 from sluice.redrive.runner import Redriver, RedriveReport
 from sluice.redrive.settings import RedriveSettings
 from tests.conftest import TEST_SEAL
@@ -235,3 +235,32 @@ def test_given_a_run_that_crashed_holding_the_lease_then_the_next_run_takes_it_a
     late = Run(stack, sim, rate=10, skew=LEASE_SECONDS + SKEW_MARGIN_SECONDS + 1)
     [report] = sim.run([(0.0, late.task("backstop 2"))])
     assert (report.stopped, report.redriven) == ("drained", 5)
+
+
+def test_given_a_slow_velocity_when_a_run_waits_long_between_batches_then_its_lease_stays_live_and_plausible(
+    stack,
+) -> None:
+    # Given 3 dead letters re-driven at one per 100 s: each pacing wait is longer than a renewal covers
+    stack.dead_letter(3)
+    sim = Simulation()
+    first, second = Run(stack, sim, rate=0.01), Run(stack, sim, rate=0.01)
+    expiries: list[float] = []
+    real_update = stack.ddb.update_item
+
+    def recording_update(**kwargs: Any) -> Any:
+        values = kwargs.get("ExpressionAttributeValues", {})
+        if "renewed_at" in kwargs.get("UpdateExpression", "") and ":expires" in values:
+            expiries.append(float(values[":expires"]["N"]) - float(values[":now"]["N"]))
+        return real_update(**kwargs)
+
+    stack.ddb.update_item = recording_update
+    # When a second run starts deep inside the first one's first 100 s wait (and again in the second)
+    reports = sim.run(
+        [(0.0, first.task("slow run")), (80.0, second.task("backstop")), (170.0, second.task("backstop 2"))]
+    )
+    # Then it is refused both times: the wait was slept in pieces, the lease kept before each
+    assert [r.stopped for r in reports] == ["drained", "another_run", "another_run"]
+    assert reports[0].redriven == 3
+    # And no take or renewal wrote an expiry further ahead than a holder may (a taker would steal it)
+    assert expiries
+    assert max(expiries) <= MAX_STRETCH_SECONDS + LEASE_SECONDS

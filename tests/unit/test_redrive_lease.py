@@ -12,7 +12,16 @@ import pytest
 from moto import mock_aws
 
 from sluice.redrive.breaker import Breaker, BreakerState
-from sluice.redrive.lease import LEASE_SECONDS, SKEW_MARGIN_SECONDS, HeldLease, Refusal, RunLease, lease_key
+from sluice.redrive.lease import (
+    LEASE_SECONDS,
+    MAX_AHEAD_SECONDS,
+    MAX_STRETCH_SECONDS,
+    SKEW_MARGIN_SECONDS,
+    HeldLease,
+    Refusal,
+    RunLease,
+    lease_key,
+)
 from sluice.redrive.settings import BreakerSettings
 
 if TYPE_CHECKING:
@@ -172,15 +181,29 @@ def test_given_a_held_lease_when_half_of_it_is_used_then_keeping_it_renews_it(dd
     assert float(item(ddb)["expires"]["N"]) == pytest.approx(expected)
 
 
-def test_given_a_long_pacing_wait_when_kept_then_the_lease_covers_the_wait_and_a_batch_after_it(ddb) -> None:
-    # Given a run at a low velocity: 100 s between batches
+def test_given_the_longest_stretch_when_kept_then_the_lease_covers_it_and_a_batch_after_it(ddb) -> None:
+    # Given a run about to sleep the longest piece of a pacing wait and long-poll (30 s in all)
     clock = Clock()
     run = held(lease(ddb, clock).acquire())
-    # When it keeps the lease before waiting 100 s (and a 2 s long poll)
-    assert run.keep(102)
-    # Then after the wait at least half the lease is left for the batch
+    # When it keeps the lease for that stretch
+    assert run.keep(MAX_STRETCH_SECONDS)
+    # Then after the stretch at least half the lease is left for the batch
     assert run.expires is not None
-    assert run.expires - (clock.now + 102) >= LEASE_SECONDS / 2
+    assert run.expires - (clock.now + MAX_STRETCH_SECONDS) >= LEASE_SECONDS / 2
+
+
+def test_given_a_stretch_longer_than_a_lease_covers_then_it_is_refused_before_any_write(ddb) -> None:
+    # Given a run holding the lease (a longer wait is slept in pieces by the runner)
+    counting = CountingDynamoDB(ddb)
+    clock = Clock()
+    leases = RunLease(cast("DynamoDBClient", counting), TABLE, name="Orders", clock=clock)
+    run = held(leases.acquire())
+    # When asked to cover 100 s at once, Then it refuses: that expiry would look like a clock far ahead
+    with pytest.raises(ValueError, match="stretch"):
+        run.keep(100)
+    with pytest.raises(ValueError, match="stretch"):
+        leases.acquire(seconds=MAX_STRETCH_SECONDS + 1)
+    assert counting.updates == 1  # the first take only
 
 
 def test_given_a_run_held_for_the_functions_whole_timeout_then_renewing_keeps_every_other_run_out(
@@ -232,6 +255,64 @@ def test_given_clocks_apart_by_less_than_the_margin_then_a_lease_is_never_held_b
         refused(lease(ddb, taker_clock).acquire("taker"))
         holder_clock.advance(1)
         taker_clock.advance(1)
+
+
+def test_given_a_lease_written_by_a_clock_far_ahead_and_abandoned_then_a_correct_clock_takes_it_at_once(
+    ddb,
+) -> None:
+    # Given an operator's run whose clock is an hour ahead: it took the lease, renewed it over its longest
+    # stretch, and was then killed (a laptop shut), leaving an expiry an hour and a minute away
+    laptop = Clock(T0 + 3600)
+    abandoned = held(lease(ddb, laptop).acquire("sluice dlq redrive by op@laptop"))
+    laptop.advance(LEASE_SECONDS / 2 + 1)
+    assert abandoned.keep(MAX_STRETCH_SECONDS)
+    # When the next Lambda run comes a second later by a correct clock
+    clock = Clock(T0 + LEASE_SECONDS / 2 + 2)
+    successor = held(lease(ddb, clock).acquire("redriver (schedule)"))
+    # Then it takes the lease over at once (the expiry is later than any holder may write), not an hour on
+    assert item(ddb)["owner"]["S"] == successor.token
+    assert float(item(ddb)["expires"]["N"]) == pytest.approx(clock.now + LEASE_SECONDS)
+    # And the next correct-clock run is refused: the successor's lease is live and plausible
+    clock.advance(1)
+    refused(lease(ddb, clock).acquire("redriver (alarm)"))
+
+
+@pytest.mark.parametrize("ahead", [0.0, SKEW_MARGIN_SECONDS - 1])
+def test_given_a_legitimately_long_renewal_then_it_is_never_taken_over_while_live(ddb, ahead) -> None:
+    # Given a holder (its clock `ahead` of the taker's, within the margin) that renewed over the longest
+    # stretch a renewal covers: the latest expiry a holder may write
+    holder_clock = Clock(T0 + ahead)
+    taker_clock = Clock()
+    run = held(lease(ddb, holder_clock).acquire("slow velocity run"))
+    holder_clock.advance(LEASE_SECONDS / 2 + 1)
+    taker_clock.advance(LEASE_SECONDS / 2 + 1)
+    assert run.keep(MAX_STRETCH_SECONDS)
+    assert run.expires == pytest.approx(holder_clock.now + MAX_STRETCH_SECONDS + LEASE_SECONDS)
+    # When another run tries at every second until the holder's own clock says the lease has expired
+    while holder_clock.now < run.expires:
+        # Then it is refused every time: a long renewal is not mistaken for a clock far ahead
+        refused(lease(ddb, taker_clock).acquire("backstop"))
+        holder_clock.advance(1)
+        taker_clock.advance(1)
+    assert item(ddb)["owner"]["S"] == run.token
+
+
+def test_given_stored_expiries_around_the_plausible_limit_then_only_the_one_beyond_it_is_taken(ddb) -> None:
+    # Given a lease item owned by someone else, its expiry just within, then just beyond, now + MAX_AHEAD
+    clock = Clock()
+    assert MAX_AHEAD_SECONDS == MAX_STRETCH_SECONDS + LEASE_SECONDS + SKEW_MARGIN_SECONDS
+    for offset, taken in ((MAX_AHEAD_SECONDS - 0.5, False), (MAX_AHEAD_SECONDS + 0.5, True)):
+        ddb.put_item(
+            TableName=TABLE,
+            Item={
+                "id": {"S": lease_key("Orders")},
+                "owner": {"S": "someone"},
+                "holder": {"S": "someone"},
+                "expires": {"N": str(clock.now + offset)},
+            },
+        )
+        # When a run tries, Then it takes it only when the expiry is beyond the limit
+        assert isinstance(lease(ddb, clock).acquire("taker"), HeldLease) is taken
 
 
 def test_given_a_run_that_stalled_past_its_lease_when_taken_over_then_it_stops_at_its_next_keep(ddb) -> None:
@@ -303,3 +384,5 @@ def test_given_bad_durations_then_the_lease_refuses_them(ddb) -> None:
         RunLease(ddb, TABLE, duration=0)
     with pytest.raises(ValueError, match="margin"):
         RunLease(ddb, TABLE, margin=-1)
+    with pytest.raises(ValueError, match="max_stretch"):
+        RunLease(ddb, TABLE, max_stretch=-1)

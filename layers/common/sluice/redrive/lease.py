@@ -12,15 +12,23 @@ seconds by the holder's clock; ``holder``, who (for people); ``acquired_at``, ``
 change is one conditional ``UpdateItem``, which DynamoDB applies atomically:
 
 - **take** when there is no owner, or the stored expiry is older than the taker's now minus
-  :data:`SKEW_MARGIN_SECONDS` (the holder crashed or timed out), or the owner is this run already (a
-  retried request whose first attempt took effect);
+  :data:`SKEW_MARGIN_SECONDS` (the holder crashed or timed out), or it is later than the taker's now
+  plus :data:`MAX_AHEAD_SECONDS` (no holder whose clock is within the margin of the taker's can have
+  written it: a clock far ahead wrote it), or the owner is this run already (a retried request whose
+  first attempt took effect);
 - **renew** while the owner is this run: before each batch, when less than half a
   :data:`LEASE_SECONDS` would be left after the stretch ahead (the pacing wait and the long poll), the
-  expiry moves to now + that stretch + :data:`LEASE_SECONDS`. So a batch starts with at least 15 s of
-  lease left for its sends and deletes, and a run lives as long as Lambda lets it (its Timeout) by
-  renewing; it never needs a lease as long as the Timeout, and a crashed run blocks the next one for
-  at most about :data:`LEASE_SECONDS` + :data:`SKEW_MARGIN_SECONDS` (the DLQ messages it held come
-  back after the receive's 60 s visibility anyway);
+  expiry moves to now + that stretch + :data:`LEASE_SECONDS`. A stretch is at most
+  :data:`MAX_STRETCH_SECONDS` (the long poll, at most 20 s, and a piece of the pacing wait: the runner
+  sleeps a longer wait in pieces, keeping the lease before each). So a batch starts with at least 15 s
+  of lease left for its sends and deletes, a run lives as long as Lambda lets it (its Timeout) by
+  renewing, and no holder writes an expiry more than :data:`MAX_STRETCH_SECONDS` +
+  :data:`LEASE_SECONDS` past its own now. A crashed run blocks the next one for at most its last
+  stretch + :data:`LEASE_SECONDS` + :data:`SKEW_MARGIN_SECONDS` after its last renewal (42 s at the
+  defaults' 2 s long poll and a sub-second pacing wait; 70 s at most), and a crashed holder whose
+  clock ran ahead for at most :data:`MAX_AHEAD_SECONDS` + :data:`SKEW_MARGIN_SECONDS` (80 s)
+  however far ahead it ran (the DLQ messages it held come back after the receive's 60 s visibility
+  anyway);
 - **release** at the run's end, while the owner is this run (a run that lost its lease leaves it).
 
 Clocks. DynamoDB has no clock of its own in a condition, so the expiry is the holder's clock and the
@@ -34,9 +42,13 @@ taker watch the item for a whole lease before taking it: a second run would wait
 at once.)
 
 What the lease does not cover: a holder stalled within one batch for longer than its lease (a hung
-request), or clocks further apart than the margin, lets another run take over. The stalled or
-mis-clocked run then fails its next renewal (the owner is no longer it) and stops (``stopped:
-"lease_lost"``): two runs overlap by at most one renewal interval, never for long.
+request), or clocks further apart than the margin, lets another run take over. The run that lost it
+fails its next renewal (the owner is no longer it) and stops (``stopped: "lease_lost"``). Until then
+the two overlap: a stalled run only finishes the batch it holds (at most 10 messages; it receives no
+more), so that overlap lasts as long as the rest of the stalled batch, which nothing but the function's
+Timeout bounds; a mis-clocked run that still believes its lease live goes on until its next renewal's
+write, at most ``LEASE_SECONDS / 2`` + :data:`MAX_STRETCH_SECONDS` (45 s) after its previous one, plus
+the batch in flight.
 """
 
 from __future__ import annotations
@@ -55,12 +67,26 @@ if TYPE_CHECKING:
 
     from sluice.redrive.settings import BreakerSettings
 
-__all__ = ["LEASE_SECONDS", "SKEW_MARGIN_SECONDS", "HeldLease", "Refusal", "RunLease", "lease_key"]
+__all__ = [
+    "LEASE_SECONDS",
+    "MAX_AHEAD_SECONDS",
+    "MAX_STRETCH_SECONDS",
+    "SKEW_MARGIN_SECONDS",
+    "HeldLease",
+    "Refusal",
+    "RunLease",
+    "lease_key",
+]
 
 LEASE_SECONDS = 30.0
 """How long a lease lasts beyond the stretch a renewal covers; renewed when less than half is left."""
 SKEW_MARGIN_SECONDS = 10.0
 """How far past its expiry (by the taker's clock) a lease must be before another run takes it over."""
+MAX_STRETCH_SECONDS = 30.0
+"""The longest stretch a take or renewal covers beyond its now (the long poll, at most 20 s, and a piece
+of the pacing wait): ``acquire`` and ``keep`` refuse a longer one."""
+MAX_AHEAD_SECONDS = MAX_STRETCH_SECONDS + LEASE_SECONDS + SKEW_MARGIN_SECONDS
+"""A stored expiry later than the taker's now plus this was written by a clock far ahead: taken over."""
 KEY_SUFFIX = "#lease"
 MAX_HOLDER = 200
 
@@ -91,16 +117,21 @@ class RunLease:
         name: str = DEFAULT_NAME,
         duration: float = LEASE_SECONDS,
         margin: float = SKEW_MARGIN_SECONDS,
+        max_stretch: float = MAX_STRETCH_SECONDS,
         clock: Callable[[], float] = time.time,
         token: Callable[[], str] = lambda: uuid.uuid4().hex,
     ) -> None:
-        if duration <= 0 or margin < 0:
-            raise ValueError(f"need duration > 0 and margin >= 0, got {duration=} {margin=}")
+        if duration <= 0 or margin < 0 or max_stretch < 0:
+            raise ValueError(
+                "need duration > 0, margin >= 0 and max_stretch >= 0, "
+                f"got {duration=} {margin=} {max_stretch=}"
+            )
         self._db = dynamodb
         self._table = table
         self._key = {"id": {"S": lease_key(name)}}
         self.duration = duration
         self.margin = margin
+        self.max_stretch = max_stretch
         self._clock = clock
         self._token = token
 
@@ -110,6 +141,7 @@ class RunLease:
 
     def acquire(self, holder: str = "", *, seconds: float = 0.0) -> HeldLease | Refusal:
         """Take the lease for a new run, to last ``seconds`` + the lease's duration; or say who holds it."""
+        self._check_stretch(seconds)
         token = self._token()
         now = self._clock()
         expires = now + seconds + self.duration
@@ -121,7 +153,7 @@ class RunLease:
                 "acquired_at = :now, renewed_at = :now",
                 ConditionExpression="attribute_not_exists(#owner) OR #owner = :me "
                 "OR attribute_not_exists(#expires) OR NOT attribute_type(#expires, :n) "
-                "OR #expires < :stale",
+                "OR #expires < :stale OR #expires > :implausible",
                 ExpressionAttributeNames=_NAMES,
                 ExpressionAttributeValues={
                     ":me": {"S": token},
@@ -129,6 +161,7 @@ class RunLease:
                     ":expires": {"N": _num(expires)},
                     ":now": {"N": _num(now)},
                     ":stale": {"N": _num(now - self.margin)},
+                    ":implausible": {"N": _num(now + self.max_ahead)},
                     ":n": {"S": "N"},
                 },
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
@@ -138,8 +171,19 @@ class RunLease:
             return _refusal(item if isinstance(item, Mapping) else None)
         return HeldLease(self, token, expires)
 
+    @property
+    def max_ahead(self) -> float:
+        """The latest plausible expiry, in seconds past a taker's now: the latest any holder writes past
+        its own now (the longest stretch + the duration), plus the margin its clock may be ahead."""
+        return self.max_stretch + self.duration + self.margin
+
     def now(self) -> float:
         return self._clock()
+
+    def _check_stretch(self, seconds: float) -> None:
+        # a longer stretch would write an expiry a taker takes for a clock far ahead, and take over
+        if not 0 <= seconds <= self.max_stretch:
+            raise ValueError(f"a lease covers a stretch of 0 to {self.max_stretch:g} s, got {seconds:g}")
 
     # --- the holder's writes (HeldLease) ---------------------------------------------------------
 
@@ -184,15 +228,22 @@ class HeldLease:
         """Epoch seconds by this run's clock; None once lost or released."""
 
     @property
+    def max_stretch(self) -> float:
+        """The longest stretch :meth:`keep` covers."""
+        return self._lease.max_stretch
+
+    @property
     def held(self) -> bool:
         return self.expires is not None
 
     def keep(self, seconds: float = 0.0) -> bool:
-        """Make sure the lease outlasts the next ``seconds`` by at least half its duration (renewing it
-        to ``seconds`` + its duration when not); False when another run has taken it over."""
+        """Make sure the lease outlasts the next ``seconds`` (at most its ``max_stretch``) by at least half
+        its duration (renewing it to ``seconds`` + its duration when not); False when another run has
+        taken it over."""
+        lease = self._lease
+        lease._check_stretch(seconds)
         if self.expires is None:
             return False
-        lease = self._lease
         now = lease.now()
         if self.expires - now >= seconds + lease.duration / 2:
             return True

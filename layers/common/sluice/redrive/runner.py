@@ -4,8 +4,8 @@ One run (a Lambda invocation triggered by the DLQ depth alarm through SNS, or by
 schedule, or the operator CLI):
 
 0. take the workload's run lease (:mod:`sluice.redrive.lease`): held by another live run → end at
-   once (``another_run``), so the DLQ drains at one run's velocity; renew it before every batch,
-   release it at the end;
+   once (``another_run``), so the DLQ drains at one run's velocity; renew it before every batch
+   (and before each piece of a long pacing wait), release it at the end;
 1. check the circuit breaker before every batch: open → stop without touching a message;
 2. long-poll the DLQ for a batch (10, fewer when the velocity is below 10 messages/s);
 3. decide every message with :func:`sluice.redrive.decide` (the Step Functions mode's Plan step
@@ -207,8 +207,7 @@ class Redriver:
             if remaining() <= budget_ms:  # no time left beyond the budget: not even a millisecond
                 report_.stopped = "deadline"
                 return
-            # the lease must outlast the wait and the long poll, and leave time for the batch
-            if lease is not None and not lease.keep(max(0.0, wait) + self._s.receive_wait_seconds):
+            if not self._wait(wait, lease):
                 self._log.warning(
                     "another redrive run took over the lease: this one stops (a batch that stalled "
                     "past the lease, or clocks further apart than its margin)",
@@ -216,8 +215,6 @@ class Redriver:
                 )
                 report_.stopped = "lease_lost"
                 return
-            if wait > 0:
-                self._sleep(wait)
             want = per_batch if max_messages is None else min(per_batch, max_messages - report_.received)
             messages = self._receive(want)
             if not messages:
@@ -227,6 +224,27 @@ class Redriver:
             paced_from = max(paced_from, self._monotonic() - handled / rate)
             self._batch(messages, report_, status)
             handled += len(messages)
+
+    def _wait(self, wait: float, lease: HeldLease | None) -> bool:
+        """Sleep the pacing wait with the lease kept so that it outlasts the wait and the long poll and
+        leaves time for the batch. A renewal covers at most the lease's ``max_stretch`` (so that no
+        expiry is written further ahead than a taker believes possible): a longer wait is slept in
+        pieces, the lease kept before each. False when another run has taken the lease over."""
+        if lease is None:
+            if wait > 0:
+                self._sleep(wait)
+            return True
+        poll = self._s.receive_wait_seconds
+        piece_max = max(1.0, lease.max_stretch - poll)
+        while True:
+            piece = min(max(0.0, wait), piece_max)
+            if not lease.keep(min(piece + poll, lease.max_stretch)):
+                return False
+            if piece > 0:
+                self._sleep(piece)
+            wait -= piece
+            if wait <= 0:
+                return True
 
     def _skipped(self, report_: RedriveReport, refusal: Refusal, start: float) -> RedriveReport:
         """Another run holds the lease: end at once, touching nothing (``RedriveRunsSkipped``)."""
