@@ -17,22 +17,12 @@ from sluice.envelope import Envelope
 from sluice.errors import ConfigurationError
 from sluice.redrive.breaker import Breaker, BreakerPolicy, BreakerState, BreakerStatus, report
 from sluice.redrive.settings import BreakerSettings
+from tests.clocks import Clock
 
 TABLE = "breaker"
 T0 = 1_795_860_000.0
 COOLDOWN = 300
 POLICY = BreakerPolicy(cooldown_seconds=COOLDOWN, bounce_threshold=0.5, min_sample=10)
-
-
-class Clock:
-    def __init__(self, now: float = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class Sink:
@@ -76,7 +66,7 @@ def ddb() -> Iterator[Any]:
 
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
+    return Clock(T0)
 
 
 @pytest.fixture

@@ -8,16 +8,9 @@ from typing import Any
 import pytest
 
 from sluice.consumer.deadline import MIN_MARGIN_SECONDS, Deadline
+from tests.clocks import Clock
 
 MAX_RECEIVES = 5
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Record:

@@ -7,6 +7,7 @@ from typing import Any
 
 from sluice.consumer.heartbeat import SAFETY_SECONDS, Heartbeat, InFlight
 from sluice.limits import MAX_VISIBILITY_SECONDS
+from tests.clocks import Clock
 from tests.doubles import FakeSqs
 
 # How long a test waits for another thread to get somewhere it must get to. Generous: a loaded
@@ -52,21 +53,13 @@ def _in_background(target: Any, *args: Any) -> threading.Event:
     return done
 
 
-class Clock:
-    def __init__(self, now: float = 1_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def _records(count: int, queue_url: str = QUEUE_A, prefix: str = "m") -> list[InFlight]:
     return [InFlight(f"{prefix}{i}", f"rh-{prefix}{i}", queue_url) for i in range(count)]
 
 
 def _heartbeat(sqs: FakeSqs, records: list[InFlight], **kwargs: Any) -> Heartbeat:
     kwargs.setdefault("visibility_timeout", 180)
-    kwargs.setdefault("clock", Clock())
+    kwargs.setdefault("clock", Clock(1_000.0))
     return Heartbeat(sqs, records, **kwargs)  # type: ignore[arg-type]
 
 

@@ -23,23 +23,13 @@ from sluice.redrive.lease import (
     lease_key,
 )
 from sluice.redrive.settings import BreakerSettings
+from tests.clocks import Clock
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 TABLE = "breaker"
 T0 = 1_795_860_000.0
-
-
-class Clock:
-    def __init__(self, now: float = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class CountingDynamoDB:
@@ -95,7 +85,7 @@ def refused(taken: HeldLease | Refusal) -> Refusal:
 
 def test_given_no_lease_when_a_run_takes_it_then_it_holds_it_for_the_stretch_plus_the_duration(ddb) -> None:
     # Given no lease item yet
-    clock = Clock()
+    clock = Clock(T0)
     # When a run takes it for a stretch of 2 s
     first = held(lease(ddb, clock).acquire("redriver (schedule)", seconds=2))
     # Then the item names it, until its now + 2 s + the lease's duration
@@ -108,7 +98,7 @@ def test_given_no_lease_when_a_run_takes_it_then_it_holds_it_for_the_stretch_plu
 
 def test_given_a_live_lease_when_another_run_tries_then_it_is_refused_and_told_who_holds_it(ddb) -> None:
     # Given a run holding the lease
-    clock = Clock()
+    clock = Clock(T0)
     holder = held(lease(ddb, clock).acquire("redriver (alarm, request 1)"))
     # When a second run tries a moment later
     clock.advance(5)
@@ -120,7 +110,7 @@ def test_given_a_live_lease_when_another_run_tries_then_it_is_refused_and_told_w
 
 def test_given_each_workload_then_its_lease_is_its_own_item(ddb) -> None:
     # Given Orders' run holding its lease
-    clock = Clock()
+    clock = Clock(T0)
     held(lease(ddb, clock, "Orders").acquire())
     # When Refunds' run takes its own, Then it gets it: the leases are one item per workload
     held(lease(ddb, clock, "Refunds").acquire())
@@ -131,7 +121,7 @@ def test_given_the_lease_beside_the_breaker_when_the_breaker_changes_then_neithe
     ddb,
 ) -> None:
     # Given the workload's breaker and its lease in the same table
-    clock = Clock()
+    clock = Clock(T0)
     run = held(lease(ddb, clock).acquire("a run"))
     breaker = Breaker(ddb, TABLE, name="Orders", clock=clock)
     # When the breaker is opened, observed and closed (it rewrites its whole item)
@@ -159,7 +149,7 @@ def test_given_settings_then_the_lease_is_named_after_the_breaker(ddb) -> None:
 def test_given_a_held_lease_when_kept_with_time_to_spare_then_nothing_is_written(ddb) -> None:
     # Given a run that has just taken the lease
     counting = CountingDynamoDB(ddb)
-    clock = Clock()
+    clock = Clock(T0)
     run = held(RunLease(cast("DynamoDBClient", counting), TABLE, name="Orders", clock=clock).acquire())
     # When it keeps it for a 2 s stretch with more than half the lease left beyond it
     clock.advance(LEASE_SECONDS / 2 - 3)
@@ -170,7 +160,7 @@ def test_given_a_held_lease_when_kept_with_time_to_spare_then_nothing_is_written
 
 def test_given_a_held_lease_when_half_of_it_is_used_then_keeping_it_renews_it(ddb) -> None:
     # Given a run that took the lease and worked past half of it
-    clock = Clock()
+    clock = Clock(T0)
     run = held(lease(ddb, clock).acquire())
     clock.advance(LEASE_SECONDS / 2 + 1)
     # When it keeps it for the next 3 s stretch
@@ -183,7 +173,7 @@ def test_given_a_held_lease_when_half_of_it_is_used_then_keeping_it_renews_it(dd
 
 def test_given_the_longest_stretch_when_kept_then_the_lease_covers_it_and_a_batch_after_it(ddb) -> None:
     # Given a run about to sleep the longest piece of a pacing wait and long-poll (30 s in all)
-    clock = Clock()
+    clock = Clock(T0)
     run = held(lease(ddb, clock).acquire())
     # When it keeps the lease for that stretch
     assert run.keep(MAX_STRETCH_SECONDS)
@@ -195,7 +185,7 @@ def test_given_the_longest_stretch_when_kept_then_the_lease_covers_it_and_a_batc
 def test_given_a_stretch_longer_than_a_lease_covers_then_it_is_refused_before_any_write(ddb) -> None:
     # Given a run holding the lease (a longer wait is slept in pieces by the runner)
     counting = CountingDynamoDB(ddb)
-    clock = Clock()
+    clock = Clock(T0)
     leases = RunLease(cast("DynamoDBClient", counting), TABLE, name="Orders", clock=clock)
     run = held(leases.acquire())
     # When asked to cover 100 s at once, Then it refuses: that expiry would look like a clock far ahead
@@ -210,7 +200,7 @@ def test_given_a_run_held_for_the_functions_whole_timeout_then_renewing_keeps_ev
     ddb,
 ) -> None:
     # Given a run keeping its lease before every batch (one each 10 s) for the redriver's whole 300 s Timeout
-    clock = Clock()
+    clock = Clock(T0)
     run = held(lease(ddb, clock).acquire("the long run", seconds=2))
     other = lease(ddb, clock)
     for _ in range(30):
@@ -227,7 +217,7 @@ def test_given_a_crashed_run_when_its_lease_expired_past_the_margin_then_the_nex
     ddb,
 ) -> None:
     # Given a run that took the lease and then crashed (never renewed, never released)
-    clock = Clock()
+    clock = Clock(T0)
     crashed = held(lease(ddb, clock).acquire("crashed run"))
     assert crashed.expires is not None
     # When the next run comes just before the expiry plus the margin, it is refused
@@ -245,7 +235,7 @@ def test_given_a_crashed_run_when_its_lease_expired_past_the_margin_then_the_nex
 @pytest.mark.parametrize("skew", [SKEW_MARGIN_SECONDS - 1, -(SKEW_MARGIN_SECONDS - 1)])
 def test_given_clocks_apart_by_less_than_the_margin_then_a_lease_is_never_held_by_two(ddb, skew) -> None:
     # Given a holder and a taker whose clock is `skew` ahead of the holder's
-    holder_clock = Clock()
+    holder_clock = Clock(T0)
     taker_clock = Clock(T0 + skew)
     run = held(lease(ddb, holder_clock).acquire("holder"))
     assert run.expires is not None
@@ -282,7 +272,7 @@ def test_given_a_legitimately_long_renewal_then_it_is_never_taken_over_while_liv
     # Given a holder (its clock `ahead` of the taker's, within the margin) that renewed over the longest
     # stretch a renewal covers: the latest expiry a holder may write
     holder_clock = Clock(T0 + ahead)
-    taker_clock = Clock()
+    taker_clock = Clock(T0)
     run = held(lease(ddb, holder_clock).acquire("slow velocity run"))
     holder_clock.advance(LEASE_SECONDS / 2 + 1)
     taker_clock.advance(LEASE_SECONDS / 2 + 1)
@@ -299,7 +289,7 @@ def test_given_a_legitimately_long_renewal_then_it_is_never_taken_over_while_liv
 
 def test_given_stored_expiries_around_the_plausible_limit_then_only_the_one_beyond_it_is_taken(ddb) -> None:
     # Given a lease item owned by someone else, its expiry just within, then just beyond, now + MAX_AHEAD
-    clock = Clock()
+    clock = Clock(T0)
     assert MAX_AHEAD_SECONDS == MAX_STRETCH_SECONDS + LEASE_SECONDS + SKEW_MARGIN_SECONDS
     for offset, taken in ((MAX_AHEAD_SECONDS - 0.5, False), (MAX_AHEAD_SECONDS + 0.5, True)):
         ddb.put_item(
@@ -317,7 +307,7 @@ def test_given_stored_expiries_around_the_plausible_limit_then_only_the_one_beyo
 
 def test_given_a_run_that_stalled_past_its_lease_when_taken_over_then_it_stops_at_its_next_keep(ddb) -> None:
     # Given a run whose batch stalled beyond its lease, and another run that took the lease over
-    clock = Clock()
+    clock = Clock(T0)
     stalled = held(lease(ddb, clock).acquire("stalled"))
     clock.advance(LEASE_SECONDS + SKEW_MARGIN_SECONDS + 1)
     held(lease(ddb, clock).acquire("successor"))
@@ -330,7 +320,7 @@ def test_given_a_run_that_stalled_past_its_lease_when_taken_over_then_it_stops_a
 
 def test_given_a_run_that_stalled_past_its_lease_when_nobody_took_it_then_it_keeps_it(ddb) -> None:
     # Given a run past its lease's expiry, with no other run having come
-    clock = Clock()
+    clock = Clock(T0)
     run = held(lease(ddb, clock).acquire("slow"))
     clock.advance(LEASE_SECONDS + SKEW_MARGIN_SECONDS + 1)
     # When it keeps it, Then it renews it: it was still the owner
@@ -340,7 +330,7 @@ def test_given_a_run_that_stalled_past_its_lease_when_nobody_took_it_then_it_kee
 
 def test_given_a_retried_take_whose_first_attempt_took_effect_then_the_run_holds_it(ddb) -> None:
     # Given a take that succeeded but whose response was lost, so the SDK sends it again (same token)
-    clock = Clock()
+    clock = Clock(T0)
     first = RunLease(ddb, TABLE, name="Orders", clock=clock, token=lambda: "run-1").acquire()
     # When the retry arrives, Then it succeeds too: the owner is this run already
     again = RunLease(ddb, TABLE, name="Orders", clock=clock, token=lambda: "run-1").acquire()
@@ -358,7 +348,7 @@ def test_given_an_unreadable_lease_item_then_a_run_takes_it(ddb, stored) -> None
     # Given a lease item with an owner but no usable expiry
     ddb.put_item(TableName=TABLE, Item={"id": {"S": lease_key("Orders")}, **stored})
     # When a run takes the lease, Then it gets it (an item nobody can expire would block every run)
-    held(lease(ddb, Clock()).acquire())
+    held(lease(ddb, Clock(T0)).acquire())
 
 
 # --- releasing -----------------------------------------------------------------------------------------
@@ -366,7 +356,7 @@ def test_given_an_unreadable_lease_item_then_a_run_takes_it(ddb, stored) -> None
 
 def test_given_a_finished_run_when_it_releases_then_the_next_run_takes_it_at_once(ddb) -> None:
     # Given a run that held the lease and released it at its end
-    clock = Clock()
+    clock = Clock(T0)
     run = held(lease(ddb, clock).acquire("first"))
     run.release()
     # Then it holds it no more, the item has no owner, and a second release does nothing
