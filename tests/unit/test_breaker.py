@@ -6,9 +6,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
-import boto3
 import pytest
-from moto import mock_aws
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -18,6 +16,7 @@ from sluice.errors import ConfigurationError
 from sluice.redrive.breaker import Breaker, BreakerPolicy, BreakerState, BreakerStatus, report
 from sluice.redrive.settings import BreakerSettings
 from tests.clocks import Clock
+from tests.dynamo import id_table
 
 TABLE = "breaker"
 T0 = 1_795_860_000.0
@@ -53,14 +52,7 @@ class RacingDynamoDB:
 
 @pytest.fixture
 def ddb() -> Iterator[Any]:
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        client.create_table(
-            TableName=TABLE,
-            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+    with id_table(TABLE) as client:
         yield client
 
 

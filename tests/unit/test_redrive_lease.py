@@ -7,9 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, cast
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from sluice.redrive.breaker import Breaker, BreakerState
 from sluice.redrive.lease import (
@@ -24,6 +22,7 @@ from sluice.redrive.lease import (
 )
 from sluice.redrive.settings import BreakerSettings
 from tests.clocks import Clock
+from tests.dynamo import id_table
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -49,14 +48,7 @@ class CountingDynamoDB:
 
 @pytest.fixture
 def ddb() -> Iterator[Any]:
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        client.create_table(
-            TableName=TABLE,
-            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+    with id_table(TABLE) as client:
         yield client
 
 
@@ -240,6 +232,7 @@ def test_given_clocks_apart_by_less_than_the_margin_then_a_lease_is_never_held_b
     run = held(lease(ddb, holder_clock).acquire("holder"))
     assert run.expires is not None
     # When the taker tries at every second until the holder's own clock says the lease has expired
+    assert run.expires is not None
     while holder_clock.now < run.expires:
         # Then it is refused every time: the lease never has two holders
         refused(lease(ddb, taker_clock).acquire("taker"))
@@ -279,6 +272,7 @@ def test_given_a_legitimately_long_renewal_then_it_is_never_taken_over_while_liv
     assert run.keep(MAX_STRETCH_SECONDS)
     assert run.expires == pytest.approx(holder_clock.now + MAX_STRETCH_SECONDS + LEASE_SECONDS)
     # When another run tries at every second until the holder's own clock says the lease has expired
+    assert run.expires is not None
     while holder_clock.now < run.expires:
         # Then it is refused every time: a long renewal is not mistaken for a clock far ahead
         refused(lease(ddb, taker_clock).acquire("backstop"))

@@ -17,11 +17,11 @@ class _Loader(yaml.SafeLoader):
 
 def _tag(loader: yaml.SafeLoader, tag: str, node: yaml.Node) -> dict[str, object]:
     """A CloudFormation short form (``!Ref X``) as its long form's key and value."""
-    value = (
-        loader.construct_scalar(node)
-        if isinstance(node, yaml.ScalarNode)
-        else loader.construct_sequence(node)
-    )
+    if isinstance(node, yaml.ScalarNode):
+        value: object = loader.construct_scalar(node)
+    else:
+        assert isinstance(node, yaml.SequenceNode), node
+        value = loader.construct_sequence(node)
     return {"Ref" if tag == "Ref" else f"Fn::{tag}": value}
 
 
@@ -31,7 +31,9 @@ _Loader.add_multi_constructor("!", _tag)
 def _snippet() -> dict[str, dict[str, dict[str, object]]]:
     text = (ROOT / "docs" / "workloads.md").read_text()
     section = text.split("### Permissions for your own resources", 1)[1]
-    return yaml.load(re.search(r"```yaml\n(.*?)```", section, re.S).group(1), Loader=_Loader)  # noqa: S506
+    found = re.search(r"```yaml\n(.*?)```", section, re.S)
+    assert found, "no yaml snippet in the section"
+    return yaml.load(found.group(1), Loader=_Loader)  # noqa: S506
 
 
 def test_the_snippet_attaches_its_policy_to_the_consumer_role_the_loop_creates() -> None:
