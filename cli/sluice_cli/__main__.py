@@ -137,7 +137,7 @@ def main(
     except ClientError as exc:
         error = exc.response.get("Error", {})
         text = " ".join(str(error.get("Message", "")).split())
-        text = text if len(text) <= 1000 else text[:999] + "…"  # an AccessDenied names who, what, where and why
+        text = text if len(text) <= 1000 else text[:999] + "…"  # an AccessDenied: who, what, where, why
         out.error(f"AWS refused {exc.operation_name}: {error.get('Code')}: {text}")
         return PARTIAL_FAILURE
     except BotoCoreError as exc:
