@@ -99,6 +99,8 @@ class Enforcer:
         self.without: frozenset[str] = frozenset()
         """Statements taken out of every policy (:func:`statement_key`): the mutation run's lever."""
         self._lock = threading.Lock()
+        self._generation = 0
+        self._decisions: dict[tuple[Any, ...], tuple[int, Decision, tuple[Policy, ...]]] = {}
         self.admin = Acting(
             arn=ADMIN_ARN_TEMPLATE.format(account=account),
             principal_arn=ADMIN_ARN_TEMPLATE.format(account=account),
@@ -145,10 +147,43 @@ class Enforcer:
         record: bool = True,
         without: frozenset[str] | None = None,
     ) -> Decision:
-        """``without``: statements to leave out of this decision alone (default: :attr:`without`)."""
+        """``without``: statements to leave out of this decision alone (default: :attr:`without`). A
+        decision is kept until a policy may have changed (:meth:`policies_changed`): the soak makes tens
+        of thousands of requests, most of them the same few."""
+        removed = self.without if without is None else without
+        key = (acting, call.action, call.resource, _frozen(call.context), region, removed)
+        generation = self._generation
+        cached = self._decisions.get(key)
+        if cached is not None and cached[0] == generation:
+            decision, policies = cached[1], cached[2]
+        else:
+            decision, policies = self._decide(acting, call, region, removed)
+            if len(self._decisions) > DECISIONS_KEPT:
+                self._decisions.clear()
+            self._decisions[key] = (generation, decision, policies)
+        if not record:
+            return decision
+        with self._lock:
+            if cached is None:
+                for policy in policies:
+                    self.record.policies.setdefault(policy.source, policy)
+            label, resource_name = _label(acting), _recorded(call.resource)
+            self.record.requests.setdefault((label, call.action, resource_name), (acting, (call, region)))
+            if decision.allowed:
+                granted = tuple(sorted({statement_key(s) for s in decision.granted_by}))
+                self.record.grants[Grant(label, call.action, resource_name, granted)] += 1
+        return decision
+
+    def policies_changed(self) -> None:
+        """A policy, a role or a stack may have changed: decide every request afresh from now on."""
+        self._generation += 1
+        self.store.forget()
+
+    def _decide(
+        self, acting: Acting, call: actions.Call, region: str, removed: frozenset[str]
+    ) -> tuple[Decision, tuple[Policy, ...]]:
         identity = [] if acting.role_arn is None else self.store.identity(acting.role_arn)
         resource = self.store.resource(call.resource) if call.resource != "*" else None
-        removed = self.without if without is None else without
         if removed:
             identity = [_without(p, removed) for p in identity]
             resource = _without(resource, removed) if resource is not None else None
@@ -164,17 +199,7 @@ class Enforcer:
         )
         request = Request(principal=principal, action=call.action, resource=call.resource, context=context)
         decision = evaluate(request, identity, resource, resource_required=call.resource_required)
-        if not record:
-            return decision
-        with self._lock:
-            for policy in [*identity, *([resource] if resource is not None else [])]:
-                self.record.policies.setdefault(policy.source, policy)
-            label, resource_name = _label(acting), _recorded(call.resource)
-            self.record.requests.setdefault((label, call.action, resource_name), (acting, (call, region)))
-            if decision.allowed:
-                granted = tuple(sorted({statement_key(s) for s in decision.granted_by}))
-                self.record.grants[Grant(label, call.action, resource_name, granted)] += 1
-        return decision
+        return decision, (*identity, *([resource] if resource is not None else []))
 
     def trusts(self, role_arn: str, service: str, region: str) -> str | None:
         """None when ``role_arn``'s trust policy lets ``service`` (``lambda.amazonaws.com``) assume it,
@@ -265,6 +290,9 @@ class Enforcer:
             unmapped = f"the local runtime cannot authorize {exc}: it is not mapped to IAM actions"
             log.error("%s (sluice_local/emulation/iam/actions.py)", unmapped)  # noqa: TRY400 - no traceback
             return actions.access_denied(service, headers, unmapped)
+        if changes_policies(asked):
+            self.policies_changed()
+            environ[CHANGES_POLICIES] = True  # and again once moto has made the change
         refusal = self.authorize(acting, asked, region)
         if refusal is None and service == "s3":
             refusal = self._missing_object(acting, asked, region)
@@ -323,6 +351,46 @@ def _without(policy: Policy, removed: frozenset[str]) -> Policy:
     if len(kept) == len(policy.statements):
         return policy
     return dataclasses.replace(policy, statements=kept)
+
+
+DECISIONS_KEPT = 50_000
+POLICY_WRITES = frozenset(
+    {
+        "sqs:SetQueueAttributes",
+        "sqs:AddPermission",
+        "sqs:RemovePermission",
+        "s3:PutBucketPolicy",
+        "s3:DeleteBucketPolicy",
+        "sns:SetTopicAttributes",
+        "sns:AddPermission",
+        "sns:RemovePermission",
+        "kms:PutKeyPolicy",
+        "lambda:AddPermission",
+        "lambda:RemovePermission",
+        "secretsmanager:PutResourcePolicy",
+        "secretsmanager:DeleteResourcePolicy",
+    }
+)
+"""Actions that change a resource policy (with every IAM and CloudFormation write): after one, every
+request is decided afresh."""
+
+
+def changes_policies(calls: Iterable[actions.Call]) -> bool:
+    return any(
+        call.action in POLICY_WRITES
+        or call.action.startswith("iam:")
+        or (
+            call.action.startswith("cloudformation:")
+            and not call.action.startswith(
+                ("cloudformation:Describe", "cloudformation:List", "cloudformation:Get")
+            )
+        )
+        for call in calls
+    )
+
+
+def _frozen(context: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in context.items()))
 
 
 def _recorded(resource: str) -> str:
@@ -386,7 +454,11 @@ def install(enforcer: Enforcer) -> Callable[[], None]:
             log.exception("the local runtime failed to authorize a request")
             denied = (500, {"Content-Type": "text/plain"}, f"sluice local IAM: {exc!r}".encode())
         if denied is None:
-            return original_call(self, environ, start_response)
+            try:
+                return original_call(self, environ, start_response)
+            finally:
+                if environ.get(CHANGES_POLICIES):
+                    enforcer.policies_changed()
         status, headers, body = denied
         start_response(f"{status} {_REASONS.get(status, 'Error')}", list(headers.items()))
         return [body]
@@ -413,5 +485,8 @@ def install(enforcer: Enforcer) -> Callable[[], None]:
 
     return undo
 
+
+CHANGES_POLICIES = "sluice.iam.changes_policies"
+"""The WSGI environ key marking a request that may change a policy."""
 
 _REASONS = {400: "Bad Request", 403: "Forbidden", 500: "Internal Server Error"}

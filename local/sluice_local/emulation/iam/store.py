@@ -62,6 +62,9 @@ class PolicyStore:
         self._parsed: dict[tuple[str, str, str], Policy] = {}
         self._lock = threading.Lock()
         self._aws_managed: dict[str, Any] | None = None
+        self._partition_keys: dict[str, str] = {}
+        self._identities: dict[str, list[Policy]] = {}
+        self._resources: dict[str, Policy | None] = {}
 
     # --- parsing, cached by text -------------------------------------------------------------------
 
@@ -82,7 +85,19 @@ class PolicyStore:
 
     # --- identity policies ---------------------------------------------------------------------------
 
+    def forget(self) -> None:
+        """A policy may have changed: read them afresh."""
+        self._identities.clear()
+        self._resources.clear()
+
     def identity(self, identity_arn: str) -> list[Policy]:
+        """The identity policies of a role or user ARN (kept until :meth:`forget`)."""
+        found = self._identities.get(identity_arn)
+        if found is None:
+            found = self._identities[identity_arn] = self._read_identity(identity_arn)
+        return found
+
+    def _read_identity(self, identity_arn: str) -> list[Policy]:
         """The identity policies of a role or user ARN; the local administrator's is ``Allow *``."""
         iam = _backend("iam", self.account, "global")
         kind, _, rest = identity_arn.split(":", 5)[5].partition("/")
@@ -126,7 +141,14 @@ class PolicyStore:
     # --- resource policies ---------------------------------------------------------------------------
 
     def resource(self, arn: str) -> Policy | None:
-        """The resource policy that applies to ``arn`` (an object's is its bucket's); None: it has none."""
+        """The resource policy that applies to ``arn`` (an object's is its bucket's; kept until
+        :meth:`forget`); None: it has none."""
+        holder = arn.split("/", 1)[0] if arn.startswith("arn:aws:s3:::") else arn
+        if holder not in self._resources:
+            self._resources[holder] = self._read_resource(holder)
+        return self._resources[holder]
+
+    def _read_resource(self, arn: str) -> Policy | None:
         parts = arn.split(":", 5)
         if len(parts) < 6:
             return None
@@ -239,9 +261,14 @@ class PolicyStore:
         return str(function.function_arn)
 
     def table_partition_key(self, table_arn: str) -> str | None:
+        known = self._partition_keys.get(table_arn)
+        if known is not None:
+            return known  # a table's key schema never changes
         region, name = table_arn.split(":")[3], table_arn.rsplit("/", 1)[-1]
         table = _backend("dynamodb", self.account, region).tables.get(name)
         key = getattr(table, "hash_key_attr", None) if table is not None else None
+        if key:
+            self._partition_keys[table_arn] = str(key)
         return str(key) if key else None
 
 
