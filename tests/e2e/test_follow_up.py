@@ -25,7 +25,7 @@ from tests.waiting import wait_for
 WORKLOAD = "Shipments"
 FOLLOW_UP_SECONDS = 10
 """Well beyond the direct-send threshold below (2 s), even when a loaded machine reaches the request late:
-follow-up of more than 15 minutes takes in AWS."""
+parked in the delay bucket and rehydrated, the path a follow-up of more than 15 minutes takes in AWS."""
 ACCOUNT = "123456789012"  # moto's
 PIPELINE = {"DirectSendThresholdSeconds": "2", "DelayBucketSeconds": "1"}
 
