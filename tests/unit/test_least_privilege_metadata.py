@@ -19,7 +19,16 @@ SAM_ATTACHED = {"AWSXrayWriteOnlyAccess"}
 def test_every_justified_statement_is_one_of_the_template(template: Path) -> None:
     reasons = report.justifications([template])
     sids = set(re.findall(r"Sid: (\w+)", template.read_text()))
-    stale = sorted(set(reasons) - sids - SAM_ATTACHED)
+    named = {key.split(" ", 1)[0] for key in reasons}  # "<Sid>" or "<Sid> <action>"
+    stale = sorted(named - sids - SAM_ATTACHED)
+    actions = {key: key.split(" ", 1)[1] for key in reasons if " " in key}
+    for key, action in actions.items():
+        sid = key.split(" ", 1)[0]
+        granted = [
+            m.group(1)
+            for m in re.finditer(rf"Sid: {sid}\b.*?Action: \[([^\]]*)\]", template.read_text(), re.S)
+        ]
+        assert any(action in listed for listed in granted), f"{template.name}: no {sid} grants {action}"
     assert not stale, f"{template.name}: Metadata.SluiceLeastPrivilege names no statement of it: {stale}"
     assert all(len(why) > 40 for why in reasons.values()), "each reason says what needs the statement"
 

@@ -209,7 +209,8 @@ def justifications(templates: Iterable[Path]) -> dict[str, str]:
 
 
 def least_privilege(uses: dict[str, StatementUse], why: dict[str, str]) -> tuple[list[str], list[str]]:
-    """(report lines, the statements granted nothing and not justified)."""
+    """(report lines, what granted nothing and is not justified: a statement, or an action of a used
+    statement, ``<key> <action>``)."""
     lines: list[str] = []
     unjustified: list[str] = []
     unused = sorted(key for key, use in uses.items() if use.granted == 0)
@@ -221,6 +222,11 @@ def least_privilege(uses: dict[str, StatementUse], why: dict[str, str]) -> tuple
             unjustified.append(key)
         lines.append(f"granted nothing: {key}  {('— ' + reason) if reason else '— NOT JUSTIFIED'}")
     for key, use in sorted(uses.items()):
-        if use.granted and use.unused_actions:
-            lines.append(f"used, but these actions never: {key}: {', '.join(use.unused_actions)}")
+        for action in use.unused_actions if use.granted else []:
+            reason = why.get(f"{use.sid} {action}")  # an action of a used statement: "<Sid> <action>"
+            if reason is None:
+                unjustified.append(f"{key} {action}")
+            lines.append(
+                f"used, but never {action}: {key}  {('— ' + reason) if reason else '— NOT JUSTIFIED'}"
+            )
     return lines, unjustified
