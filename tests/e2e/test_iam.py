@@ -7,12 +7,14 @@ as a team's other roles would be, and check that SQS answers each as it does in 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -152,17 +154,32 @@ def test_the_mutation_run_at_smoke_size_refuses_the_scenario_without_a_statement
     assert "statements taken out one at a time: 1 refused with AccessDenied, 0 not" in done.stdout
 
 
-def _cli_as(stack: Stack, who: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """The operator CLI as ``who`` (the credentials `up` prints), against the session stack."""
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
-        **stack.credentials[who],
-        "AWS_ENDPOINT_URL": stack.endpoint,
-        "AWS_DEFAULT_REGION": stack.region,
-    }
+@dataclass
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def _cli_as(stack: Stack, who: str, *args: str) -> Ran:
+    """The operator CLI, in this process, as ``who`` (the credentials `up` prints): its clients read the
+    environment when it makes them, as the command line's do."""
+    from sluice_cli.__main__ import main  # noqa: PLC0415
+
+    env = {**stack.credentials[who], "AWS_ENDPOINT_URL": stack.endpoint, "AWS_DEFAULT_REGION": stack.region}
+    saved = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
     stack_name = stack.outputs["DelayQueueUrl"].rsplit("/", 1)[-1].removesuffix("-delay")
-    command = [sys.executable, "-m", "sluice_cli", "--stack-name", stack_name, *args]
-    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=120, check=False)
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        for key in saved:
+            del os.environ[key]
+        os.environ.update(env)
+        code = main(["--stack-name", stack_name, *args], stdout=out, stderr=err)
+    finally:
+        for key in env:
+            os.environ.pop(key, None)
+        os.environ.update(saved)
+    return Ran(code, out.getvalue(), err.getvalue())
 
 
 def test_given_the_operator_credentials_when_the_cli_runs_the_runbook_then_iam_lets_every_step_through(

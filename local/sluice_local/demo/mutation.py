@@ -87,41 +87,61 @@ def _scenarios(params: dict[str, str], jobs: bool) -> list[Any]:
 
 def _one(name: str, without: str | None, log_dir: str) -> dict[str, Any]:
     """Run scenario ``name`` alone on a fresh stack (``without`` one statement); what the record says."""
+    return _serial([(name, without)], log_dir)[0]
+
+
+def _serial(tasks: Sequence[tuple[str, str | None]], log_dir: str) -> list[dict[str, Any]]:
+    """Run each (scenario, statement taken out) one after another on one fresh stack, each with a record
+    of its own (``--workers 1``, the smoke run; more workers give each run a stack of its own)."""
     from sluice_local.app import postgres  # noqa: PLC0415
     from sluice_local.app.fast import FAST  # noqa: PLC0415
     from sluice_local.app.observer import Stack  # noqa: PLC0415
     from sluice_local.app.stack import acting_credentials, local_cloud  # noqa: PLC0415
     from sluice_local.demo.scenarios.runner import run as run_scenarios  # noqa: PLC0415
+    from sluice_local.emulation.iam.enforce import Record  # noqa: PLC0415
     from sluice_local.emulation.up import function_output  # noqa: PLC0415
 
     logging.raiseExceptions = False  # a function thread still logging as the stack stops: not this run's news
     url = postgres.database_url()
     database = url if postgres.unreachable_reason(url) is None else None
     params = dict(FAST)
-    [scenario] = [s for s in _scenarios(params, database is not None) if s.name == name]
-    log = Path(log_dir) / f"{name}-{abs(hash(without)) % 10**8}.log"
-    started = time.monotonic()
+    log = Path(log_dir) / f"{tasks[0][0]}-{abs(hash(tuple(tasks))) % 10**8}.log"
+    done: list[dict[str, Any]] = []
     with (
         function_output(log),
         local_cloud(params, stack_name=STACK, database_url=database, examples=True) as cloud,
     ):
-        if without is not None:
-            cloud.iam.without = frozenset({without})
         stack = Stack(cloud.endpoint, cloud.outputs, log, cloud.region, acting_credentials(cloud))
-        if without is not None:
-            scenario.timeout = min(scenario.timeout, 30.0)  # a refused run is judged as it stands by then
-        [outcome] = run_scenarios(stack, [scenario])
-        grants: dict[str, set[str]] = {}
-        for grant in cloud.iam.record.grants:
-            for key in grant.statements:
-                grants.setdefault(key, set()).add(f"{grant.principal} {grant.action} {grant.resource}")
-        return {
-            "ok": outcome.ok,
-            "seconds": round(time.monotonic() - started, 1),
-            "statements": {k: sorted(v) for k, v in grants.items()},
-            "denied": [d.message for d in cloud.iam.record.denials],
-            "refusals": [f"{d.principal} {d.action} {d.resource}" for d in cloud.iam.record.denials],
-        }
+        for name, without in tasks:
+            started = time.monotonic()
+            [scenario] = [s for s in _scenarios(params, database is not None) if s.name == name]
+            cloud.iam.record = Record()  # this run's own
+            cloud.iam.without = frozenset({without}) if without is not None else frozenset()
+            if without is not None:
+                scenario.timeout = min(scenario.timeout, 30.0)  # a refused run is judged as it stands then
+            [outcome] = run_scenarios(stack, [scenario])
+            grants: dict[str, set[str]] = {}
+            for grant in cloud.iam.record.grants:
+                for key in grant.statements:
+                    grants.setdefault(key, set()).add(f"{grant.principal} {grant.action} {grant.resource}")
+            denials = list(cloud.iam.record.denials)
+            done.append(
+                {
+                    "ok": outcome.ok,
+                    "seconds": round(time.monotonic() - started, 1),
+                    "statements": {k: sorted(v) for k, v in grants.items()},
+                    "denied": [d.message for d in denials],
+                    "refusals": [f"{d.principal} {d.action} {d.resource}" for d in denials],
+                }
+            )
+    return done
+
+
+def _map(tasks: list[tuple[str, str | None]], workers: int, log_dir: Path) -> list[dict[str, Any]]:
+    if workers <= 1:
+        return _serial(tasks, str(log_dir))
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        return pool.starmap(_one, [(name, without, str(log_dir)) for name, without in tasks])
 
 
 def baseline(names: Sequence[str] | None, workers: int, log_dir: Path) -> list[Baseline]:
@@ -129,8 +149,7 @@ def baseline(names: Sequence[str] | None, workers: int, log_dir: Path) -> list[B
     from sluice_local.app.fast import FAST  # noqa: PLC0415
 
     names = list(names or [s.name for s in _scenarios(dict(FAST), jobs=True)])
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        done = pool.starmap(_one, [(name, None, str(log_dir)) for name in names])
+    done = _map([(name, None) for name in names], workers, log_dir)
     return [
         Baseline(name, d["ok"], d["seconds"], d["statements"], d["denied"])
         for name, d in zip(names, done, strict=True)
@@ -146,8 +165,7 @@ def mutate(runs: list[Baseline], workers: int, log_dir: Path, limit: int | None 
                 continue  # the administrator's "Allow *", the harness's producer and operator: not stack's
             chosen.setdefault(key, (run_, granted))
     keys = sorted(chosen)[:limit] if limit else sorted(chosen)
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        done = pool.starmap(_one, [(chosen[k][0].scenario, k, str(log_dir)) for k in keys])
+    done = _map([(chosen[k][0].scenario, k) for k in keys], workers, log_dir)
     out = []
     for key, result in zip(keys, done, strict=True):
         requests = {_general(r) for r in chosen[key][1]}
