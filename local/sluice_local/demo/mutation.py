@@ -140,8 +140,9 @@ def _serial(tasks: Sequence[tuple[str, str | None]], log_dir: str) -> list[dict[
 def _map(tasks: list[tuple[str, str | None]], workers: int, log_dir: Path) -> list[dict[str, Any]]:
     if workers <= 1:
         return _serial(tasks, str(log_dir))
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        return pool.starmap(_one, [(name, without, str(log_dir)) for name, without in tasks])
+    # a fresh process per run: a second stack started in one process does not settle as the first does
+    with multiprocessing.get_context("spawn").Pool(workers, maxtasksperchild=1) as pool:
+        return pool.starmap(_one, [(name, without, str(log_dir)) for name, without in tasks], chunksize=1)
 
 
 def baseline(names: Sequence[str] | None, workers: int, log_dir: Path) -> list[Baseline]:
