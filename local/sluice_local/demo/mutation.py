@@ -29,6 +29,9 @@ from typing import Any
 __all__ = ["Baseline", "Mutant", "baseline", "mutate", "run"]
 
 STACK = "sluice-mutation"
+SETTLE_SECONDS = 15.0
+"""How long a mutant's run waits, once its scenario is judged, for a refusal of what the stack does beside
+it (alarms, schedules, pollers): a deadline, not a pause: it ends at the first refusal."""
 
 
 @dataclass
@@ -92,7 +95,7 @@ def _one(name: str, without: str | None, log_dir: str) -> dict[str, Any]:
 
 def _serial(tasks: Sequence[tuple[str, str | None]], log_dir: str) -> list[dict[str, Any]]:
     """Run each (scenario, statement taken out) one after another on one fresh stack, each with a record
-    of its own (``--workers 1``, the smoke run; more workers give each run a stack of its own)."""
+    of its own (what happened at the stack's start, an alarm's first publish, is the first run's)."""
     from sluice_local.app import postgres  # noqa: PLC0415
     from sluice_local.app.fast import FAST  # noqa: PLC0415
     from sluice_local.app.observer import Stack  # noqa: PLC0415
@@ -107,19 +110,23 @@ def _serial(tasks: Sequence[tuple[str, str | None]], log_dir: str) -> list[dict[
     params = dict(FAST)
     log = Path(log_dir) / f"{tasks[0][0]}-{abs(hash(tuple(tasks))) % 10**8}.log"
     done: list[dict[str, Any]] = []
-    with (
-        function_output(log),
-        local_cloud(params, stack_name=STACK, database_url=database, examples=True) as cloud,
-    ):
+    cloud = local_cloud(params, stack_name=STACK, database_url=database, examples=True)
+    first = tasks[0][1]
+    cloud.iam.without = frozenset({first}) if first is not None else frozenset()  # from the stack's start
+    with function_output(log), cloud:
         stack = Stack(cloud.endpoint, cloud.outputs, log, cloud.region, acting_credentials(cloud))
-        for name, without in tasks:
+        for index, (name, without) in enumerate(tasks):
             started = time.monotonic()
             [scenario] = [s for s in _scenarios(params, database is not None) if s.name == name]
-            cloud.iam.record = Record()  # this run's own
-            cloud.iam.without = frozenset({without}) if without is not None else frozenset()
+            if index:  # the runs after the first: a record of their own
+                cloud.iam.record = Record()
+                cloud.iam.without = frozenset({without}) if without is not None else frozenset()
             if without is not None:
                 scenario.timeout = min(scenario.timeout, 30.0)  # a refused run is judged as it stands then
             [outcome] = run_scenarios(stack, [scenario])
+            deadline = time.monotonic() + SETTLE_SECONDS
+            while without is not None and not cloud.iam.record.denials and time.monotonic() < deadline:
+                time.sleep(0.2)  # what the stack does beside the scenario (an alarm's publish) comes later
             grants: dict[str, set[str]] = {}
             for grant in cloud.iam.record.grants:
                 for key in grant.statements:
@@ -138,8 +145,8 @@ def _serial(tasks: Sequence[tuple[str, str | None]], log_dir: str) -> list[dict[
 
 
 def _map(tasks: list[tuple[str, str | None]], workers: int, log_dir: Path) -> list[dict[str, Any]]:
-    if workers <= 1:
-        return _serial(tasks, str(log_dir))
+    if workers <= 1:  # in this process, a fresh stack each (the smoke: a baseline, then a mutant)
+        return [_one(name, without, str(log_dir)) for name, without in tasks]
     # a fresh process per run: a second stack started in one process does not settle as the first does
     with multiprocessing.get_context("spawn").Pool(workers, maxtasksperchild=1) as pool:
         return pool.starmap(_one, [(name, without, str(log_dir)) for name, without in tasks], chunksize=1)
