@@ -148,9 +148,15 @@ def test_given_a_function_when_it_runs_then_its_calls_are_its_roles_and_the_reco
         lines, unjustified = report.least_privilege(uses, {})
         never = _general(cloud, _key(cloud, "NeverUsed"))
         assert never.startswith("role:<stack>-WorkerRole/worker#")
-        assert unjustified == [never]
+        assert never in unjustified
+        # the rest: actions of used statements nothing used (the local poller never reads the attributes)
+        assert all(
+            entry.startswith("role:<stack>-WorkerRole/worker#PollIn sqs:")
+            for entry in set(unjustified) - {never}
+        )
         assert f"granted nothing: {never}  — NOT JUSTIFIED" in lines
-        _, unjustified = report.least_privilege(uses, {"NeverUsed": "an operator's purge"})
+        reasons = {"NeverUsed": "an operator's purge", "PollIn sqs:GetQueueAttributes": "the mapping's own"}
+        _, unjustified = report.least_privilege(uses, reasons)
         assert unjustified == []
         # and re-deciding each recorded request without one statement names what needs it
         needed = report.replay(cloud.iam)

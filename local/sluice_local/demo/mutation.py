@@ -62,12 +62,13 @@ class Mutant:
 
 _GENERATED = re.compile(r"-[A-Za-z0-9]{12,13}(?=$|[/:])")
 _KEY_ID = re.compile(r"key/[0-9a-f-]{36}")
+_SECRET = re.compile(r"(:secret:[^ ]*?)-[A-Za-z0-9]{12,13}-[A-Za-z0-9]{6}(?=$| )")
 
 
 def _general(request: str) -> str:
     """A request as every deploy of the stack makes it: the random parts of generated names (a role's
     or a bucket's suffix, a key's id) left out, so a baseline's request and a mutant's compare."""
-    return _GENERATED.sub("", _KEY_ID.sub("key/*", request))
+    return _GENERATED.sub("", _KEY_ID.sub("key/*", _SECRET.sub(r"\1", request)))
 
 
 def _scenarios(params: dict[str, str], jobs: bool) -> list[Any]:
