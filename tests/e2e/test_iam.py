@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from sluice.delay import send_delayed
 from sluice_local.app.observer import Stack
 from sluice_local.app.principals import OPERATOR, PRODUCER
 from sluice_local.emulation.endpoint import endpoint_client
+from tests.waiting import wait_for
 
 ACCOUNT = "123456789012"
 
@@ -195,15 +195,15 @@ def test_given_the_operator_credentials_when_the_cli_runs_the_runbook_then_iam_l
         done = _cli_as(stack, OPERATOR, *args)
         assert done.returncode == 0, f"{args}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
         assert "AccessDenied" not in done.stdout + done.stderr
+
     # and a redrive (it takes the workload's run lease: a scheduled run may hold it for a moment)
-    deadline = time.monotonic() + 90
-    while True:
-        done = _cli_as(stack, OPERATOR, "--workload", "Orders", "dlq", "redrive")
-        said = done.stdout + done.stderr
-        if done.returncode == 0 or "another" not in said or time.monotonic() > deadline:
-            break
-        time.sleep(1)
-    assert done.returncode == 0, said[-3000:]
+    def redrive() -> Ran | None:
+        ran = _cli_as(stack, OPERATOR, "--workload", "Orders", "dlq", "redrive")
+        return None if ran.returncode != 0 and "another" in ran.stdout + ran.stderr else ran
+
+    redriven: Ran = wait_for(redrive, "the run lease free for the operator's redrive", 90, every=1.0)
+    said = redriven.stdout + redriven.stderr
+    assert redriven.returncode == 0, said[-3000:]
     assert "AccessDenied" not in said
     # while the producer, not an operator, may not touch the breaker
     refused = _cli_as(stack, PRODUCER, "--workload", "Orders", "breaker", "open", "--reason", "not mine")

@@ -14,6 +14,7 @@ import pytest
 from sluice_local.emulation.cloud import LocalCloud
 from sluice_local.emulation.iam import report
 from sluice_local.emulation.iam.enforce import statement_key
+from tests.waiting import wait_for
 
 TEMPLATE = """\
 AWSTemplateFormatVersion: "2010-09-09"
@@ -104,14 +105,11 @@ def _forwarded(cloud: LocalCloud, body: str, timeout: float = 60.0) -> bool:
     return False
 
 
-def _refused(cloud: LocalCloud, action: str, timeout: float = 60.0) -> list[Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = [d for d in cloud.iam.record.denials if d.action == action]
-        if found:
-            return found
-        time.sleep(0.2)
-    return []
+def _refused(cloud: LocalCloud, action: str) -> list[Any]:
+    found: list[Any] = wait_for(
+        lambda: [d for d in cloud.iam.record.denials if d.action == action], f"a refusal of {action}", 60
+    )
+    return found
 
 
 def _key(cloud: LocalCloud, sid: str) -> str:

@@ -16,20 +16,18 @@ import json
 import logging
 import os
 import threading
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from sluice_local.emulation import emf, moto_adapter, recursion
 from sluice_local.emulation.alarms import Alarms
+from sluice_local.emulation.deliveries import Deliveries
 from sluice_local.emulation.deployed import deployed_functions
 from sluice_local.emulation.emulated import Resolver, Schedules, Ticker
 from sluice_local.emulation.endpoint import endpoint_client, free_port
 from sluice_local.emulation.functions import FunctionHost, Handler
-from sluice_local.emulation.iam import actions as iam_actions
 from sluice_local.emulation.iam import enforce as iam
-from sluice_local.emulation.iam.acting import Acting, acting_as
 from sluice_local.emulation.language_extensions import LanguageExtensionError, MappingError
 from sluice_local.emulation.nested import publish_outputs
 from sluice_local.emulation.pollers import MappingSpec, SqsPoller
@@ -117,6 +115,8 @@ class LocalCloud:
         )
         """Authorizes every request to this embedded AWS (``SLUICE_LOCAL_IAM``: enforce, record, off) and
         records what each principal did (:mod:`sluice_local.emulation.iam`)."""
+        self.deliveries = Deliveries(self._host_for, self.client, self.iam, region, ACCOUNT)
+        """What EventBridge and EventBridge Scheduler call on the stack's behalf."""
         self._metrics: emf.Subscription | None = None
         self._metric_cursor = 0
 
@@ -417,47 +417,15 @@ class LocalCloud:
     # --- what moto does not do: event delivery, schedules, alarms -------------------------------
 
     def invoke_async(self, name_or_arn: str, payload: Any, source_arn: str | None = None) -> None:
-        """An asynchronous invocation by EventBridge for the rule ``source_arn`` (allowed by the
-        function's resource policy, as in AWS), or by the runtime itself (``source_arn`` None)."""
-        host = self._host_for(name_or_arn)
-        if source_arn is not None:
-            events = Acting.service_principal("events.amazonaws.com", source_arn=source_arn, account=ACCOUNT)
-            if not self._authorized(events, "lambda", "InvokeFunction", host.spec.arn):
-                return
-        threading.Thread(target=host.invoke_payload, args=(json.dumps(payload), {}), daemon=True).start()
-
-    def _authorized(self, acting: Acting, service: str, operation: str, resource: str) -> bool:
-        """A delivery the runtime makes itself, decided as AWS decides the service's call."""
-        call = iam_actions.Call(service, operation, f"{service}:{operation}", resource, {})
-        denied = self.iam.authorize(acting, [call], self.region)
-        if denied is not None:  # logged by the enforcer; the service drops the delivery and counts it
-            log.error("delivery dropped: %s", denied)
-        return denied is None
-
-    def _start_execution(
-        self, arn: str, payload: str, role_arn: str | None = None, service: str = "events.amazonaws.com"
-    ) -> None:
-        # EventBridge and schedules start executions with a generated name (moto would use "None"),
-        # as the target's role
-        name = str(uuid.uuid4())
-        if not role_arn:  # EventBridge needs a role to start an execution; it has none to act as
-            log.error("execution of %s not started: its target has no RoleArn", arn)
-            return
-        if why := self.iam.trusts(role_arn, service, self.region):
-            log.error("execution of %s not started: %s", arn, why)
-            return
-        with acting_as(Acting.role_session(role_arn, name)):
-            try:
-                self.client("stepfunctions").start_execution(stateMachineArn=arn, input=payload, name=name)
-            except Exception as exc:  # noqa: BLE001 - AccessDenied among them: the delivery fails, as in AWS
-                log.error("execution of %s not started: %s", arn, exc)  # noqa: TRY400 - the error says why
+        """An asynchronous invocation (:meth:`Deliveries.invoke_async`)."""
+        self.deliveries.invoke_async(name_or_arn, payload, source_arn)
 
     def _start_emulation(self) -> None:
         if self.translated is None:
             raise RuntimeError("not deployed")
         if self._beside is None:  # once per embedded AWS; they reach every stack's functions
             self._unpatch.append(
-                moto_adapter.install_event_delivery(self.invoke_async, self._start_execution)
+                moto_adapter.install_event_delivery(self.invoke_async, self.deliveries.start_execution)
             )
             self._unpatch.append(moto_adapter.install_aws_sdk_casing(self.region))
         by_physical = {physical: logical for logical, physical in self.resources.items()}
@@ -489,7 +457,7 @@ class LocalCloud:
                 resource["Type"] == "AWS::Scheduler::Schedule" and props.get("State", "ENABLED") == "ENABLED"
             ):
                 self.schedules.add_schedule(
-                    logical_id, str(props["ScheduleExpression"]), self._schedule_target(props)
+                    logical_id, str(props["ScheduleExpression"]), self.deliveries.schedule_target(props)
                 )
         if self.alarms.silent:
             log.info(
@@ -505,28 +473,6 @@ class LocalCloud:
         ]
         for ticker in self._tickers:
             ticker.start()
-
-    def _schedule_target(self, props: dict[str, Any]) -> Any:
-        target = props.get("Target", {})
-        arn = str(target.get("Arn", ""))
-        payload = json.loads(target["Input"]) if target.get("Input") else {}
-
-        role = target.get("RoleArn")
-
-        def fire() -> None:  # EventBridge Scheduler calls the target as the schedule's role (required)
-            if not role or (why := self.iam.trusts(str(role), "scheduler.amazonaws.com", self.region)):
-                log.error("schedule target %s not called: %s", arn, "no RoleArn" if not role else why)
-                return
-            if ":lambda:" in arn:
-                acting = Acting.role_session(str(role), "scheduler")
-                if self._authorized(acting, "lambda", "InvokeFunction", arn):
-                    self.invoke_async(arn, payload)
-            elif ":states:" in arn:
-                self._start_execution(arn, json.dumps(payload), str(role), "scheduler.amazonaws.com")
-            else:
-                log.warning("schedule target %s is not emulated locally", arn)
-
-        return fire
 
     def _arns(self) -> dict[str, str]:
         arns = {host.spec.logical_id: host.spec.arn for host in self.functions.values()}
