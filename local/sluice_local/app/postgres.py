@@ -32,8 +32,10 @@ def database_url(environ: Mapping[str, str] | None = None) -> str:
     return env.get("SLUICE_DATABASE_URL") or DEFAULT_DATABASE_URL
 
 
-def unreachable_reason(url: str, *, timeout_seconds: int = 3) -> str | None:
-    """None when ``url`` accepts a connection and a query, else why not (for a skip's printed reason)."""
+def unreachable_reason(url: str, *, timeout_seconds: int = 15) -> str | None:
+    """None when ``url`` accepts a connection and a query, else why not (for a skip's printed reason).
+    A server that is absent refuses at once; the timeout only bounds one that answers slowly, as a loaded
+    2-core machine's does while it forks backends for the tests beside this one (3 s was not enough)."""
     try:
         with psycopg.connect(url, connect_timeout=timeout_seconds, autocommit=True) as conn:
             conn.execute("SELECT 1")
