@@ -73,6 +73,8 @@ def test_every_replacement_keeps_the_parameters_of_the_method_it_replaces(attrib
         moto_adapter.SFN_START_EXECUTION: moto_adapter.install_execution_names,
         moto_adapter.CFN_RESOURCE_CLASS: moto_adapter.install_cloudformation_secrets,
         moto_adapter.MODULE_LIST: moto_adapter.install_module_list_once,
+        moto_adapter.CFN_PARSE_TEMPLATE: moto_adapter.install_parse_once,
+        moto_adapter.ASL_PARSE: moto_adapter.install_parse_once,
         moto_adapter.ROLE_FROM_CFN: moto_adapter.install_role_managed_policies,
         moto_adapter.S3_BUCKET_PERMISSION: lambda: iam_enforce.install(iam_enforce.Enforcer("123456789012")),
         moto_adapter.SERVER_APP: lambda: iam_enforce.install(iam_enforce.Enforcer("123456789012")),
@@ -101,6 +103,7 @@ def test_installing_then_undoing_every_patch_leaves_moto_exactly_as_it_was():
         moto_adapter.install_cloudformation_policies(),
         moto_adapter.install_role_managed_policies(),
         moto_adapter.install_module_list_once(),
+        moto_adapter.install_parse_once(),
         iam_enforce.install(iam_enforce.Enforcer("123456789012")),  # the server hook, S3's own check off
     ]
     assert all(state()[name] is not value for name, value in before.items())
@@ -239,3 +242,56 @@ def test_given_the_module_list_listed_once_then_moto_sees_the_same_backends() ->
         assert {"sqs", "stepfunctions", "awslambda"} <= set(listed)
     finally:
         undo()
+
+
+def test_given_a_json_template_body_then_moto_reads_the_same_template_with_and_without_the_patch() -> None:
+    owner = moto_adapter.CFN_PARSE_TEMPLATE.owner_class()
+    as_json = json.dumps({"Resources": {"Q": {"Type": "AWS::SQS::Queue", "Properties": {"DelaySeconds": 5}}}})
+    as_yaml = "Resources:\n  Q:\n    Type: AWS::SQS::Queue\n    Properties: {DelaySeconds: !Ref D}\n"
+    before = owner.parse_template(as_json), owner.parse_template(as_yaml)
+    undo = moto_adapter.install_parse_once()
+    try:
+        assert (owner.parse_template(as_json), owner.parse_template(as_yaml)) == before
+    finally:
+        undo()
+
+
+def test_given_a_definition_parsed_twice_then_it_is_parsed_once_with_every_heap_key_drawn() -> None:
+    owner = moto_adapter.ASL_PARSE.owner_class()
+    from moto.stepfunctions.parser.asl.component.eval_component import EvalComponent  # noqa: PLC0415
+
+    definition = (ROOT / "statemachines" / "redrive.asl.json").read_text()
+    undo = moto_adapter.install_parse_once()
+    try:
+        first, _ = owner.parse(definition)
+        second, _ = owner.parse(definition)
+        assert first is second
+        undrawn = [
+            type(c).__name__
+            for c in _components(first)
+            if isinstance(c, EvalComponent) and c._EvalComponent__heap_key is None  # type: ignore[attr-defined]
+        ]
+        assert not undrawn
+        for _ in range(2):  # a definition that does not parse is refused each time, not remembered
+            with pytest.raises(Exception, match="ASLParserException"):
+                owner.parse('{"StartAt": "A", "States": {"A": }}')
+    finally:
+        undo()
+    assert owner.parse(definition)[0] is not first  # undone: moto parses afresh again
+
+
+def _components(root: Any) -> list[Any]:
+    found, stack, seen = [], [root], set()
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        found.append(item)
+        if hasattr(item, "__dict__") and type(item).__module__.startswith("moto.stepfunctions"):
+            stack.extend(vars(item).values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+    return found

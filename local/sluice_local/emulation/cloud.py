@@ -43,6 +43,7 @@ from sluice_local.emulation.template import (
 log = logging.getLogger("sluice_local")
 ROOT = Path(__file__).resolve().parents[3]
 ACCOUNT = "123456789012"
+DEPTHS = moto_adapter.DEPTH_METRICS
 
 
 class DeployError(RuntimeError):
@@ -232,7 +233,7 @@ class LocalCloud:
         self._unpatch.append(moto_adapter.install_cloudformation_secrets())
         self._unpatch.append(moto_adapter.install_cloudformation_policies())  # moto skips the three types
         self._unpatch.append(moto_adapter.install_role_managed_policies())  # moto drops ManagedPolicyArns
-        self._unpatch.append(moto_adapter.install_module_list_once())  # moto lists them per request
+        self._unpatch += [moto_adapter.install_module_list_once(), moto_adapter.install_parse_once()]
         self._unpatch.append(emf.install_capture(self.feed.put))  # CloudWatch Logs extracts EMF in AWS
         self._unpatch.append(iam.install(self.iam))  # IAM and resource policies, as AWS decides them
         self._server = moto_adapter.start_server(self.port)
@@ -439,7 +440,7 @@ class LocalCloud:
         self.alarms = Alarms(
             region=self.region,
             account=ACCOUNT,
-            metric=self._queue_metric,
+            metric=functools.partial(moto_adapter.queue_metric, ACCOUNT, self.region),
             arrived=self._arrived,
             cloudwatch=self.client("cloudwatch"),
             sns=self.client("sns"),
@@ -487,8 +488,10 @@ class LocalCloud:
                     arns[logical_id] = physical
         return arns
 
-    def _queue_metric(self, queue_name: str, metric: str) -> float | None:
-        return moto_adapter.queue_metric(ACCOUNT, self.region, queue_name, metric)
+    def queue_depth(self, queue_url: str) -> dict[str, int]:
+        """A queue's visible, in-flight and delayed counts, read from the emulation (no request to poll)."""
+        name = queue_url.rsplit("/", 1)[-1]
+        return {m: int(moto_adapter.queue_metric(ACCOUNT, self.region, name, m) or 0) for m in DEPTHS}
 
     def _arrived(self) -> list[emf.Datapoint]:
         """The datapoints put since the last call: extracted from EMF, and put with PutMetricData."""

@@ -195,8 +195,7 @@ def nested_sources(
     id, its template and the parameter values the parent passes that are known before deploying (what
     ``cfn-lint`` and ``checkov`` are given for it), for the parent's parameters ``given`` (else their
     defaults). One whose ``Condition`` is false is left out unless ``every``."""
-    from samtranslator.yaml_helper import yaml_parse  # noqa: PLC0415
-
+    from sluice_local.emulation.cfn_yaml import parse as yaml_parse  # noqa: PLC0415
     from sluice_local.emulation.conditions import evaluate_conditions  # noqa: PLC0415
     from sluice_local.emulation.nested import literal  # noqa: PLC0415
 
@@ -225,8 +224,7 @@ def with_nested(path: Path, given: dict[str, str], *, resolve_mappings: bool = T
     whole application as one template, what checkov scans and what a template test reads. A nested
     application under a ``Condition`` is in it whatever the condition's value, its resources and outputs
     under that condition (as the parent's own conditional resources are)."""
-    from samtranslator.yaml_helper import yaml_parse  # noqa: PLC0415
-
+    from sluice_local.emulation.cfn_yaml import parse as yaml_parse  # noqa: PLC0415
     from sluice_local.emulation.nested import (  # noqa: PLC0415
         bind_parameters,
         nested_stack_suffix,

@@ -31,9 +31,8 @@ from typing import Any
 import boto3
 from samtranslator.parser.parser import Parser
 from samtranslator.translator.translator import Translator
-from samtranslator.yaml_helper import yaml_parse
 
-from sluice_local.emulation import language_extensions, nested
+from sluice_local.emulation import cfn_yaml, language_extensions, nested
 from sluice_local.emulation.conditions import evaluate_conditions, resolve_if
 from sluice_local.emulation.language_extensions import resolve_find_in_map
 from sluice_local.emulation.template_rules import rule_problems
@@ -169,8 +168,7 @@ def _translate(
     """``deferred``: parameters a parent passes as expressions known only once its resources exist (a
     nested template's); ``key_prefix`` keeps a nested template's artifact keys apart from its parent's."""
     base = template_path.resolve().parent
-    sam = yaml_parse(template_path.read_text())
-    sam = copy.deepcopy(sam)
+    sam = cfn_yaml.parse(template_path.read_text())
     problems = parameter_problems(sam.get("Parameters", {}), parameters, deferred)
     problems += rule_problems(sam, parameters, deferred)  # the Rules section, which moto ignores
     if problems:

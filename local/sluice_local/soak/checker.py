@@ -69,6 +69,8 @@ class Checker:
         self._reasons: dict[Ref, str] = {}
         """Per message found isolated: its envelope's last error message (a misrouted report names it)."""
         self._checked: dict[str, int] = {}
+        self._performed: Counter[str] = Counter()
+        self._effects: dict[str, str] = {}
         """Per guarded effect (ledger ``effect_key``) of the seeds run so far: its performances when its
         seed was checked. Every later seed's check re-reads them: a performance written afterwards (by
         anything still running) is reported then, as a duplicate."""
@@ -99,6 +101,7 @@ class Checker:
             seed=seed, mode=self.mode, workloads={}, faults=dict(injector.counts),
             faults_at=dict(injector.where), seconds=round(seconds, 1), stuck=stuck,
         )  # fmt: skip
+        self._performed = self._read_ledger()  # one read of the whole table: every count below comes from it
         self._check(result, sent, injector)
         result.jobs_skipped = self.no_jobs
         if jobs:
@@ -113,13 +116,27 @@ class Checker:
         return result
 
     def _ledger(self, key: str) -> int:
-        response = self.stack.client("dynamodb").query(
-            TableName=self.stack.outputs["LedgerTableName"],
-            KeyConditionExpression="effect_key = :k",
-            ExpressionAttributeValues={":k": {"S": key}},
-            ConsistentRead=True,
-        )
-        return int(response["Count"])
+        """How many times the effect ``key`` was performed, as the seed's read of the ledger found it."""
+        return self._performed[key]
+
+    def _read_ledger(self) -> Counter[str]:
+        """The whole ledger (every effect of every seed this stack ran), read once a check, scanned page by
+        page, rather than one query per effect: each item's effect key counted, and its effect kept in
+        :attr:`_effects`."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.stack.outputs["LedgerTableName"],
+            "ConsistentRead": True,
+            "ProjectionExpression": "effect_key, effect",
+        }
+        performed: Counter[str] = Counter()
+        while True:
+            page = self.stack.client("dynamodb").scan(**kwargs)
+            for item in page.get("Items", []):
+                performed[item["effect_key"]["S"]] += 1
+                self._effects[item["effect_key"]["S"]] = item.get("effect", {}).get("S", "")
+            if "LastEvaluatedKey" not in page:
+                return performed
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def _in_queue(self, output: str, by_message: dict[str, Sent]) -> dict[Ref, tuple[str, str]]:
         """The seed's messages found on a queue (by origin id, or the message id it was sent with), each
@@ -240,24 +257,12 @@ class Checker:
         tally.lost = sorted(f"{s}" for s in sent if ref(s) not in processed | poison | dead)
 
     def _whole_ledger(self, result: SeedResult) -> None:
-        """Read the whole ledger (every effect, every seed this stack ran), each item in its workload's
-        namespace: the ids of side effects never sent (**unexpected**), an order's effect keyed as a
-        refund's or a refund's as an order's (**misrouted**), each reported once, by the seed whose check
-        first sees it; and the effects of earlier seeds performed again since their seed's check (a late
-        duplicate), each reported once."""
-        table = self.stack.outputs["LedgerTableName"]
-        kwargs: dict[str, Any] = {"TableName": table, "ConsistentRead": True}
-        kwargs["ProjectionExpression"] = "effect_key, effect"
-        performed: Counter[str] = Counter()
-        effects: dict[str, str] = {}
-        while True:
-            page = self.stack.client("dynamodb").scan(**kwargs)
-            for item in page.get("Items", []):
-                performed[item["effect_key"]["S"]] += 1
-                effects[item["effect_key"]["S"]] = item.get("effect", {}).get("S", "")
-            if "LastEvaluatedKey" not in page:
-                break
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        """The whole ledger as this check read it (every effect, every seed this stack ran), each item in
+        its workload's namespace: the ids of side effects never sent (**unexpected**), an order's effect
+        keyed as a refund's or a refund's as an order's (**misrouted**), each reported once, by the seed
+        whose check first sees it; and the effects of earlier seeds performed again since their seed's
+        check (a late duplicate), each reported once."""
+        performed, effects = self._performed, self._effects
         for key in sorted(set(performed) - self._reported):
             workload, business_id = _namespace(key)
             effect = effects[key]

@@ -16,7 +16,8 @@
 
 Modules: :mod:`.attributes` (what it relies on, and the check), :mod:`.delivery` (invocations and
 event delivery), :mod:`.sqs_rules`, :mod:`.dead_letter`, :mod:`.sqs_lock`, :mod:`.cfn_secrets`,
-:mod:`.cfn_policies`, :mod:`.backends` (server, settings, backend reads and writes).
+:mod:`.cfn_policies`, :mod:`.backends` (server, settings, backend reads and writes), :mod:`.speed` (work
+moto repeats, done once).
 
 ``tests/unit/test_moto_adapter.py`` checks each assumption against the installed moto (its version,
 every attribute used or replaced, with its signature), so a moto upgrade fails there, naming what
@@ -25,8 +26,10 @@ findings at start.
 """
 
 from sluice_local.emulation.moto_adapter.attributes import (
+    ASL_PARSE,
     AWS_SDK_PARAMETERS,
     AWS_SDK_RESPONSE,
+    CFN_PARSE_TEMPLATE,
     CFN_RESOURCE_CLASS,
     LAMBDA_BACKEND_INVOKE,
     LAMBDA_FUNCTION_INVOKE,
@@ -53,6 +56,7 @@ from sluice_local.emulation.moto_adapter.attributes import (
     problems,
 )  # fmt: skip
 from sluice_local.emulation.moto_adapter.backends import (
+    DEPTH_METRICS,
     configure,
     detach_sqs_invoke,
     event_rules,
@@ -80,14 +84,18 @@ from sluice_local.emulation.moto_adapter.delivery import (
     install_invoke,
 )  # fmt: skip
 from sluice_local.emulation.moto_adapter.quiet import install_layer_version_refs, install_quiet, not_created
+from sluice_local.emulation.moto_adapter.speed import install_parse_once
 from sluice_local.emulation.moto_adapter.sqs_lock import install_sqs_locks
 from sluice_local.emulation.moto_adapter.sqs_rules import install_sqs_rules, wire_attributes
 
 __all__ = [
+    "ASL_PARSE",
     "AWS_SDK_PARAMETERS",
     "AWS_SDK_RESPONSE",
+    "CFN_PARSE_TEMPLATE",
     "CFN_RESOURCE_CLASS",
     "DEAD_LETTER_SOURCE",
+    "DEPTH_METRICS",
     "LAMBDA_BACKEND_INVOKE",
     "LAMBDA_FUNCTION_INVOKE",
     "MANAGED_ARNS",
@@ -124,6 +132,7 @@ __all__ = [
     "install_invoke",
     "install_layer_version_refs",
     "install_module_list_once",
+    "install_parse_once",
     "install_quiet",
     "install_role_managed_policies",
     "install_sqs_locks",

@@ -105,6 +105,10 @@ CFN_RESOURCE_CLASS = Attribute(
     "moto.cloudformation.parsing", None, "resource_class_from_type", ("resource_type",)
 )
 MODULE_LIST = Attribute("moto.backends", None, "list_of_moto_modules", ())
+CFN_PARSE_TEMPLATE = Attribute("moto.cloudformation.models", "Stack", "parse_template", ("template",))
+ASL_PARSE = Attribute(
+    "moto.stepfunctions.parser.asl.parse.asl_parser", "AmazonStateLanguageParser", "parse", ("definition",)
+)
 S3_BUCKET_PERMISSION = Attribute(
     "moto.s3.models", "FakeBucket", "get_permission", ("self", "action", "resource")
 )
@@ -122,6 +126,8 @@ SERVER_APP = Attribute(
 )
 PATCHED = (
     MODULE_LIST,
+    CFN_PARSE_TEMPLATE,
+    ASL_PARSE,
     CFN_RESOURCE_CLASS,
     LAMBDA_FUNCTION_INVOKE,
     LAMBDA_BACKEND_INVOKE,

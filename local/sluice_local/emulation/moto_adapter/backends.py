@@ -96,6 +96,13 @@ def event_rules(account: str, region: str) -> list[Any]:
     ]
 
 
+DEPTH_METRICS = (
+    "ApproximateNumberOfMessagesVisible", "ApproximateNumberOfMessagesNotVisible",
+    "ApproximateNumberOfMessagesDelayed",
+)  # fmt: skip
+"""What a queue holds, as CloudWatch names it: visible, in flight, delayed."""
+
+
 def queue_metric(account: str, region: str, queue_name: str, metric: str) -> float | None:
     """An ``AWS/SQS`` queue metric as CloudWatch would report it now; None if unknown."""
     from moto.sqs.models import sqs_backends  # noqa: PLC0415
