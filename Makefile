@@ -99,11 +99,11 @@ security: $(STAMP) $(CHECKOV_STAMP)
 
 # Tiers (markers in pyproject.toml, applied in tests/conftest.py): `make check` is the fast loop, `make test`
 # runs everything. Both run in parallel: the static checks beside the tests, the tests on pytest-xdist
-# workers. In `make test` the three soak runs and the three groups of e2e files (a group's tests share one
-# worker and its session stack: tier_group in tests/conftest.py) start first, one a worker, and the unit and
-# functional tests fill in around them.
+# workers. In `make test` the three soak runs, the three groups of e2e files (a group's tests share one
+# worker and its session stack: tier_group in tests/conftest.py) and the adoption walkthrough start first,
+# one a worker, and the unit and functional tests fill in around them.
 CHECK_WORKERS ?= 2
-TEST_WORKERS  ?= 6
+TEST_WORKERS  ?= 7
 PYTEST_XDIST  := --dist loadgroup --no-loadscope-reorder
 TEST_PARTS    ?= tests static library
 # In `make test` the library's tests run at both ends of its ranges (`library`), not in the dev environment;

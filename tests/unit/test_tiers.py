@@ -141,6 +141,7 @@ def test_the_stack_tests_share_one_group_each_soak_run_has_its_own_and_the_rest_
     assert tier_group("tests/e2e/test_redrive.py::test_breaker[lambda]") == "stack-redrive"
     assert tier_group("tests/e2e/test_traces.py::test_a_trace") == "stack-redrive"
     assert tier_group("tests/e2e/test_wiring.py::test_wired") == "stack"
+    assert tier_group("tests/e2e/test_adopt_doc.py::test_the_walkthrough") == "stack-adopt"
     assert tier_group("tests/e2e/test_jobs.py::test_job_scenario[dead]") == "stack"
     soak = "tests/e2e/test_soak.py::test_the_"
     assert tier_group(soak + "short_soak_loses_nothing_and_duplicates_no_side_effect") == "soak-orders"
