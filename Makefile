@@ -99,9 +99,9 @@ security: $(STAMP) $(CHECKOV_STAMP)
 
 # Tiers (markers in pyproject.toml, applied in tests/conftest.py): `make check` is the fast loop, `make test`
 # runs everything. Both run in parallel: the static checks beside the tests, the tests on pytest-xdist
-# workers. In `make test` the three soak runs, the three groups of e2e files (a group's tests share one
-# worker and its session stack: tier_group in tests/conftest.py) and the adoption walkthrough start first,
-# one a worker, and the unit and functional tests fill in around them.
+# workers. In `make test` the three soak runs, the three groups of e2e files sharing a session stack (a
+# group's tests share one worker and its stack: tier_group in tests/conftest.py) and the group of e2e files
+# starting stacks of their own start first, one a worker, and the unit and functional tests fill in.
 CHECK_WORKERS ?= 2
 TEST_WORKERS  ?= 7
 PYTEST_XDIST  := --dist loadgroup --no-loadscope-reorder

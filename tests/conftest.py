@@ -49,18 +49,25 @@ SOAK_GROUPS = {
     "test_the_short_soak_loses_nothing_and_duplicates_no_side_effect": "soak-orders",
     "test_the_job_soak_loses_no_job_and_repeats_no_two_phase_side_effect": "soak-jobs",
 }
+OWN_STACKS = (
+    "test_adopt_doc.py", "test_delay_crash.py", "test_demo_output.py", "test_first_deploy.py",
+    "test_follow_up.py", "test_lifecycle.py", "test_own_function.py", "test_runtime_emulation.py",
+    "test_runtime_fidelity.py", "test_testing_kit.py", "test_two_stacks.py", "test_up_reload.py",
+    "test_wiring.py",
+)  # fmt: skip
+"""e2e files that start stacks of their own (a `make up`, the demo, a second stack, a fresh deploy) and use
+no session stack: in the "stack" group they made that worker's share the run's longest (604 s against the
+others' ~500 s; docs/adopt.md's walkthrough alone 214 s, mostly waiting on its own `make up`)."""
 STACK_GROUPS = {
     # e2e files with a session stack of their own worker (the longest; the redrive and trace tests are the
     # ones that also start the stepfunctions-mode stack): the other e2e files share the "stack" group's.
     "test_redrive.py": "stack-redrive",
     "test_traces.py": "stack-redrive",
     "test_bad_input_battery.py": "stack-battery",
-    # docs/adopt.md's walkthrough: a `make up` of its own in a copy of the project, mostly waiting on it
-    # (29 CPU s in 214 s); in the "stack" group it made that worker's share the run's longest by 100 s
-    "test_adopt_doc.py": "stack-adopt",
+    **dict.fromkeys(OWN_STACKS, "stack-own"),
 }
 GROUP_ORDER = (
-    "soak-orders", "stack-redrive", "soak-jobs", "soak-small", "stack-battery", "stack", "stack-adopt",
+    "soak-orders", "stack-redrive", "soak-jobs", "soak-small", "stack-battery", "stack", "stack-own",
 )  # fmt: skip
 """The longest groups start first, one a worker (`make test` runs with --no-loadscope-reorder and as many
 workers as groups), and the unit and functional tests fill in around them one by one."""

@@ -3,6 +3,7 @@ the defaults the README states are the Makefile's."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
@@ -77,7 +78,28 @@ def pytest_collection_finish(session):
 @pytest.fixture(scope="module")
 def collected(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[set[str], str]]:
     """Every test of the suite as pytest collects it (conftest's markers included), in one fresh run:
-    node id → (its marker names, its timeout marker's value or 'None')."""
+    node id → (its marker names, its timeout marker's value or 'None'). Under pytest-xdist the tests using
+    it may land on different workers: the first collects, under a lock, the others read its output."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # one id per xdist run, shared by its workers
+    if run is None:
+        stdout = _collect(tmp_path_factory)
+    else:
+        shared = tmp_path_factory.getbasetemp().parent / f"collected-{run}.txt"
+        with shared.with_suffix(".lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not shared.exists():
+                shared.write_text(_collect(tmp_path_factory))
+            stdout = shared.read_text()
+    items: dict[str, tuple[set[str], str]] = {}
+    for line in stdout.splitlines():
+        if line.startswith("ITEM\t"):
+            _, nodeid, names, timeout = line.split("\t")
+            items[nodeid] = (set(names.split(",")) - {"-"}, timeout)
+    assert len(items) > 1000, stdout[-3000:]
+    return items
+
+
+def _collect(tmp_path_factory: pytest.TempPathFactory) -> str:
     plugins = tmp_path_factory.mktemp("plugins")
     (plugins / "show_items.py").write_text(SHOW_ITEMS)
     out = subprocess.run(
@@ -86,13 +108,8 @@ def collected(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[set[s
         cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
         env={**os.environ, "PYTHONPATH": f"{plugins}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"},
     )  # fmt: skip
-    items: dict[str, tuple[set[str], str]] = {}
-    for line in out.stdout.splitlines():
-        if line.startswith("ITEM\t"):
-            _, nodeid, names, timeout = line.split("\t")
-            items[nodeid] = (set(names.split(",")) - {"-"}, timeout)
-    assert len(items) > 1000, out.stdout[-3000:] + out.stderr[-3000:]
-    return items
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return out.stdout
 
 
 def files(items: dict[str, tuple[set[str], str]], prefix: str) -> dict[str, tuple[set[str], str]]:
@@ -140,8 +157,9 @@ def test_the_stack_tests_share_one_group_each_soak_run_has_its_own_and_the_rest_
 
     assert tier_group("tests/e2e/test_redrive.py::test_breaker[lambda]") == "stack-redrive"
     assert tier_group("tests/e2e/test_traces.py::test_a_trace") == "stack-redrive"
-    assert tier_group("tests/e2e/test_wiring.py::test_wired") == "stack"
-    assert tier_group("tests/e2e/test_adopt_doc.py::test_the_walkthrough") == "stack-adopt"
+    assert tier_group("tests/e2e/test_iam.py::test_iam") == "stack"
+    assert tier_group("tests/e2e/test_adopt_doc.py::test_the_walkthrough") == "stack-own"
+    assert tier_group("tests/e2e/test_demo_output.py::test_the_demo") == "stack-own"
     assert tier_group("tests/e2e/test_jobs.py::test_job_scenario[dead]") == "stack"
     soak = "tests/e2e/test_soak.py::test_the_"
     assert tier_group(soak + "short_soak_loses_nothing_and_duplicates_no_side_effect") == "soak-orders"
