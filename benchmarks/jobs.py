@@ -1,58 +1,61 @@
-"""Job store throughput and database round trips per job, against a plain SKIP LOCKED loop.
+"""Job store throughput, CPU and database round trips per job, against a plain SKIP LOCKED queue loop.
 
-Three ways to drain N pending jobs with W workers (threads, one connection each) on a real PostgreSQL:
+Three ways to drain N pending jobs with W workers on a real PostgreSQL. Each worker is a process with one
+connection (as a Lambda environment is), connected and warm before the clock starts; the clock runs from
+the barrier they all reach to the end of the last one's drain (benchmarks/job_drains.py says how):
 
-- ``single``: sluice's single-UPDATE mode, ``JobWorker.run`` per job id (read the row, run the no-op
-  handler, ``complete_if_pending``);
-- ``two_phase``: sluice's two-phase mode, ``JobWorker.run`` per job id (read, ``claim``, no-op handler,
-  ``commit`` under the claim token);
+- ``single``: sluice's single-UPDATE mode, ``JobWorker.run`` per job id (``start`` marks the run in
+  flight, the no-op handler, ``complete_if_pending``);
+- ``two_phase``: sluice's two-phase mode, ``JobWorker.run`` per job id (``start`` claims, the no-op
+  handler, ``commit`` under the claim token);
 - ``anchor``: the textbook queue loop, no SQS, no fencing: ``BEGIN; SELECT … WHERE status = 'pending'
-  LIMIT 1 FOR UPDATE SKIP LOCKED; UPDATE … SET status = 'completed'; COMMIT``.
+  ORDER BY updated_at LIMIT 1 FOR UPDATE SKIP LOCKED; UPDATE … SET status = 'completed'; COMMIT``, its
+  pick served by the partial index ``jobs_pending_updated_at`` (its plain EXPLAIN is printed).
 
-The sluice modes get each job id as a queue message would deliver it (a shared in-memory queue, each id
-once); the anchor finds its own work in the table. Throughput = N / wall time of the drain (job
-creation not included). Each (mode, workers) cell runs ``--repeats`` times on a fresh table, the
-modes' order rotating each round, and reports the median.
+The sluice modes get each job id as a queue message would deliver it (handed out once each, to whichever
+process asks next); the anchor finds its own work in the table. Throughput = N / wall time of the drain
+(job creation not included). Each (mode, workers) cell runs ``--repeats`` times on a fresh table, the
+modes' order rotating each round, and reports the median, with the median CPU per job: the worker
+processes' own user + sys time, and their PostgreSQL server processes' (``/proc/<pid>/stat``; "n/a"
+when the server is not on this machine).
 
 Round trips are counted on the wire, not in sluice's code: a second pass runs through a small TCP
 proxy that parses the PostgreSQL protocol and counts what makes the client wait for the server — each
 Sync (extended protocol) and each simple Query — divided by the jobs drained.
 
-Targets (docs/jobs.md): two-phase ≤ 3 round trips per job and ≥ 0.7x the anchor's jobs/s.
+Targets (docs/jobs.md): two-phase ≤ 3 round trips per job and ≥ 0.9x the anchor's jobs/s.
 
-    .venv/bin/python benchmarks/jobs.py                 # 2000 jobs, 1/4/16 workers, 3 repeats
-    .venv/bin/python benchmarks/jobs.py --jobs 500 --repeats 1
+    .venv/bin/python benchmarks/jobs.py                 # 5000 jobs, 1/4/8 worker processes, 3 repeats
+    .venv/bin/python benchmarks/jobs.py --jobs 500 --repeats 1 --workers 8
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import os
-import queue
 import socket
 import statistics
 import struct
 import sys
 import threading
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "layers" / "common"), str(ROOT / "local")]
+# benchmarks/ too: the spawned workers import job_drains by name, whoever loaded this file and how
+sys.path[:0] = [str(ROOT / "layers" / "common"), str(ROOT / "local"), str(ROOT / "benchmarks")]
 
 import psycopg  # noqa: E402
+from job_drains import KINDS, MODES, Drain, Task, anchor_pick, drain  # noqa: E402
 from psycopg import sql  # noqa: E402
 
-from sluice.jobs import Connector, Job, JobKinds, JobStore, JobWorker, Outcome  # noqa: E402
 from sluice_local.app import postgres  # noqa: E402
 
-MODES = ("single", "two_phase", "anchor")
 TARGET_ROUND_TRIPS = 3.0
-TARGET_RATIO = 0.7
+TARGET_RATIO = 0.9
+RT_WORKERS = 4
 
 
 # --- the wire counter ------------------------------------------------------------------------------
@@ -145,110 +148,33 @@ def _close(*sockets: socket.socket) -> None:
 # --- the runs --------------------------------------------------------------------------------------
 
 
-def _kinds() -> JobKinds:
-    kinds = JobKinds()
-
-    def noop(job: Job) -> dict[str, Any]:
-        return {"n": job.payload["n"]}
-
-    kinds.register("bench-single", mode="single")(noop)
-    kinds.register("bench-two-phase", mode="two_phase")(noop)
-    return kinds
-
-
 def _fill(url: str, schema: str, kind: str, n: int) -> list[uuid.UUID]:
+    """A fresh table of ``n`` pending jobs, created a microsecond apart (a queue's rows are not all of one
+    instant), analyzed."""
     ids = [uuid.uuid4() for _ in range(n)]
+    first = datetime.datetime.now(datetime.UTC) - datetime.timedelta(microseconds=n)
     with psycopg.connect(url, autocommit=True) as conn, conn.cursor() as cur:
         table = sql.Identifier(schema, "jobs")
         cur.execute(sql.SQL("TRUNCATE {}").format(table))
-        with cur.copy(sql.SQL("COPY {} (id, kind, payload) FROM STDIN").format(table)) as copy:
+        columns = sql.SQL("COPY {} (id, kind, payload, created_at, updated_at) FROM STDIN").format(table)
+        with cur.copy(columns) as copy:
             for i, job_id in enumerate(ids):
-                copy.write_row((job_id, kind, f'{{"n": {i}}}'))
+                at = first + datetime.timedelta(microseconds=i)
+                copy.write_row((job_id, kind, f'{{"n": {i}}}', at, at))
         cur.execute(sql.SQL("ANALYZE {}").format(table))
     return ids
 
 
-def _drain_sluice(
-    url: str, schema: str, ids: list[uuid.UUID], workers: int, ready: Callable[[], None] = lambda: None
-) -> tuple[float, int]:
-    deliveries: queue.SimpleQueue[uuid.UUID] = queue.SimpleQueue()
-    for job_id in ids:
-        deliveries.put(job_id)
-    kinds = _kinds()
-    stores = [
-        JobStore(Connector(lambda _r: url, application_name=f"bench-{i}"), schema=schema, worker=f"w{i}")
-        for i in range(workers)
-    ]
-    for store in stores:  # connected before the clock starts, as a warm Lambda is
-        store.get(uuid.uuid4())
-    ready()
-    completed = [0] * workers
-
-    def work(i: int) -> None:
-        runner = JobWorker(stores[i], kinds)
-        while True:
-            try:
-                job_id = deliveries.get_nowait()
-            except queue.Empty:
-                return
-            if runner.run(job_id) is Outcome.COMPLETED:
-                completed[i] += 1
-
-    seconds = _timed(workers, work)
-    for store in stores:
-        store.close()
-    return seconds, sum(completed)
+def _drain(url: str, schema: str, mode: str, n: int, workers: int) -> Drain:
+    ids = _fill(url, schema, KINDS[mode], n)
+    return drain(Task(mode, url, schema, () if mode == "anchor" else ids), workers)
 
 
-def _drain_anchor(
-    url: str, schema: str, workers: int, ready: Callable[[], None] = lambda: None
-) -> tuple[float, int]:
-    table = sql.Identifier(schema, "jobs")
-    pick = sql.SQL(
-        "SELECT id, payload FROM {} WHERE status = 'pending' ORDER BY created_at LIMIT 1"
-        " FOR UPDATE SKIP LOCKED"
-    ).format(table)
-    done = sql.SQL(
-        "UPDATE {} SET status = 'completed', result = %s, completed_at = now() WHERE id = %s"
-    ).format(table)
-    conns = [
-        psycopg.connect(url, prepare_threshold=None, application_name=f"anchor-{i}") for i in range(workers)
-    ]
-    ready()
-    completed = [0] * workers
-
-    def work(i: int) -> None:
-        conn = conns[i]
-        while True:
-            with conn.transaction():
-                row = conn.execute(pick).fetchone()
-                if row is None:
-                    return
-                conn.execute(done, (psycopg.types.json.Jsonb({"n": row[1]["n"]}), row[0]))
-            completed[i] += 1
-
-    seconds = _timed(workers, work)
-    for conn in conns:
-        conn.close()
-    return seconds, sum(completed)
-
-
-def _timed(workers: int, work: Callable[[int], None]) -> float:
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(workers)]
-    started = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return time.perf_counter() - started
-
-
-def _drain(url: str, schema: str, mode: str, n: int, workers: int) -> tuple[float, int]:
-    kind = "bench-single" if mode == "single" else "bench-two-phase"
-    ids = _fill(url, schema, kind, n)
-    if mode == "anchor":
-        return _drain_anchor(url, schema, workers)
-    return _drain_sluice(url, schema, ids, workers)
+def _explain_pick(url: str, schema: str, n: int) -> list[str]:
+    """The anchor's pick, planned (plain EXPLAIN: nothing runs, nothing is locked) on ``n`` pending jobs."""
+    _fill(url, schema, KINDS["anchor"], n)
+    with psycopg.connect(url, autocommit=True) as conn:
+        return [str(row[0]) for row in conn.execute(sql.SQL("EXPLAIN ") + anchor_pick(schema))]
 
 
 def _via_proxy(url: str, port: int) -> str:
@@ -257,12 +183,67 @@ def _via_proxy(url: str, port: int) -> str:
     return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items() if v is not None})
 
 
+def _cpu(drains: list[Drain], n: int) -> str:
+    """Median CPU per job over a cell's drains: the worker processes' and their server processes'."""
+    client = statistics.median(d.client_cpu for d in drains) / n * 1e6
+    backends = [d.backend_cpu for d in drains if d.backend_cpu is not None]
+    if len(backends) < len(drains):
+        note = next(d.note for d in drains if d.backend_cpu is None)
+        return f"client {client:.0f} µs/job, backend CPU n/a ({note})"
+    return f"client {client:.0f} µs/job, backend {statistics.median(backends) / n * 1e6:.0f} µs/job"
+
+
+def _timed_cells(
+    url: str, schema: str, n: int, workers: list[int], repeats: int
+) -> tuple[dict[tuple[str, int], float], dict[tuple[str, int], str]]:
+    """Each (mode, workers) cell drained ``repeats`` times, the modes' order rotating each round: the
+    median jobs/s of each cell (printed with its samples) and its CPU per job, as printed."""
+    rates: dict[tuple[str, int], float] = {}
+    cpu: dict[tuple[str, int], str] = {}
+    print(f"\n{'mode':10} {'workers':>7} {'jobs/s':>9}  samples (jobs/s)")
+    for w in workers:
+        drains: dict[str, list[Drain]] = {mode: [] for mode in MODES}
+        for r in range(repeats):
+            for mode in MODES[r % len(MODES) :] + MODES[: r % len(MODES)]:  # rotate: no order bias
+                done = _drain(url, schema, mode, n, w)
+                if done.completed != n:
+                    raise SystemExit(f"{mode} x{w}: completed {done.completed} of {n} jobs")
+                if done.processes != w:
+                    raise SystemExit(f"{mode} x{w}: {done.processes} worker processes, not {w}")
+                drains[mode].append(done)
+        for mode in MODES:
+            samples = [n / d.seconds for d in drains[mode]]
+            rates[(mode, w)] = statistics.median(samples)
+            first = drains[mode][0]
+            cpu[(mode, w)] = f"({first.processes} processes, {first.backends} backends): " + _cpu(
+                drains[mode], n
+            )
+            print(f"{mode:10} {w:>7} {rates[(mode, w)]:>9.0f}  {', '.join(f'{x:.0f}' for x in samples)}")
+    return rates, cpu
+
+
+def _round_trips(url: str, schema: str, n: int) -> dict[str, float]:
+    """Round trips per job of each mode, counted by the proxy over a drain of ``n`` jobs."""
+    host_port = psycopg.conninfo.conninfo_to_dict(url)
+    proxy = RoundTripProxy(str(host_port.get("host") or "127.0.0.1"), int(host_port.get("port") or 5432))
+    proxied = _via_proxy(url, proxy.port)
+    trips: dict[str, float] = {}
+    for mode in MODES:
+        ids = _fill(url, schema, KINDS[mode], n)
+        task = Task(mode, proxied, schema, () if mode == "anchor" else ids)
+        done = drain(task, RT_WORKERS, on_ready=proxy.reset)
+        trips[mode] = proxy.round_trips / done.completed
+    return trips
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--jobs", type=int, default=2000, help="jobs per drain (default 2000)")
-    parser.add_argument("--workers", default="1,4,16", help="comma-separated worker counts (default 1,4,16)")
+    parser.add_argument("--jobs", type=int, default=5000, help="jobs per drain (default 5000)")
+    parser.add_argument(
+        "--workers", default="1,4,8", help="comma-separated worker process counts (default 1,4,8)"
+    )
     parser.add_argument("--repeats", type=int, default=3, help="drains per cell; the median is reported")
     parser.add_argument("--rt-jobs", type=int, default=300, help="jobs per round-trip counting drain")
     args = parser.parse_args()
@@ -283,37 +264,28 @@ def main() -> int:
             f"{sync[0] if sync else '?'}), {os.cpu_count()} CPUs; {args.jobs} jobs per drain, median of "
             f"{args.repeats}"
         )
-        rates: dict[tuple[str, int], float] = {}
-        print(f"\n{'mode':10} {'workers':>7} {'jobs/s':>9}  samples (jobs/s)")
-        for w in workers:
-            samples: dict[str, list[float]] = {mode: [] for mode in MODES}
-            for r in range(args.repeats):
-                for mode in MODES[r % len(MODES) :] + MODES[: r % len(MODES)]:  # rotate: no order bias
-                    seconds, completed = _drain(url, schema, mode, args.jobs, w)
-                    if completed != args.jobs:
-                        raise SystemExit(f"{mode} x{w}: completed {completed} of {args.jobs} jobs")
-                    samples[mode].append(args.jobs / seconds)
-            for mode in MODES:
-                rates[(mode, w)] = statistics.median(samples[mode])
-                shown = ", ".join(f"{x:.0f}" for x in samples[mode])
-                print(f"{mode:10} {w:>7} {rates[(mode, w)]:>9.0f}  {shown}")
+        print(
+            "workers: one process each (multiprocessing spawn), one connection each; the clock starts at a"
+            " barrier all reach connected and warm, stops when the last finishes"
+        )
+        print(f"\nthe anchor's pick, EXPLAIN on {args.jobs} pending jobs:")
+        for line in _explain_pick(url, schema, args.jobs):
+            print(f"  {line}")
 
-        host_port = psycopg.conninfo.conninfo_to_dict(url)
-        proxy = RoundTripProxy(str(host_port.get("host") or "127.0.0.1"), int(host_port.get("port") or 5432))
-        proxied = _via_proxy(url, proxy.port)
-        trips: dict[str, float] = {}
-        for mode in MODES:
-            kind = "bench-single" if mode == "single" else "bench-two-phase"
-            ids = _fill(url, schema, kind, args.rt_jobs)
-            if mode == "anchor":
-                _, completed = _drain_anchor(proxied, schema, 4, ready=proxy.reset)
-            else:
-                _, completed = _drain_sluice(proxied, schema, ids, 4, ready=proxy.reset)
-            trips[mode] = proxy.round_trips / completed
+        rates, cpu = _timed_cells(url, schema, args.jobs, workers, args.repeats)
 
         print(
+            "\nCPU per job, median of the drains (client: the worker processes' user + sys; backend: their"
+            " PostgreSQL server processes' utime + stime, /proc/<pid>/stat):"
+        )
+        for w in workers:
+            for mode in MODES:
+                print(f"  {mode:10} {w:>2} workers {cpu[(mode, w)]}")
+
+        trips = _round_trips(url, schema, args.rt_jobs)
+        print(
             "\nround trips per job (on the wire: Sync + Query messages;"
-            f" {args.rt_jobs} jobs, 4 warm connections):"
+            f" {args.rt_jobs} jobs, {RT_WORKERS} warm connections):"
         )
         for mode in MODES:
             print(f"  {mode:10} {trips[mode]:.2f}")

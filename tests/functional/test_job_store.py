@@ -720,6 +720,7 @@ def test_start_claims_a_two_phase_kind_counts_a_single_run_and_only_reads_the_re
         store.start(uuid.uuid4(), **kinds)
 
 
+@pytest.mark.subprocess  # the drain's workers are processes (spawned interpreters), as in the benchmark
 def test_a_delivery_costs_two_round_trips_on_the_wire_in_either_mode(pg_url, jobs_schema):
     """Counted by benchmarks/jobs.py's protocol-parsing proxy (Sync + Query messages), not by sluice."""
     import importlib.util  # noqa: PLC0415
@@ -734,11 +735,11 @@ def test_a_delivery_costs_two_round_trips_on_the_wire_in_either_mode(pg_url, job
     info = psycopg.conninfo.conninfo_to_dict(pg_url)
     proxy = bench.RoundTripProxy(str(info.get("host") or "127.0.0.1"), int(info.get("port") or 5432))
     proxied = bench._via_proxy(pg_url, proxy.port)
-    for kind in ("bench-single", "bench-two-phase"):
-        ids = bench._fill(pg_url, jobs_schema, kind, 40)
-        _seconds, completed = bench._drain_sluice(proxied, jobs_schema, ids, 2, ready=proxy.reset)
-        assert completed == 40
-        assert proxy.round_trips == 80, kind
+    for mode in ("single", "two_phase"):
+        ids = bench._fill(pg_url, jobs_schema, bench.KINDS[mode], 40)
+        done = bench.drain(bench.Task(mode, proxied, jobs_schema, ids), 2, on_ready=proxy.reset)
+        assert (done.completed, done.processes) == (40, 2)
+        assert proxy.round_trips == 80, mode
 
 
 # --- hostile values ----------------------------------------------------------------------------------
