@@ -139,6 +139,10 @@ def drain(task: Task, workers: int, on_ready: Callable[[], None] = lambda: None)
         started = time.monotonic()
         go.set()
         reports = [_next_report(results, processes) for _ in processes]
+    except BaseException:  # a worker failed (or ^C): the others would wait at the barrier or for "go"
+        for process in processes:
+            process.kill()
+        raise
     finally:
         for process in processes:
             process.join(READY_SECONDS)
