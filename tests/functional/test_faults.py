@@ -660,7 +660,6 @@ def test_given_an_effect_performed_again_after_its_seed_was_checked_then_a_later
     def whole_ledger() -> dict[str, dict[str, list[str]]]:
         """What one read of the whole ledger reports, per workload: its unexpected, duplicated, misrouted."""
         result = SeedResult(seed=9, mode="lambda", workloads={}, faults={}, faults_at={}, seconds=0.0)
-        checker._performed = checker._read_ledger()  # as each check starts
         checker._whole_ledger(result)
         return {
             name: {k: v for k, v in vars(t).items() if k in ("unexpected", "duplicated", "misrouted") and v}

@@ -69,11 +69,13 @@ class Checker:
         self._reasons: dict[Ref, str] = {}
         """Per message found isolated: its envelope's last error message (a misrouted report names it)."""
         self._checked: dict[str, int] = {}
-        self._performed: Counter[str] = Counter()
-        self._effects: dict[str, str] = {}
         """Per guarded effect (ledger ``effect_key``) of the seeds run so far: its performances when its
         seed was checked. Every later seed's check re-reads them: a performance written afterwards (by
         anything still running) is reported then, as a duplicate."""
+        self._performed: Counter[str] = Counter()
+        """The ledger as the current check read it at its start: each effect key's performances."""
+        self._effects: dict[str, str] = {}
+        """Per effect key ever read: its effect's name."""
         self._owners = {
             value: name
             for name in QUEUE_WORKLOADS
@@ -257,12 +259,14 @@ class Checker:
         tally.lost = sorted(f"{s}" for s in sent if ref(s) not in processed | poison | dead)
 
     def _whole_ledger(self, result: SeedResult) -> None:
-        """The whole ledger as this check read it (every effect, every seed this stack ran), each item in
-        its workload's namespace: the ids of side effects never sent (**unexpected**), an order's effect
-        keyed as a refund's or a refund's as an order's (**misrouted**), each reported once, by the seed
-        whose check first sees it; and the effects of earlier seeds performed again since their seed's
-        check (a late duplicate), each reported once."""
-        performed, effects = self._performed, self._effects
+        """The whole ledger, read again at the end of the check (every effect, every seed this stack ran),
+        each item in its workload's namespace: the ids of side effects never sent (**unexpected**), an
+        order's effect keyed as a refund's or a refund's as an order's (**misrouted**), each reported once,
+        by the seed whose check first sees it; and the effects of earlier seeds performed again since their
+        seed's check (a late duplicate), each reported once."""
+        # read again, not the check's first read: what was written while the check ran (a late duplicate,
+        # an effect never sent) is reported by this seed, the last seed of a run included
+        performed, effects = self._read_ledger(), self._effects
         for key in sorted(set(performed) - self._reported):
             workload, business_id = _namespace(key)
             effect = effects[key]
