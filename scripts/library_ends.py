@@ -21,12 +21,14 @@ the requirements given directly), their dependencies at the newest that fit. Exi
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import os
 import re
 import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,6 +84,16 @@ def interpreter(version: str) -> str:
     if on_path is None:
         raise SystemExit(f"no Python {version} on this machine: the {version} end cannot be tested")
     return on_path
+
+
+_SAY = threading.Lock()
+
+
+def say(text: str) -> None:
+    """One whole line (or block) on stdout: the two ends run at once and print as they go."""
+    with _SAY:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
 
 
 def uv(*args: str, capture: bool = True) -> str:
@@ -173,12 +185,12 @@ def run_end(end: End, wheel: Path, work: Path, *, tests: bool) -> list[str]:
         f"{end.name}: its extras did not bring {n}" for n in ("psycopg", "boto3") if n not in versions
     ]
     uv("pip", "check", "--python", str(python))
-    print(f"{end.name} (Python {end.python}, {end.resolution}): pip check clean; "
-          + ", ".join(f"{n} {versions.get(n, '-')}" for n in REPORTED))  # fmt: skip
+    say(f"{end.name} (Python {end.python}, {end.resolution}): pip check clean; "
+        + ", ".join(f"{n} {versions.get(n, '-')}" for n in REPORTED))  # fmt: skip
     # 3. import time
     own, total = import_ms(python)
-    print(f"{end.name}: {IMPORTED!r}: {total:.0f} ms of imports with the interpreter's start, {own:.0f} ms "
-          f"of them sluice's own modules (medians of {IMPORT_RUNS})")  # fmt: skip
+    say(f"{end.name}: {IMPORTED!r}: {total:.0f} ms of imports with the interpreter's start, {own:.0f} ms "
+        f"of them sluice's own modules (medians of {IMPORT_RUNS})")  # fmt: skip
     if not tests:
         return problems
     # 4. the library's tests, the resolved versions held by constraints
@@ -201,9 +213,9 @@ def run_end(end: End, wheel: Path, work: Path, *, tests: bool) -> list[str]:
         cwd=ROOT, env=env, check=False, capture_output=True, text=True,
     )  # fmt: skip
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "(no output)"
-    print(f"{end.name}: the library's tests: {summary}")
+    say(f"{end.name}: the library's tests: {summary}")
     if done.returncode:
-        print(done.stdout[-6000:], done.stderr[-2000:], sep="\n")
+        say(f"{done.stdout[-6000:]}\n{done.stderr[-2000:]}")
         problems.append(f"{end.name}: the library's tests failed")
     return problems
 
@@ -218,12 +230,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     wheels = build(args.work)
-    problems = []
-    for name in args.ends.split(","):
+
+    def end(name: str) -> list[str]:
         try:
-            problems += run_end(ENDS[name], wheels["sluice-sqs"], args.work, tests=not args.no_tests)
+            return run_end(ENDS[name], wheels["sluice-sqs"], args.work, tests=not args.no_tests)
         except SystemExit as stopped:  # a failed install or check: said, and the other end still runs
-            problems.append(f"{name}: {stopped}")
+            return [f"{name}: {stopped}"]
+
+    # the ends at once, each in its own virtualenv: most of an end's time is waiting (installs, and on a
+    # loaded machine its tests' turn on a core); one after the other, the oldest end alone took 331 s of
+    # `make test`'s 596 s and the library was the last part to finish
+    names = args.ends.split(",")
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(names)) as pool:
+        problems = [problem for found in pool.map(end, names) for problem in found]
     for problem in problems:
         print(f"FAILED: {problem}")
     print("library at both ends: " + ("ok" if not problems else f"{len(problems)} problem(s)"))
