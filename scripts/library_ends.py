@@ -87,6 +87,7 @@ def interpreter(version: str) -> str:
 
 
 _SAY = threading.Lock()
+_TESTS = threading.Lock()
 
 
 def say(text: str) -> None:
@@ -208,10 +209,11 @@ def run_end(end: End, wheel: Path, work: Path, *, tests: bool) -> list[str]:
     ).stdout.strip()  # fmt: skip
     if str(venv) not in where:
         problems.append(f"{end.name}: the tests would import sluice from {where}, not the installed wheel")
-    done = subprocess.run(  # noqa: S603 - our own argv
-        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", *LIBRARY_TESTS],
-        cwd=ROOT, env=env, check=False, capture_output=True, text=True,
-    )  # fmt: skip
+    with _TESTS:  # one end's tests at a time: both at once took PostgreSQL past its connections in CI
+        done = subprocess.run(  # noqa: S603 - our own argv
+            [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", *LIBRARY_TESTS],
+            cwd=ROOT, env=env, check=False, capture_output=True, text=True,
+        )  # fmt: skip
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "(no output)"
     say(f"{end.name}: the library's tests: {summary}")
     if done.returncode:
@@ -237,9 +239,8 @@ def main(argv: list[str] | None = None) -> int:
         except SystemExit as stopped:  # a failed install or check: said, and the other end still runs
             return [f"{name}: {stopped}"]
 
-    # the ends at once, each in its own virtualenv: most of an end's time is waiting (installs, and on a
-    # loaded machine its tests' turn on a core); one after the other, the oldest end alone took 331 s of
-    # `make test`'s 596 s and the library was the last part to finish
+    # the ends at once, each in its own virtualenv (their tests one after the other, see run_end): one
+    # after the other, the library was the last part of `make test` to finish
     names = args.ends.split(",")
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(names)) as pool:
         problems = [problem for found in pool.map(end, names) for problem in found]
