@@ -17,6 +17,7 @@ What it reads:
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections import Counter
 from collections.abc import Collection
@@ -35,7 +36,8 @@ from sluice_local.emulation.iam.acting import STAGING_ACCESS_KEY
 CHARGE = "charge"
 """The example processor's charge, as its ledger names it (``processor.CHARGE``)."""
 OBSERVER_CONNECT_SECONDS = 60
-"""How long the observer waits for a PostgreSQL connection (the functions wait sluice's default, 5 s)."""
+"""How long the observer waits for a PostgreSQL connection, one attempt or several while the server refuses
+(the functions wait sluice's default, 5 s, once)."""
 
 SENT_BACK: frozenset[Action] = frozenset({"redrive", "delay"})
 STAGING = "staging"
@@ -147,14 +149,28 @@ class Stack:
         if not arn:
             return None
         if self._job_store is None:
+            from sluice.errors import JobStoreUnavailable  # noqa: PLC0415
             from sluice.jobs import Connector, JobStore, dsn_from_secret  # noqa: PLC0415 - psycopg only with jobs
 
             dsn = dsn_from_secret(
                 self.client("secretsmanager").get_secret_value(SecretId=arn)["SecretString"]
             )
+
             # the observer produces and reads as a test's tool: a loaded machine may take longer than the
-            # functions' connect timeout to fork a backend, and a seed must not die of that
-            connector = Connector(
+            # functions' connect timeout to fork a backend, or have every connection slot taken for a
+            # while by the stacks beside it ("too many clients"), and a seed must not die of that
+            class Patient(Connector):
+                def _connect(self) -> Any:
+                    deadline = time.monotonic() + OBSERVER_CONNECT_SECONDS
+                    while True:
+                        try:
+                            return super()._connect()
+                        except JobStoreUnavailable:
+                            if time.monotonic() >= deadline:
+                                raise
+                            time.sleep(0.5)  # between attempts, under the deadline above
+
+            connector = Patient(
                 lambda _refresh: dsn,
                 application_name="sluice-observer",
                 connect_timeout_seconds=OBSERVER_CONNECT_SECONDS,
