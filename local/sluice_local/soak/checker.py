@@ -103,7 +103,7 @@ class Checker:
             seed=seed, mode=self.mode, workloads={}, faults=dict(injector.counts),
             faults_at=dict(injector.where), seconds=round(seconds, 1), stuck=stuck,
         )  # fmt: skip
-        self._performed = self._read_ledger()  # one read of the whole table: every count below comes from it
+        self._performed = self._read_ledger()  # one read of the whole table: every effect's count below
         self._check(result, sent, injector)
         result.jobs_skipped = self.no_jobs
         if jobs:
@@ -122,9 +122,9 @@ class Checker:
         return self._performed[key]
 
     def _read_ledger(self) -> Counter[str]:
-        """The whole ledger (every effect of every seed this stack ran), read once a check, scanned page by
-        page, rather than one query per effect: each item's effect key counted, and its effect kept in
-        :attr:`_effects`."""
+        """The whole ledger (every effect of every seed this stack ran), scanned page by page at a check's
+        start and again at its end, rather than one query per effect: each item's effect key counted, and
+        its effect kept in :attr:`_effects`."""
         kwargs: dict[str, Any] = {
             "TableName": self.stack.outputs["LedgerTableName"],
             "ConsistentRead": True,
