@@ -1195,3 +1195,27 @@ def test_8_overlapping_maintenance_runs_take_every_job_exactly_once(pg_url, jobs
     run_threads(8, run)
     # Then every job was taken by exactly one run
     assert Counter(taken) == Counter(job_ids)
+
+
+@pytest.mark.parametrize("step", ["due_for_retry", "orphans"])
+@pytest.mark.parametrize("due", [10, 200])
+def test_a_sweep_takes_at_most_its_limit_however_many_are_due(pg_url, jobs_schema, step, due):
+    """A limit bounds a sweep's work (and the messages it enqueues) even when many more rows are due: the
+    rows are picked once, then updated (a picking subquery under ``IN`` may be run again per row)."""
+    # Given many more jobs due for the step than one sweep may take
+    store = store_for(pg_url, jobs_schema)
+    job_ids = (
+        _due_jobs(store, due) if step == "due_for_retry" else _orphan_jobs(pg_url, jobs_schema, store, due)
+    )
+    # When one sweep runs with a limit of 3, then the next ones until nothing is left
+    sweep = (
+        (lambda: store.due_for_retry(limit=3))
+        if step == "due_for_retry"
+        else (lambda: store.orphans(ORPHAN_AGE, limit=3))
+    )
+    rounds = []
+    while got := ids(sweep()):
+        rounds.append(got)
+    # Then each took at most 3, and together every job exactly once
+    assert max(map(len, rounds)) == 3, [len(r) for r in rounds]
+    assert Counter(i for r in rounds for i in r) == Counter(job_ids)

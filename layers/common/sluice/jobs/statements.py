@@ -86,18 +86,23 @@ STATEMENTS: dict[str, str] = {
     " WHERE j.id = c.id AND j.claim_token = c.token AND j.status IN ('processing', 'pending')"
     "   AND j.claimed_at < now() - make_interval(secs => %(lease)s)"
     " RETURNING j.id, j.status, j.trace",
-    "due_for_retry": "UPDATE {jobs} SET status = 'pending', next_attempt_at = NULL, updated_at = now(),"
-    " claimed_at = NULL"
-    " WHERE status = 'error' AND id IN (SELECT id FROM {jobs}"
+    # The sweeps pick their rows once (a MATERIALIZED CTE), then update them: under `id IN (SELECT ...
+    # LIMIT n FOR UPDATE SKIP LOCKED)` PostgreSQL may run the picking subquery again for each row it
+    # updates, and a sweep with a limit of 3 took every row due (tests/functional/test_job_store.py).
+    "due_for_retry": "WITH picked AS MATERIALIZED (SELECT id FROM {jobs}"
     "   WHERE status = 'error' AND next_attempt_at <= now()"
     "   ORDER BY next_attempt_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
-    " RETURNING id, trace",
+    " UPDATE {jobs} AS j SET status = 'pending', next_attempt_at = NULL, updated_at = now(),"
+    " claimed_at = NULL"
+    " FROM picked WHERE j.id = picked.id AND j.status = 'error'"
+    " RETURNING j.id, j.trace",
     "stats": "SELECT status, count(*) AS jobs, min(claimed_at) AS oldest_claim,"
     " min(next_attempt_at) AS next_retry, min(updated_at) AS oldest_update FROM {jobs} GROUP BY status",
-    "orphans": "UPDATE {jobs} SET updated_at = now()"
-    " WHERE status = 'pending' AND claimed_at IS NULL AND id IN (SELECT id FROM {jobs}"
+    "orphans": "WITH picked AS MATERIALIZED (SELECT id FROM {jobs}"
     "   WHERE status = 'pending' AND claimed_at IS NULL"
     "   AND updated_at < now() - make_interval(secs => %(age)s)"
     "   ORDER BY updated_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
-    " RETURNING id, trace",
+    " UPDATE {jobs} AS j SET updated_at = now()"
+    " FROM picked WHERE j.id = picked.id AND j.status = 'pending' AND j.claimed_at IS NULL"
+    " RETURNING j.id, j.trace",
 }
