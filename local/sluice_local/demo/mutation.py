@@ -90,59 +90,45 @@ def _scenarios(params: dict[str, str], jobs: bool) -> list[Any]:
 
 
 def _one(name: str, without: str | None, log_dir: str) -> dict[str, Any]:
-    """Run scenario ``name`` alone on a fresh stack (``without`` one statement); what the record says."""
-    return _serial([(name, without)], log_dir)[0]
-
-
-def _serial(tasks: Sequence[tuple[str, str | None]], log_dir: str) -> list[dict[str, Any]]:
-    """Run each (scenario, statement taken out) one after another on one fresh stack, each with a record
-    of its own (what happened at the stack's start, an alarm's first publish, is the first run's)."""
+    """Run scenario ``name`` alone on a fresh stack, ``without`` one statement from the stack's start (what
+    happens at the start, a cold start's secret read, an alarm's first publish, is refused too); what the
+    record says."""
     from sluice_local.app import postgres  # noqa: PLC0415
     from sluice_local.app.fast import FAST  # noqa: PLC0415
     from sluice_local.app.observer import Stack  # noqa: PLC0415
     from sluice_local.app.stack import acting_credentials, local_cloud  # noqa: PLC0415
     from sluice_local.demo.scenarios.runner import run as run_scenarios  # noqa: PLC0415
-    from sluice_local.emulation.iam.enforce import Record  # noqa: PLC0415
     from sluice_local.emulation.up import function_output  # noqa: PLC0415
 
     logging.raiseExceptions = False  # a function thread still logging as the stack stops: not this run's news
     url = postgres.database_url()
     database = url if postgres.unreachable_reason(url) is None else None
     params = dict(FAST)
-    log = Path(log_dir) / f"{tasks[0][0]}-{abs(hash(tuple(tasks))) % 10**8}.log"
-    done: list[dict[str, Any]] = []
+    [scenario] = [s for s in _scenarios(params, database is not None) if s.name == name]
+    log = Path(log_dir) / f"{name}-{abs(hash(without)) % 10**8}.log"
+    started = time.monotonic()
     cloud = local_cloud(params, stack_name=STACK, database_url=database, examples=True)
-    first = tasks[0][1]
-    cloud.iam.without = frozenset({first}) if first is not None else frozenset()  # from the stack's start
+    cloud.iam.without = frozenset({without}) if without is not None else frozenset()
     with function_output(log), cloud:
         stack = Stack(cloud.endpoint, cloud.outputs, log, cloud.region, acting_credentials(cloud))
-        for index, (name, without) in enumerate(tasks):
-            started = time.monotonic()
-            [scenario] = [s for s in _scenarios(params, database is not None) if s.name == name]
-            if index:  # the runs after the first: a record of their own
-                cloud.iam.record = Record()
-                cloud.iam.without = frozenset({without}) if without is not None else frozenset()
-            if without is not None:
-                scenario.timeout = min(scenario.timeout, 30.0)  # a refused run is judged as it stands then
-            [outcome] = run_scenarios(stack, [scenario])
-            deadline = time.monotonic() + SETTLE_SECONDS
-            while without is not None and not cloud.iam.record.denials and time.monotonic() < deadline:
-                time.sleep(0.2)  # what the stack does beside the scenario (an alarm's publish) comes later
-            grants: dict[str, set[str]] = {}
-            for grant in cloud.iam.record.grants:
-                for key in grant.statements:
-                    grants.setdefault(key, set()).add(f"{grant.principal} {grant.action} {grant.resource}")
-            denials = list(cloud.iam.record.denials)
-            done.append(
-                {
-                    "ok": outcome.ok,
-                    "seconds": round(time.monotonic() - started, 1),
-                    "statements": {k: sorted(v) for k, v in grants.items()},
-                    "denied": [d.message for d in denials],
-                    "refusals": [f"{d.principal} {d.action} {d.resource}" for d in denials],
-                }
-            )
-    return done
+        if without is not None:
+            scenario.timeout = min(scenario.timeout, 30.0)  # a refused run is judged as it stands by then
+        [outcome] = run_scenarios(stack, [scenario])
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while without is not None and not cloud.iam.record.denials and time.monotonic() < deadline:
+            time.sleep(0.2)  # what the stack does beside the scenario (an alarm's publish) comes later
+        grants: dict[str, set[str]] = {}
+        for grant in cloud.iam.record.grants:
+            for key in grant.statements:
+                grants.setdefault(key, set()).add(f"{grant.principal} {grant.action} {grant.resource}")
+        denials = list(cloud.iam.record.denials)
+        return {
+            "ok": outcome.ok,
+            "seconds": round(time.monotonic() - started, 1),
+            "statements": {k: sorted(v) for k, v in grants.items()},
+            "denied": [d.message for d in denials],
+            "refusals": [f"{d.principal} {d.action} {d.resource}" for d in denials],
+        }
 
 
 def _map(tasks: list[tuple[str, str | None]], workers: int, log_dir: Path) -> list[dict[str, Any]]:
