@@ -220,9 +220,11 @@ class Redriver:
             if not messages:
                 report_.stopped = "drained"
                 return
-            # Time spent waiting on a quiet queue (a long poll) is no credit for a burst later.
-            paced_from = max(paced_from, self._monotonic() - handled / rate)
-            self._batch(messages, report_, status)
+            # Time spent waiting on a quiet queue (a long poll) is no credit for a burst later. The
+            # receive's time, logged with each send, is read at the same moment as the pacing's: read
+            # later (in the batch), a thread descheduled in between logged it later than it was paced.
+            received, paced_from = self._clock(), max(paced_from, self._monotonic() - handled / rate)
+            self._batch(messages, report_, status, received)
             handled += len(messages)
 
     def _wait(self, wait: float, lease: HeldLease | None) -> bool:
@@ -281,10 +283,12 @@ class Redriver:
         )
         return [DlqMessage.from_api(m) for m in response.get("Messages", [])]
 
-    def _batch(self, messages: list[DlqMessage], report_: RedriveReport, status: BreakerStatus) -> None:
+    def _batch(
+        self, messages: list[DlqMessage], report_: RedriveReport, status: BreakerStatus, now: datetime
+    ) -> None:
+        """One received batch; ``now`` is its paced receive's time (logged with each send)."""
         report_.batches += 1
         report_.received += len(messages)
-        now = self._clock()  # the paced receive's time, logged with each send
         half_open = status.state is BreakerState.HALF_OPEN
         # a half-open breaker past its hold judges by failures that happened after the probe
         failed_after = (
