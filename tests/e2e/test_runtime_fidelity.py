@@ -15,6 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -531,3 +532,30 @@ def _settles(read: Any, want: int, within: float = 10.0) -> int:
         time.sleep(0.05)  # polling the condition, not standing in for it
         value = read()
     return int(value)
+
+
+def test_environments_left_idle_past_their_lifetime_are_reclaimed_with_their_connections(tmp_path, pg_url):
+    """Found in CI: a schedule firing every 2 s while its first runs were slow (a stack starting beside
+    twenty others) left eight reaper and eight sweeper environments per stack, each holding a job store
+    connection for as long as the stack ran, until PostgreSQL's max_connections ran out."""
+    # Given a burst of three invocations at once: three environments, three connections
+    function, open_connections = connecting_function(tmp_path, pg_url, handler="app.decorated")
+    together = threading.Barrier(3)
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        results = list(pool.map(lambda _: function.invoke({"together": together}), range(3)))
+    assert results == [{"ok": True}] * 3
+    assert (function.cold_starts, open_connections()) == (3, 3)
+    assert function.invoke({}) == {"ok": True}  # within their lifetime: a warm one serves it
+    assert (function.cold_starts, open_connections()) == (3, 3)
+
+    # When they have all been idle past their lifetime and the next invocation comes
+    function.idle_lifetime = 0.0
+    assert function.invoke({}) == {"ok": True}
+
+    # Then the idle three ended with their connections; the invocation cold-started one of its own
+    assert function.cold_starts == 4
+    assert _settles(open_connections, 1) == 1
+    # And a stopped stack's environments end with it (LocalCloud.stop retires every function)
+    function.idle_lifetime = 3600.0
+    assert function.retire() == 1
+    assert _settles(open_connections, 0) == 0

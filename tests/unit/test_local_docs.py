@@ -45,3 +45,13 @@ def test_given_a_table_missing_a_forbidden_import_then_the_check_notices():
     table = rooms_table(text.replace(row, row.replace(", `psycopg`", "")))
     assert "psycopg" in ROOMS["sluice_local.emulation"]
     assert "psycopg" not in table["sluice_local.emulation"]
+
+
+def test_the_idle_lifetime_the_docs_state_is_the_one_the_runtime_uses():
+    from sluice_local.emulation.functions import IDLE_LIFETIME_SECONDS  # noqa: PLC0415
+
+    # Given the sentence of docs/local.md that states it
+    match = re.search(r"idle for (\d+) s \(`IDLE_LIFETIME_SECONDS`", " ".join(DOC.read_text().split()))
+    # Then it is the constant FunctionHost's environments default to
+    assert match, "docs/local.md no longer states the idle lifetime"
+    assert float(match[1]) == IDLE_LIFETIME_SECONDS

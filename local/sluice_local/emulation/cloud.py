@@ -167,6 +167,8 @@ class LocalCloud:
         for poller in self.pollers:
             poller.stop()
         self.pollers.clear()
+        for host in self.functions.values():
+            host.retire()  # the stack's environments end with it (their job-store connections closed)
         if self._metrics is not None:
             self._metrics.close()
             self._metrics = None
@@ -185,9 +187,8 @@ class LocalCloud:
             undo()
         self._unpatch.clear()
         for key, value in self._saved_env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
+            os.environ.pop(key, None)
+            if value is not None:
                 os.environ[key] = value
         self._saved_env.clear()
 
@@ -261,9 +262,8 @@ class LocalCloud:
 
     def _own_host_for(self, name_or_arn: str) -> FunctionHost:
         name = name_or_arn.rsplit(":function:", maxsplit=1)[-1].split(":", maxsplit=1)[0]
-        for host in self.functions.values():
-            if host.spec.name == name:
-                return host
+        if hosts := [host for host in self.functions.values() if host.spec.name == name]:
+            return hosts[0]
         raise KeyError(f"function {name} is not part of stack {self.stack_name}")
 
     def _deploy(self) -> None:

@@ -4,7 +4,9 @@ Each function gets execution environments: an environment is one cold-started co
 module, loaded with the function's CodeUri first on the import path, the layer's package importable,
 and the function's resolved environment variables in ``os.environ`` while the module initializes
 (the cold start, where sluice reads its settings). An environment serves one invocation at a time;
-concurrent invocations get more environments, as in Lambda.
+concurrent invocations get more environments, as in Lambda. An environment left idle for
+:data:`IDLE_LIFETIME_SECONDS` is reclaimed (its module's connections closed, :data:`OnDrop`), as Lambda
+reclaims idle environments, and a stopped stack's environments end with it.
 
 An invocation runs the handler on its own daemon thread and waits at most the function's Timeout,
 then sends the result through JSON, as the Lambda runtime does: an overrun fails with
@@ -20,6 +22,7 @@ import logging
 import os
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -33,10 +36,16 @@ from sluice_local.emulation.environment_state import own_metric_state
 from sluice_local.emulation.iam.acting import Acting, acting_as
 from sluice_local.emulation.lambda_loader import Handler, LambdaContext, load_handler
 
-__all__ = ["FunctionError", "FunctionHost", "FunctionSpec", "Handler", "OnDrop"]
+__all__ = ["IDLE_LIFETIME_SECONDS", "FunctionError", "FunctionHost", "FunctionSpec", "Handler", "OnDrop"]
 
 log = logging.getLogger("sluice_local")
 _ENV_LOCK = threading.RLock()  # os.environ is process-wide: one cold start at a time
+
+IDLE_LIFETIME_SECONDS = 60.0
+"""How long an execution environment waits for an invocation before it is reclaimed. Lambda reclaims
+idle environments at a time it does not document (minutes in practice) and guarantees no reuse; here
+a burst's extra environments (a schedule firing every 2 s under ``--fast`` while its first runs are
+slow) would otherwise each keep a job-store connection open for as long as the stack runs."""
 
 
 @dataclass
@@ -131,10 +140,18 @@ thread keeps running). What a handler holds is the app's business: its runtime p
 
 
 class FunctionHost:
-    def __init__(self, spec: FunctionSpec, *, on_drop: Sequence[OnDrop] = ()) -> None:
+    def __init__(
+        self,
+        spec: FunctionSpec,
+        *,
+        on_drop: Sequence[OnDrop] = (),
+        idle_lifetime: float = IDLE_LIFETIME_SECONDS,
+    ) -> None:
         self.spec = spec
         self.on_drop = list(on_drop)
-        self._idle: list[Handler] = []
+        self.idle_lifetime = idle_lifetime
+        self._idle: list[tuple[Handler, float]] = []
+        """Environments waiting for an invocation, each with the time it began waiting (oldest first)."""
         self._lock = threading.Lock()
         self._generation = 0
         self._born: dict[int, int] = {}
@@ -149,10 +166,10 @@ class FunctionHost:
         self._slots = threading.BoundedSemaphore(reserved) if reserved else None
 
     def _acquire(self) -> Handler:
+        self.reclaim()
         with self._lock:
             if self._idle:
-                return self._idle.pop()
-        with self._lock:
+                return self._idle.pop()[0]  # the most recently used, as Lambda tends to
             generation = self._generation
         with _ENV_LOCK, _function_environment(self.spec), own_metric_state():
             handler = load_handler(self.spec.code_dir, self.spec.handler)
@@ -166,9 +183,19 @@ class FunctionHost:
         with self._lock:
             current = self._born.get(id(handler)) == self._generation
             if current:
-                self._idle.append(handler)
+                self._idle.append((handler, time.monotonic()))
         if not current:
             self._drop(handler)
+
+    def reclaim(self) -> int:
+        """End the environments idle for longer than :attr:`idle_lifetime`; returns how many ended."""
+        cutoff = time.monotonic() - self.idle_lifetime
+        with self._lock:
+            stale = [handler for handler, since in self._idle if since < cutoff]
+            self._idle = [(handler, since) for handler, since in self._idle if since >= cutoff]
+        for handler in stale:
+            self._drop(handler)
+        return len(stale)
 
     def retire(self) -> int:
         """The function's code changed: every environment started before now ends (idle ones at once,
@@ -177,7 +204,7 @@ class FunctionHost:
         with self._lock:
             self._generation += 1
             idle, self._idle = self._idle, []
-        for handler in idle:
+        for handler, _since in idle:
             self._drop(handler)
         return len(idle)
 
