@@ -606,14 +606,19 @@ def test_given_an_opted_in_prefix_when_pointers_arrive_then_only_keys_under_it_a
         key = ("claim-check/" if where == "prefixed" else "") + str(uuid.uuid4())
         stack.client("s3", PRODUCER).put_object(Bucket=bucket, Key=key, Body=_order(r).encode())
         _work(stack, r, _pointer(bucket, key))
-    # When the stack consumes them
+    # When the stack consumes them (until the isolating invocation has ended: its metrics are written as
+    # it ends, after the poison message was sent and its log line written)
     deadline = time.monotonic() + TIMEOUT
     root = rows["root"]
     while time.monotonic() < deadline:
         poison = _poisoned(stack)
-        if root.message_id in poison and stack.charges(rows["prefixed"].order_id):
+        if (
+            root.message_id in poison
+            and stack.charges(rows["prefixed"].order_id)
+            and _metric_totals(stack)["RecordsIsolated"] >= 1
+        ):
             break
-        time.sleep(0.5)
+        time.sleep(0.5)  # between polls of the condition above
     # Then the one outside the prefix is isolated unread, with the reason and a log line naming it;
     # the one under it is processed
     assert stack.charges(rows["prefixed"].order_id)[rows["prefixed"].order_id] == 1

@@ -672,19 +672,64 @@ def test_statement_timeouts_are_set_on_a_direct_connection(pg_url):
     try:
         assert conn.execute("SHOW statement_timeout").fetchone() == ("4321ms",)
         assert conn.execute("SHOW lock_timeout").fetchone() == ("1234ms",)
-        assert conn.prepare_threshold is None  # no server-side prepared statements (RDS Proxy pins on them)
     finally:
         conn.close()
 
 
-def test_behind_a_proxy_no_startup_options_are_sent(pg_url):
+PREPARED = "SELECT count(*) FROM pg_prepared_statements"
+
+
+def test_a_direct_connection_prepares_each_statement_of_the_store_on_the_server(pg_url, jobs_schema):
+    # Given a store on a direct connection (not behind a proxy)
+    connector = Connector(lambda _r: pg_url)
+    store = JobStore(connector, schema=jobs_schema)
+    try:
+        # When it runs a transition statement twice
+        store.get(uuid.uuid4())
+        store.get(uuid.uuid4())
+        # Then the statement was prepared once, at its first use, and reused
+        conn = connector.connection()
+        assert conn.prepare_threshold == 0
+        [(statements,)] = conn.execute("SELECT array_agg(statement) FROM pg_prepared_statements").fetchall()
+        assert len([text for text in statements if f"{jobs_schema}" in text and "WHERE id" in text]) == 1
+    finally:
+        connector.discard()
+
+
+def test_behind_a_proxy_no_startup_options_are_sent_and_nothing_is_prepared(pg_url, jobs_schema):
     connector = Connector(lambda _r: pg_url, statement_timeout_ms=4321, behind_proxy=True)
+    store = JobStore(connector, schema=jobs_schema)
     conn = connector.connection()
     try:
         assert conn.execute("SHOW statement_timeout").fetchone() != ("4321ms",)
         assert "options" not in conn.info.get_parameters()
+        # no server-side prepared statements: RDS Proxy pins a session that prepares, and a
+        # transaction-pooling PgBouncer sends the next statement to a connection that never prepared it
+        store.get(uuid.uuid4())
+        store.get(uuid.uuid4())
+        assert conn.prepare_threshold is None
+        assert conn.execute(PREPARED, prepare=False).fetchone() == (0,)
     finally:
         connector.discard()
+
+
+def test_the_migrations_run_on_a_connection_that_prepares(pg_url):
+    from sluice_local.app import postgres  # noqa: PLC0415 - as the jobs_schema fixture does
+
+    # Given a fresh schema and a direct connection, which prepares what it runs
+    schema = f"sluice_prep_{uuid.uuid4().hex[:10]}"
+    connector = Connector(lambda _r: pg_url)
+    store = JobStore(connector, schema=schema)
+    try:
+        # When the migrations are applied (several statements each, which the server cannot prepare)
+        assert store.migrate() != []
+        assert store.migrate() == []
+        # Then they ran, none of them was prepared, and the store works
+        assert connector.connection().execute(PREPARED, prepare=False).fetchone() == (0,)
+        assert store.get(store.create("charge").id) is not None
+    finally:
+        connector.discard()
+        postgres.drop_schema(pg_url, schema)
 
 
 # --- one round trip per delivery ---------------------------------------------------------------------

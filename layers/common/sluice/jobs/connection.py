@@ -1,10 +1,13 @@
 """One PostgreSQL connection per execution environment, re-established when broken.
 
 The DSN comes from a Secrets Manager secret (read with Powertools parameters and cached) or, locally,
-from ``SLUICE_DATABASE_URL``. Connections run in autocommit mode (one statement, one round trip),
-never use server-side prepared statements and never issue a session ``SET``, so they work behind
-RDS Proxy without pinning. Statement and lock timeouts travel as libpq options when connecting
-directly; behind the proxy (which refuses options) they belong in the proxy's initialization query.
+from ``SLUICE_DATABASE_URL``. Connections run in autocommit mode (one statement, one round trip) and
+never issue a session ``SET``. Connected directly, each statement is prepared on the server at its first
+use (a job function runs the same few statements all its life: planning the claim cost more than running
+it) and statement and lock timeouts travel as libpq options. Behind a proxy (``behind_proxy``) neither:
+RDS Proxy refuses startup options and pins a session that prepares, and a transaction-pooling PgBouncer
+hands the next statement to a server connection that never saw the preparation; the timeouts then belong
+in the proxy's initialization query.
 """
 
 from __future__ import annotations
@@ -72,6 +75,8 @@ class Connector:
             self._options["options"] = (
                 f"-c statement_timeout={statement_timeout_ms} -c lock_timeout={lock_timeout_ms}"
             )
+        self._prepare_threshold: int | None = None if behind_proxy else 0
+        """psycopg's: prepared at the first execution (0), or never (None)."""
         self._conn: psycopg.Connection[Any] | None = None
         self._lock = threading.Lock()
 
@@ -135,9 +140,11 @@ class Connector:
     def _connect(self) -> psycopg.Connection[Any]:
         for refresh in (False, True):
             try:
-                # prepare_threshold=None: no server-side prepared statements (RDS Proxy would pin).
                 return psycopg.connect(
-                    self._dsn(refresh), autocommit=True, prepare_threshold=None, **self._options
+                    self._dsn(refresh),
+                    autocommit=True,
+                    prepare_threshold=self._prepare_threshold,
+                    **self._options,
                 )
             except psycopg.OperationalError as exc:
                 if not refresh and _authentication_failed(exc):

@@ -50,30 +50,37 @@ def migrate(conn: psycopg.Connection[Any], schema: str) -> list[int]:
     applied: list[int] = []
     with conn.transaction():
         # One migrator per schema at a time; the lock ends with the transaction.
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"sluice.jobs:{schema}",))
+        # Nothing here is prepared on the server (prepare=False): it runs once, a migration is several
+        # statements (which cannot be prepared), and the search path changes under it.
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"sluice.jobs:{schema}",), prepare=False)
         # An index built on a large table outlasts the connection's statement timeout; this transaction
         # alone may take as long as it needs (SET LOCAL ends with it).
-        conn.execute("SET LOCAL statement_timeout = 0")
-        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
-        conn.execute("SELECT set_config('search_path', %s, true)", (sql.Identifier(schema).as_string(),))
+        conn.execute("SET LOCAL statement_timeout = 0", prepare=False)
+        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)), prepare=False)
+        path = sql.Identifier(schema).as_string()
+        conn.execute("SELECT set_config('search_path', %s, true)", (path,), prepare=False)
         conn.execute(
             sql.SQL(
                 "CREATE TABLE IF NOT EXISTS {} (version integer PRIMARY KEY, name text NOT NULL,"
                 " applied_at timestamptz NOT NULL DEFAULT now())"
-            ).format(sql.Identifier(MIGRATIONS_TABLE))
+            ).format(sql.Identifier(MIGRATIONS_TABLE)),
+            prepare=False,
         )
         with conn.cursor(row_factory=tuple_row) as cur:
-            cur.execute(sql.SQL("SELECT version FROM {}").format(sql.Identifier(MIGRATIONS_TABLE)))
+            cur.execute(
+                sql.SQL("SELECT version FROM {}").format(sql.Identifier(MIGRATIONS_TABLE)), prepare=False
+            )
             done = {int(row[0]) for row in cur.fetchall()}
         for migration in migrations():
             if migration.version in done:
                 continue
-            conn.execute(migration.sql.encode())
+            conn.execute(migration.sql.encode(), prepare=False)
             conn.execute(
                 sql.SQL("INSERT INTO {} (version, name) VALUES (%s, %s)").format(
                     sql.Identifier(MIGRATIONS_TABLE)
                 ),
                 (migration.version, migration.name),
+                prepare=False,
             )
             applied.append(migration.version)
     return applied
