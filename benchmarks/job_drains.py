@@ -258,9 +258,10 @@ def _anchor(task: Task, index: int) -> tuple[psycopg.Connection[Any], Callable[[
     # (psycopg's default prepares a statement at its sixth run).
     conn = psycopg.connect(task.url, prepare_threshold=0, application_name=f"anchor-{index}")
     pick, done = anchor_pick(task.schema), anchor_done(task.schema)
-    # Connected and warm, as sluice's workers are: its pick and its update run once and rolled back (both
-    # prepared; no row taken), no transaction left open.
-    with conn.transaction(force_rollback=True):
+    # Connected and warm, as sluice's workers are: its pick and its update run once, both prepared, no row
+    # taken (the pick's lock ends with the commit, the update names no row), no transaction left open.
+    # Committed, not rolled back: psycopg deallocates every prepared statement at a rollback.
+    with conn.transaction():
         conn.execute(pick)
         conn.execute(done, (Jsonb({"n": -1}), uuid.uuid4()))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import Any, cast
 
 from aws_lambda_powertools.metrics.provider.cloudwatch_emf import cloudwatch
@@ -81,3 +82,31 @@ def test_stopping_the_first_of_two_stacks_in_one_account_stops_both_and_leaves_n
     assert port_is_closed(port)
     assert patched_attributes() == patched_before
     assert "print" not in vars(cloudwatch)
+
+
+def test_a_stopped_stack_closes_the_job_store_connections_its_environments_held(pg_url):
+    """LocalCloud.stop ends every function's environments (after the last request in flight), closing the
+    job store connections they held: a long-lived process (a soak worker) starting stack after stack would
+    otherwise keep each stack's connections until PostgreSQL's max_connections ran out."""
+    import psycopg  # noqa: PLC0415 - only with a PostgreSQL
+
+    def held(app: str) -> int:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (app,)
+            ).fetchone()
+            return int(row[0]) if row else 0
+
+    # Given a stack with a job store whose reaper has run (its environment holds a connection)
+    with local_cloud(
+        {"MaximumConcurrency": "2"}, stack_name="sluice-lifecycle-jobs", examples=True, database_url=pg_url
+    ) as cloud:
+        [reaper] = [h for h in cloud.functions.values() if h.spec.name.endswith("-job-reaper")]
+        reaper.invoke({"schedule": True})
+        assert held(reaper.spec.name) >= 1
+    # When it stops, then no connection of its functions is left (PostgreSQL ends a closed one's backend
+    # asynchronously: a deadline, not a wait)
+    deadline = time.monotonic() + 10
+    while held(reaper.spec.name) and time.monotonic() < deadline:
+        time.sleep(0.05)  # polling the condition
+    assert held(reaper.spec.name) == 0

@@ -154,6 +154,8 @@ class LocalCloud:
                 peer.stop()
         self._stop_emulation()
         self._stop_server()
+        for host in self.functions.values():  # after the last request in flight: none starts another
+            host.retire()  # the stack's environments end with it (their job-store connections closed)
         for attachment in reversed(self.attachments):
             try:
                 attachment.detach()
@@ -167,8 +169,6 @@ class LocalCloud:
         for poller in self.pollers:
             poller.stop()
         self.pollers.clear()
-        for host in self.functions.values():
-            host.retire()  # the stack's environments end with it (their job-store connections closed)
         if self._metrics is not None:
             self._metrics.close()
             self._metrics = None

@@ -49,7 +49,7 @@ claim-check payload (the same resolution), the parked delay (8 s, the same bucke
 ``exhausts-retries`` (6-10 s, then a redrive: the refunds' DLQ and redrive still run whenever the faults
 exhaust a refund's receives, and the checker counts what they re-drive)."""
 REFUNDS_PER_SEED = 3
-"""Refunds ``s<seed>-0`` … ``s<seed>-2``. The short soak in ``make test`` (50 seeds, 8 workers, 2 cores)
+"""Refunds ``s<seed>-0`` … ``s<seed>-2``. The short soak in ``make test`` (then 50 seeds, 8 workers, 2 cores)
 measured 229, 225 and 236 s with 8 orders and no refund; with 8 orders and 4 refunds 258 and 280 s (+12
 to +24 %, beyond the +15 % it may grow), 8 and 3 285 s; with 7 orders and 3 refunds 221 and 214 s."""
 PERMANENT: dict[str, dict[str, Any]] = {ORDERS: {"amount_cents": 99_000_000}, REFUNDS: {"reason": "fraud"}}
