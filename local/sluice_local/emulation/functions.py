@@ -198,9 +198,9 @@ class FunctionHost:
         return len(stale)
 
     def retire(self) -> int:
-        """The function's code changed: every environment started before now ends (idle ones at once,
-        busy ones when their invocation ends), so the next invocation cold-starts on the new code, as
-        after a deploy. Returns how many idle environments ended."""
+        """The function's code changed, or its stack stopped: every environment started before now ends
+        (idle ones at once, busy ones when their invocation ends), so the next invocation cold-starts on
+        the new code, as after a deploy. Returns how many idle environments ended."""
         with self._lock:
             self._generation += 1
             idle, self._idle = self._idle, []
