@@ -34,6 +34,7 @@ from moto.core.exceptions import JsonRESTError
 from moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function import WaitFunction
 
 from tests.conftest import create_task_role
+from tests.waiting import finished_execution
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFINITION = ROOT / "statemachines" / "delay.asl.json"
@@ -132,14 +133,7 @@ class DelayMachine:
         )["executionArn"]
 
     def finish(self, execution_arn: str, timeout: float = EXECUTION_TIMEOUT) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            described = self.sfn.describe_execution(executionArn=execution_arn)
-            if described["status"] != "RUNNING":
-                return described
-            if time.monotonic() > deadline:
-                pytest.fail(f"execution still RUNNING after {timeout} s")
-            time.sleep(0.05)
+        return finished_execution(self.sfn, execution_arn, timeout)
 
     def stranded_metric_sum(self) -> float:
         now = dt.datetime.now(dt.UTC)

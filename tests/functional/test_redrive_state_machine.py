@@ -69,6 +69,7 @@ from sluice_local.emulation.language_extensions import with_nested
 from sluice_local.emulation.moto_adapter import install_aws_sdk_casing
 from tests.conftest import create_task_role, envelope_key_secret
 from tests.doubles import RecordingMetrics, envelope_of, sealed
+from tests.waiting import finished_execution
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFINITION = ROOT / "statemachines" / "redrive.asl.json"
@@ -302,14 +303,7 @@ class RedriveMachine:
         return self.sfn.start_execution(stateMachineArn=self.arn, name=name, input="{}")["executionArn"]
 
     def finish(self, execution_arn: str, timeout: float = EXECUTION_TIMEOUT) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            described = self.sfn.describe_execution(executionArn=execution_arn)
-            if described["status"] != "RUNNING":
-                return described
-            if time.monotonic() > deadline:
-                pytest.fail(f"execution still RUNNING after {timeout} s")
-            time.sleep(0.05)
+        return finished_execution(self.sfn, execution_arn, timeout)
 
     def run(self, name: str = "redrive-1") -> dict[str, Any]:
         return self.finish(self.start(name))
