@@ -24,6 +24,8 @@ delayer = BatchDelay(
     logger=logger,
     metrics_sink=metrics,
     seal=load_seal(settings.envelope_key_secret, client=boto3.client("secretsmanager")),
+    # DelayOrchestrator=Scheduler: parked messages travel inline in EventBridge Scheduler schedules
+    scheduler=boto3.client("scheduler") if settings.delay_orchestrator == "scheduler" else None,
 )
 
 

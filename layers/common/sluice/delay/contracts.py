@@ -15,6 +15,7 @@ __all__ = [
     "RehydrateRequest",
     "RehydrateResult",
     "RehydratorEvent",
+    "ScheduledDelivery",
     "ScheduledEvent",
     "SweepRequest",
 ]
@@ -38,6 +39,14 @@ class RehydrateRequest(TypedDict):
     prefix: str
 
 
+class ScheduledDelivery(TypedDict):
+    """A delay schedule's input to the rehydrator (``sluice.delay.scheduler``): its name and messages,
+    in the parked-object format (``sluice.delay.schedule.encode_object``)."""
+
+    scheduled: str
+    parked: dict[str, object]
+
+
 class SweepRequest(TypedDict):
     """The scheduled sweep's input (a plain scheduled EventBridge event means a sweep too)."""
 
@@ -51,7 +60,7 @@ ScheduledEvent = TypedDict(
 )
 """An EventBridge (or Scheduler) scheduled event, as a rule without Input sends it: a sweep."""
 
-RehydratorEvent = RehydrateRequest | SweepRequest | ScheduledEvent
+RehydratorEvent = RehydrateRequest | ScheduledDelivery | SweepRequest | ScheduledEvent
 """Everything the rehydrator is called with."""
 
 

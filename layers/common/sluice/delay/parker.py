@@ -29,6 +29,7 @@ from sluice.delay.schedule import (
     execution_input,
     execution_name,
 )
+from sluice.delay.scheduler import Scheduling, plan
 from sluice.delay.settings import DelaySettings
 from sluice.envelope import Envelope, Seal, SendAttributes, split, utcnow
 from sluice.errors import ConfigurationError, PermanentError
@@ -40,6 +41,7 @@ from sluice.tracing import valid_xray_header
 if TYPE_CHECKING:
     from aws_lambda_powertools import Logger
     from mypy_boto3_s3 import S3Client
+    from mypy_boto3_scheduler import EventBridgeSchedulerClient
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_stepfunctions import SFNClient
 
@@ -80,7 +82,9 @@ class BatchDelay:
         metrics_sink: MetricSink,
         seal: Seal | None,
         clock: Callable[[], datetime] = utcnow,
+        scheduler: EventBridgeSchedulerClient | None = None,
     ) -> None:
+        """``scheduler``: required with ``SLUICE_DELAY_ORCHESTRATOR=scheduler`` (sluice.delay.scheduler)."""
         if not settings.delay_state_machine_arn.startswith("arn:") or ":stateMachine:" not in (
             settings.delay_state_machine_arn
         ):
@@ -93,6 +97,9 @@ class BatchDelay:
         self._metrics = metrics_sink
         self._seal = seal
         self._clock = clock
+        scheduling = settings.delay_orchestrator == "scheduler"
+        self._scheduling = Scheduling(settings, scheduler) if scheduling else None
+        self._schedules_created = 0
 
     def handle(self, event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
         now = self._clock()
@@ -100,6 +107,7 @@ class BatchDelay:
         direct: dict[str, list[_Planned]] = defaultdict(list)
         parked: dict[int, list[_Planned]] = defaultdict(list)
         isolated: set[str] = set()  # every path that isolates counts in RecordsIsolated
+        self._schedules_created = 0
         for record in event.get("Records", []):
             mid = record["messageId"]
             try:
@@ -133,13 +141,15 @@ class BatchDelay:
             (metrics.MESSAGES_SENT_DIRECT, sent),
             (metrics.MESSAGES_DELAYED, delayed),
             (metrics.DELAY_BUCKETS_STARTED, started),
+            *([(metrics.DELAY_SCHEDULES_CREATED, self._schedules_created)] if self._scheduling else []),
             (metrics.RECORDS_ISOLATED, len(isolated)),
         ):
             self._metrics.add_metric(name=name, unit="Count", value=value)
         self._log.info(
             "delay batch done",
             extra={"sent_direct": sent, "parked": delayed, "buckets_started": started,
-                   "isolated": len(isolated), "failed": len(failed)},
+                   "schedules_created": self._schedules_created, "isolated": len(isolated),
+                   "failed": len(failed)},
         )  # fmt: skip
         return {"batchItemFailures": [{"itemIdentifier": mid} for mid in sorted(failed)]}
 
@@ -238,6 +248,12 @@ class BatchDelay:
                 self._log.warning("bucket opens too soon to park; sending directly", extra={"bucket": bucket})
                 direct += self._send_direct(_by_target(planned), now, failed, isolated)
                 continue
+            if self._scheduling is not None:  # inline in schedules; what does not fit goes on to S3
+                scheduled, rest = self._schedule(bucket, planned, now, failed)
+                delayed += scheduled
+                if not rest:
+                    continue
+                planned = rest  # noqa: PLW2901 - what did not fit a schedule is parked in S3 below
             # Deterministic key: a retried batch rewrites its object instead of parking a second copy.
             digest = hashlib.sha256("\n".join(sorted(p.message_id for p in planned)).encode()).hexdigest()[
                 :32
@@ -259,6 +275,43 @@ class BatchDelay:
                 continue
             delayed += len(planned)
         return started, delayed, direct
+
+    def _schedule(
+        self, bucket: int, planned: list[_Planned], now: datetime, failed: set[str]
+    ) -> tuple[int, list[_Planned]]:
+        """(messages scheduled, messages too large for a schedule's input: parked in S3 instead)."""
+        assert self._scheduling is not None  # noqa: S101 - the caller checked
+        by_key = {p.message_id: p for p in planned}
+        try:
+            layout = plan(bucket, [p.parked for p in planned], now)
+        except Exception:  # noqa: BLE001 - never expected (the parker checked the due times): retried
+            self._log.exception("could not plan delay schedules; records retried", extra={"bucket": bucket})
+            failed.update(by_key)
+            return 0, []
+        scheduled = 0
+        for spec in layout.schedules:
+            try:
+                created = self._scheduling.create(spec)
+            except Exception:  # noqa: BLE001 - throttled, denied, ...: these records retried, not the batch
+                self._log.exception(
+                    "could not create delay schedule; its records will be retried",
+                    extra={"bucket": bucket, "schedule": spec.name, "messages": len(spec.keys)},
+                )
+                failed.update(spec.keys)
+                continue
+            self._schedules_created += created
+            if not created:
+                self._log.info(
+                    "delay schedule already exists (a redelivered batch): not created twice",
+                    extra={"bucket": bucket, "schedule": spec.name, "messages": len(spec.keys)},
+                )
+            scheduled += len(spec.keys)
+        for parked in layout.unschedulable:
+            self._log.info(
+                "delayed message too large for a schedule's input; parked in S3 for the state machine",
+                extra={**by_key[parked.key].ids(), "bucket": bucket},
+            )
+        return scheduled, [by_key[p.key] for p in layout.unschedulable]
 
     def _ensure_execution(self, bucket: int, trace: str | None = None) -> int:
         """1 when this call started the bucket's execution, 0 when it already existed.

@@ -15,6 +15,7 @@ is isolated to the poison queue after ``MAX_SEND_CYCLES`` rehydration cycles.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from sluice import metrics
 from sluice.batchsend import Outgoing, send_batch
 from sluice.delay.contracts import RehydrateResult
-from sluice.delay.schedule import Parked, bucket_prefix, decode_object, encode_object
+from sluice.delay.schedule import Parked, bucket_prefix, check_target, decode_object, encode_object
 from sluice.delay.settings import DelaySettings
 from sluice.envelope import Envelope, Seal, SendAttributes, split, utcnow
 from sluice.errors import InvalidEventError, PermanentError, TransientError
@@ -69,14 +70,17 @@ class Rehydrator:
         remaining: Callable[[], int] = getattr(context, "get_remaining_time_in_millis", lambda: 900_000)
         stats: dict[str, float] = defaultdict(float)
         try:
-            if event.get("sweep") or is_scheduled_event(event):  # a plain schedule means a sweep
+            if "scheduled" in event:  # a delay schedule's messages, inline (sluice.delay.scheduler)
+                more = self._scheduled(event, stats)
+            elif event.get("sweep") or is_scheduled_event(event):  # a plain schedule means a sweep
                 more = self._sweep(remaining, stats)
             else:
                 prefix = event.get("prefix")
                 if not isinstance(prefix, str):
                     raise InvalidEventError(
                         "the rehydrator expects {'bucket': <int>, 'prefix': 'delayed/<bucket>/'} from the "
-                        "delay state machine, {'sweep': true}, or a scheduled event; got keys "
+                        "delay state machine, {'scheduled', 'parked'} from a delay schedule, "
+                        "{'sweep': true}, or a scheduled event; got keys "
                         f"{sorted(map(str, event))[:10]}"
                     )
                 if not prefix.startswith(self._s.delay_prefix) or QUARANTINE in prefix:
@@ -249,6 +253,41 @@ class Rehydrator:
             },
         )
         return True
+
+    # --- a delay schedule's inline messages ------------------------------------------------------
+
+    def _scheduled(self, event: Mapping[str, Any], stats: dict[str, float]) -> bool:
+        """Send a schedule's messages with their residual delay, now. What its target did not accept is
+        parked in S3 under its bucket (the sweep delivers it, retried, poisoned after
+        ``MAX_SEND_CYCLES``); a message for a queue outside the allowlist goes to the poison queue."""
+        name, parked = event.get("scheduled"), event.get("parked")
+        if not isinstance(name, str) or not isinstance(parked, dict):
+            raise InvalidEventError("a delay schedule's input is {'scheduled': <name>, 'parked': {...}}")
+        try:
+            messages = decode_object(json.dumps(parked).encode())
+            bucket = int(parked["bucket"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InvalidEventError(f"delay schedule {name}: unreadable messages: {exc}") from exc
+        key = f"schedule:{name}"
+        allowed: list[Parked] = []
+        for message in messages:
+            try:
+                check_target(message.target, self._s.delay_targets)
+            except PermanentError as exc:
+                if not self._refused(message, str(exc), key, stats):
+                    raise TransientError(f"{key}: could not isolate {message.key}") from exc
+                continue
+            allowed.append(message)
+        unsent = self._send(key, allowed, self._clock(), stats)
+        if unsent:  # for the sweep: a retry of this invocation would resend what was accepted
+            kept = f"{bucket_prefix(self._s.delay_prefix, bucket)}{name}.json"
+            self._s3.put_object(Bucket=self._s.delay_bucket, Key=kept, Body=encode_object(bucket, unsent))
+            self._log.warning(
+                "targets did not accept every scheduled message; the rest is parked for the sweep",
+                extra={"schedule": name, "unsent": len(unsent), "key": kept},
+            )
+        stats["objects"] += 1
+        return False
 
     # --- sweep ---------------------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Self
+from typing import Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
@@ -24,6 +24,14 @@ class DelaySettings(SealSettings, ClaimCheckSettings):
     delay_bucket_seconds: int = Field(default=60, ge=1, le=MAX_DELAY_SECONDS // 2)
     past_grace_seconds: int = Field(default=300, ge=0, le=86_400)
     poison_queue_url: str = Field(pattern=r"^https?://")
+    # The orchestrator of parked messages (docs/delays.md): "state-machine" (S3 + one execution per
+    # bucket) or "scheduler" (messages inline in EventBridge Scheduler one-time schedules; S3 + the
+    # state machine only for what does not fit a schedule's input). Set by the DelayOrchestrator parameter.
+    delay_orchestrator: Literal["state-machine", "scheduler"] = "state-machine"
+    delay_schedule_group: str = Field(default="", pattern=r"^[0-9a-zA-Z._-]{0,64}$")
+    delay_scheduler_role_arn: str = ""
+    delay_rehydrator_arn: str = ""
+    delay_schedule_dlq_arn: str = ""
 
     _csv = field_validator("delay_targets", mode="before")(split_csv)
 
@@ -35,6 +43,21 @@ class DelaySettings(SealSettings, ClaimCheckSettings):
                 f"({self.delay_bucket_seconds} > {self.direct_send_threshold_seconds}/2): "
                 "a bucket must never open while it is still being written"
             )
+        if self.delay_orchestrator == "scheduler":
+            if not self.delay_schedule_group:
+                raise ValueError(
+                    "SLUICE_DELAY_SCHEDULE_GROUP is required when SLUICE_DELAY_ORCHESTRATOR is scheduler"
+                )
+            for name, value, service in (
+                ("SLUICE_DELAY_SCHEDULER_ROLE_ARN", self.delay_scheduler_role_arn, ":iam::"),
+                ("SLUICE_DELAY_REHYDRATOR_ARN", self.delay_rehydrator_arn, ":lambda:"),
+                ("SLUICE_DELAY_SCHEDULE_DLQ_ARN", self.delay_schedule_dlq_arn, ":sqs:"),
+            ):
+                if not value.startswith("arn:") or service not in value:
+                    raise ValueError(
+                        f"{name} must be an ARN ({service.strip(':')}) when SLUICE_DELAY_ORCHESTRATOR is "
+                        f"scheduler; got {value!r}"
+                    )
         if not self.delay_prefix.endswith("/") or self.delay_prefix.startswith("/"):
             raise ValueError("SLUICE_DELAY_PREFIX must end with '/' and not start with '/'")
         return self

@@ -1,0 +1,228 @@
+"""Parked messages inline in EventBridge Scheduler one-time schedules (``DelayOrchestrator=Scheduler``).
+
+Per invocation, due-time bucket and target queue, the batch-delay function creates one-time schedules
+(``at(...)``, ``ActionAfterCompletion: DELETE``) whose input IS the messages, so nothing is written to
+S3 and no state machine runs:
+
+- a group of at most :data:`~sluice.limits.MAX_BATCH_ENTRIES` messages: a universal target that calls
+  SQS itself, ``sqs:sendMessage`` for one message, ``sqs:sendMessageBatch`` for 2 to 10, each entry with
+  its ``DelaySeconds`` fixed at creation (due minus the schedule's time) and its attributes (the
+  envelope among them): one Scheduler invocation for the group;
+- a larger group: schedules targeting the rehydrator Lambda with the messages inline (one Scheduler
+  invocation and one Lambda request per schedule), which computes each residual ``DelaySeconds`` when
+  it runs;
+- a message whose schedule input would exceed :data:`SCHEDULE_INPUT_MAX_BYTES` on its own: not
+  scheduled; the caller parks it in S3 for the state machine (the path of ``DelayOrchestrator=StateMachine``).
+
+Schedule names are deterministic (bucket, target and the sorted message ids): a redelivered batch
+recreates the same names and gets ``ConflictException``, never a second copy. Every schedule has the
+Scheduler's retry policy and the stack's schedule dead-letter queue, so a target that keeps failing
+leaves the input in that queue, never nowhere.
+
+Precision (docs/delays.md): schedules fire :data:`SCHEDULE_LEAD_SECONDS` before their bucket opens.
+The Lambda target sends with the residual delay computed at that moment, so a schedule that fires up
+to a minute late still delivers on time to the second. The SQS targets' ``DelaySeconds`` is fixed when
+the schedule is created: on time to the second when the Scheduler fires on time, as late as it fires
+late otherwise (AWS documents invocations within a minute of the scheduled time).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from sluice.delay.schedule import Parked, encode_object
+from sluice.delay.settings import DelaySettings
+from sluice.errors import ConfigurationError
+from sluice.limits import MAX_BATCH_ENTRIES, MAX_DELAY_SECONDS, MAX_MESSAGE_BYTES
+from sluice.sqs import message_bytes
+
+if TYPE_CHECKING:
+    from mypy_boto3_scheduler import EventBridgeSchedulerClient
+
+__all__ = [
+    "SCHEDULE_INPUT_MAX_BYTES",
+    "SCHEDULE_LEAD_SECONDS",
+    "SQS_SEND_BATCH_TARGET",
+    "SQS_SEND_TARGET",
+    "Planned",
+    "ScheduleSpec",
+    "Scheduling",
+    "fire_time",
+    "plan",
+    "schedule_name",
+]
+
+SCHEDULE_INPUT_MAX_BYTES = 256_000
+"""What sluice puts in one schedule's ``Target.Input``: below the Scheduler's 256 KB payload quota
+(read as KiB or as 1,000 bytes, either way), so no schedule is refused for its size."""
+SCHEDULE_NAME_MAX = 64
+"""A schedule name: 1 to 64 of ``[0-9a-zA-Z-_.]`` (CreateSchedule's Name)."""
+SCHEDULE_LEAD_SECONDS = 60
+"""Schedules fire this long before their bucket opens (never in the past): room for a late invocation."""
+SQS_SEND_TARGET = "arn:aws:scheduler:::aws-sdk:sqs:sendMessage"
+SQS_SEND_BATCH_TARGET = "arn:aws:scheduler:::aws-sdk:sqs:sendMessageBatch"
+RETRY_POLICY = {"MaximumEventAgeInSeconds": 86_400, "MaximumRetryAttempts": 185}
+"""The Scheduler's longest retry (a day, 185 attempts); then the dead-letter queue."""
+
+Kind = Literal["sqs", "lambda"]
+
+
+@dataclass(frozen=True)
+class ScheduleSpec:
+    """One schedule to create: its name, time (epoch second), target kind, input and messages."""
+
+    name: str
+    fire_at: int
+    kind: Kind
+    input: str
+    keys: tuple[str, ...]
+
+    def expression(self) -> str:
+        return f"at({datetime.fromtimestamp(self.fire_at, tz=UTC).strftime('%Y-%m-%dT%H:%M:%S')})"
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A bucket's schedules, and the messages that fit none (parked in S3 by the caller)."""
+
+    schedules: tuple[ScheduleSpec, ...]
+    unschedulable: tuple[Parked, ...]
+
+
+def schedule_name(bucket: int, target: str, keys: Iterable[str]) -> str:
+    """``d<bucket>-<40 hex>``: the same messages for the same bucket and target, the same name."""
+    digest = hashlib.sha256("\n".join([str(bucket), target, *sorted(keys)]).encode()).hexdigest()[:40]
+    name = f"d{bucket}-{digest}"
+    if len(name) > SCHEDULE_NAME_MAX:  # a bucket beyond the year 2286 would need it
+        raise ValueError(f"schedule name {name!r} is longer than {SCHEDULE_NAME_MAX}")
+    return name
+
+
+def fire_time(bucket: int, now: datetime, lead: int = SCHEDULE_LEAD_SECONDS) -> int:
+    """The schedule's epoch second: ``lead`` before the bucket opens, but after ``now`` (whole seconds)."""
+    return min(bucket, max(bucket - lead, int(now.timestamp()) + 1))
+
+
+def _wire_attributes(attributes: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """SendMessage attributes as JSON for a universal target: binary values base64, like the SDK's JSON."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, value in attributes.items():
+        item = dict(value)
+        binary = item.get("BinaryValue")
+        if isinstance(binary, bytes | bytearray):
+            item["BinaryValue"] = base64.b64encode(binary).decode()
+        out[name] = item
+    return out
+
+
+def _sqs_input(target: str, messages: Sequence[Parked], fire_at: int) -> str:
+    fired = datetime.fromtimestamp(fire_at, tz=UTC)
+    entries = []
+    for i, m in enumerate(messages):
+        out = m.outgoing(fired)  # DelaySeconds as it will be when the schedule fires on time
+        entry: dict[str, Any] = {"MessageBody": out.body, "DelaySeconds": out.delay_seconds}
+        if out.attributes:
+            entry["MessageAttributes"] = _wire_attributes(out.attributes)
+        entries.append({"Id": str(i), **entry} if len(messages) > 1 else entry)
+    if len(messages) == 1:
+        return json.dumps({"QueueUrl": target, **entries[0]}, separators=(",", ":"))
+    return json.dumps({"QueueUrl": target, "Entries": entries}, separators=(",", ":"))
+
+
+def _lambda_input(bucket: int, name: str, messages: Sequence[Parked]) -> str:
+    parked = json.loads(encode_object(bucket, messages))
+    return json.dumps({"scheduled": name, "parked": parked}, separators=(",", ":"))
+
+
+def _fits_sqs(messages: Sequence[Parked]) -> bool:
+    """Every message sendable as it is (a parked body may still need offloading: the Lambda does that)."""
+    return all(message_bytes(m.body, m.attributes) <= MAX_MESSAGE_BYTES for m in messages)
+
+
+def plan(bucket: int, messages: Sequence[Parked], now: datetime) -> Planned:
+    """The schedules for one bucket's messages (see the module docstring), deterministic for a given set."""
+    fire_at = fire_time(bucket, now)
+    if any((m.due.timestamp() - fire_at) > MAX_DELAY_SECONDS for m in messages):
+        raise ValueError(f"bucket {bucket}: a message is due more than {MAX_DELAY_SECONDS}s after {fire_at}")
+    by_target: dict[str, list[Parked]] = defaultdict(list)
+    for m in sorted(messages, key=lambda m: m.key):
+        by_target[m.target].append(m)
+    schedules: list[ScheduleSpec] = []
+    unschedulable: list[Parked] = []
+    for target, group in sorted(by_target.items()):
+        if len(group) <= MAX_BATCH_ENTRIES and _fits_sqs(group):
+            text = _sqs_input(target, group, fire_at)
+            if len(text.encode()) <= SCHEDULE_INPUT_MAX_BYTES:
+                keys = tuple(m.key for m in group)
+                name = schedule_name(bucket, target, keys)
+                schedules.append(ScheduleSpec(name, fire_at, "sqs", text, keys))
+                continue
+        placeholder = "d" * SCHEDULE_NAME_MAX
+        empty = len(_lambda_input(bucket, placeholder, []).encode())
+        chunk: list[Parked] = []
+        size = empty
+        for m in group:  # greedy by size, in key order: the same set gives the same chunks
+            own = len(_lambda_input(bucket, placeholder, [m]).encode()) - empty + 1  # + its comma
+            if empty + own > SCHEDULE_INPUT_MAX_BYTES:
+                unschedulable.append(m)
+                continue
+            if chunk and size + own > SCHEDULE_INPUT_MAX_BYTES:
+                schedules.append(_lambda_spec(bucket, target, chunk, fire_at))
+                chunk, size = [], empty
+            chunk.append(m)
+            size += own
+        if chunk:
+            schedules.append(_lambda_spec(bucket, target, chunk, fire_at))
+    return Planned(tuple(schedules), tuple(unschedulable))
+
+
+def _lambda_spec(bucket: int, target: str, chunk: Sequence[Parked], fire_at: int) -> ScheduleSpec:
+    keys = tuple(m.key for m in chunk)
+    name = schedule_name(bucket, target, keys)
+    return ScheduleSpec(name, fire_at, "lambda", _lambda_input(bucket, name, chunk), keys)
+
+
+class Scheduling:
+    """Creates the planned schedules in the stack's group, as its scheduler role, with its DLQ."""
+
+    def __init__(self, settings: DelaySettings, client: EventBridgeSchedulerClient | None) -> None:
+        if settings.delay_orchestrator != "scheduler":
+            raise ConfigurationError("Scheduling needs SLUICE_DELAY_ORCHESTRATOR=scheduler")
+        if client is None:
+            raise ConfigurationError("SLUICE_DELAY_ORCHESTRATOR=scheduler: a scheduler client is required")
+        self._s = settings
+        self._client = client
+
+    def create(self, spec: ScheduleSpec) -> bool:
+        """True when this call created the schedule, False when it already existed (a redelivered batch).
+        Anything else raises (the caller retries the messages)."""
+        arn = SQS_SEND_BATCH_TARGET if len(spec.keys) > 1 else SQS_SEND_TARGET
+        try:
+            self._client.create_schedule(
+                Name=spec.name,
+                GroupName=self._s.delay_schedule_group,
+                ScheduleExpression=spec.expression(),
+                ScheduleExpressionTimezone="UTC",
+                FlexibleTimeWindow={"Mode": "OFF"},
+                ActionAfterCompletion="DELETE",
+                Target={
+                    "Arn": arn if spec.kind == "sqs" else self._s.delay_rehydrator_arn,
+                    "RoleArn": self._s.delay_scheduler_role_arn,
+                    "Input": spec.input,
+                    "RetryPolicy": {
+                        "MaximumEventAgeInSeconds": RETRY_POLICY["MaximumEventAgeInSeconds"],
+                        "MaximumRetryAttempts": RETRY_POLICY["MaximumRetryAttempts"],
+                    },
+                    "DeadLetterConfig": {"Arn": self._s.delay_schedule_dlq_arn},
+                },
+            )
+        except self._client.exceptions.ConflictException:
+            return False
+        return True

@@ -1,0 +1,117 @@
+"""The Scheduler orchestration's pure logic: names, times, grouping, sizing and the fallback."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from sluice.delay.schedule import Parked
+from sluice.delay.scheduler import (
+    SCHEDULE_INPUT_MAX_BYTES,
+    SCHEDULE_LEAD_SECONDS,
+    fire_time,
+    plan,
+    schedule_name,
+)
+from sluice.delay.settings import DelaySettings
+from sluice.errors import ConfigurationError
+
+NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
+BUCKET = int((NOW + timedelta(hours=3)).timestamp())
+WORK = "https://sqs.us-east-1.amazonaws.com/123456789012/work"
+OTHER = "https://sqs.us-east-1.amazonaws.com/123456789012/other"
+NAME = re.compile(r"^[0-9a-zA-Z._-]{1,64}$")  # CreateSchedule's Name
+
+
+def parked(key: str, *, target: str = WORK, body: str = "{}", second: int = 0) -> Parked:
+    due = datetime.fromtimestamp(BUCKET + second, tz=UTC)
+    return Parked(key, target, due, body, {"tenant": {"DataType": "String", "StringValue": "acme"}})
+
+
+def test_a_schedule_name_is_valid_and_depends_only_on_the_set_of_messages():
+    a = schedule_name(BUCKET, WORK, ["m2", "m1"])
+    assert NAME.match(a)
+    assert a == schedule_name(BUCKET, WORK, ["m1", "m2"])  # order does not matter
+    assert a != schedule_name(BUCKET, WORK, ["m1"])
+    assert a != schedule_name(BUCKET + 60, WORK, ["m1", "m2"])
+    assert a != schedule_name(BUCKET, OTHER, ["m1", "m2"])
+
+
+def test_a_schedule_fires_its_lead_before_the_bucket_but_never_in_the_past():
+    assert fire_time(BUCKET, NOW) == BUCKET - SCHEDULE_LEAD_SECONDS
+    soon = datetime.fromtimestamp(BUCKET - 5, tz=UTC)
+    assert fire_time(BUCKET, soon) == BUCKET - 4  # the next whole second
+    assert fire_time(BUCKET, datetime.fromtimestamp(BUCKET, tz=UTC)) == BUCKET  # never after the bucket
+
+
+def test_up_to_ten_messages_to_one_queue_are_one_sqs_schedule_with_fixed_delays():
+    layout = plan(BUCKET, [parked(f"m{i}", second=i) for i in range(10)], NOW)
+    [spec] = layout.schedules
+    assert spec.kind == "sqs"
+    assert layout.unschedulable == ()
+    payload = json.loads(spec.input)
+    assert payload["QueueUrl"] == WORK
+    assert [e["DelaySeconds"] for e in payload["Entries"]] == [SCHEDULE_LEAD_SECONDS + i for i in range(10)]
+    assert all(e["MessageAttributes"]["tenant"]["StringValue"] == "acme" for e in payload["Entries"])
+
+
+def test_one_message_is_a_send_message_input():
+    [spec] = plan(BUCKET, [parked("m1")], NOW).schedules
+    payload = json.loads(spec.input)
+    assert set(payload) == {"QueueUrl", "MessageBody", "DelaySeconds", "MessageAttributes"}
+
+
+def test_more_than_ten_messages_go_to_the_rehydrator_in_one_schedule():
+    layout = plan(BUCKET, [parked(f"m{i:03d}") for i in range(100)], NOW)
+    [spec] = layout.schedules
+    assert spec.kind == "lambda"
+    assert len(spec.keys) == 100
+    payload = json.loads(spec.input)
+    assert payload["scheduled"] == spec.name
+    assert len(payload["parked"]["messages"]) == 100
+
+
+def test_each_target_queue_has_its_own_schedules():
+    layout = plan(BUCKET, [parked("a", target=WORK), parked("b", target=OTHER)], NOW)
+    assert sorted(json.loads(s.input)["QueueUrl"] for s in layout.schedules) == sorted([WORK, OTHER])
+
+
+def test_inputs_stay_within_the_size_limit_and_what_cannot_fit_falls_back():
+    big = "x" * 100_000
+    messages = [parked(f"m{i:02d}", body=big) for i in range(12)] + [parked("huge", body="y" * 300_000)]
+    layout = plan(BUCKET, messages, NOW)
+    assert [p.key for p in layout.unschedulable] == ["huge"]
+    assert all(len(s.input.encode()) <= SCHEDULE_INPUT_MAX_BYTES for s in layout.schedules)
+    assert sorted(k for s in layout.schedules for k in s.keys) == [f"m{i:02d}" for i in range(12)]
+    assert len(layout.schedules) == 6  # two 100 KB bodies per 256 KB input
+
+
+def test_the_same_messages_give_the_same_schedules():
+    messages = [parked(f"m{i}", body="z" * 40_000) for i in range(30)]
+    first, again = plan(BUCKET, messages, NOW), plan(BUCKET, list(reversed(messages)), NOW)
+    assert [s.name for s in first.schedules] == [s.name for s in again.schedules]
+
+
+BASE = {
+    "SLUICE_DELAY_BUCKET": "parked",
+    "SLUICE_POISON_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/poison",
+    "SLUICE_ENVELOPE_KEY_SECRET": "arn:aws:secretsmanager:us-east-1:123456789012:secret:k",
+}
+
+
+def test_the_state_machine_is_the_default_orchestrator():
+    assert DelaySettings.from_env(BASE).delay_orchestrator == "state-machine"
+
+
+def test_the_scheduler_needs_its_group_role_rehydrator_and_dead_letter_queue():
+    with pytest.raises(ConfigurationError, match="SLUICE_DELAY_SCHEDULE_GROUP"):
+        DelaySettings.from_env({**BASE, "SLUICE_DELAY_ORCHESTRATOR": "scheduler"})
+    with pytest.raises(ConfigurationError, match="SLUICE_DELAY_SCHEDULER_ROLE_ARN"):
+        DelaySettings.from_env(
+            {**BASE, "SLUICE_DELAY_ORCHESTRATOR": "scheduler", "SLUICE_DELAY_SCHEDULE_GROUP": "g"}
+        )
+    with pytest.raises(ConfigurationError, match="SLUICE_DELAY_ORCHESTRATOR"):
+        DelaySettings.from_env({**BASE, "SLUICE_DELAY_ORCHESTRATOR": "cron"})
