@@ -48,7 +48,7 @@ def test_a_schedule_fires_its_lead_before_the_bucket_but_never_in_the_past():
 
 
 def test_up_to_ten_messages_to_one_queue_are_one_sqs_schedule_with_fixed_delays():
-    layout = plan(BUCKET, [parked(f"m{i}", second=i) for i in range(10)], NOW)
+    layout = plan([parked(f"m{i}", second=i) for i in range(10)], NOW, 60)
     [spec] = layout.schedules
     assert spec.kind == "sqs"
     assert layout.unschedulable == ()
@@ -59,13 +59,13 @@ def test_up_to_ten_messages_to_one_queue_are_one_sqs_schedule_with_fixed_delays(
 
 
 def test_one_message_is_a_send_message_input():
-    [spec] = plan(BUCKET, [parked("m1")], NOW).schedules
+    [spec] = plan([parked("m1")], NOW, 60).schedules
     payload = json.loads(spec.input)
     assert set(payload) == {"QueueUrl", "MessageBody", "DelaySeconds", "MessageAttributes"}
 
 
 def test_more_than_ten_messages_go_to_the_rehydrator_in_one_schedule():
-    layout = plan(BUCKET, [parked(f"m{i:03d}") for i in range(100)], NOW)
+    layout = plan([parked(f"m{i:03d}") for i in range(100)], NOW, 60)
     [spec] = layout.schedules
     assert spec.kind == "lambda"
     assert len(spec.keys) == 100
@@ -75,23 +75,36 @@ def test_more_than_ten_messages_go_to_the_rehydrator_in_one_schedule():
 
 
 def test_each_target_queue_has_its_own_schedules():
-    layout = plan(BUCKET, [parked("a", target=WORK), parked("b", target=OTHER)], NOW)
+    layout = plan([parked("a", target=WORK), parked("b", target=OTHER)], NOW, 60)
     assert sorted(json.loads(s.input)["QueueUrl"] for s in layout.schedules) == sorted([WORK, OTHER])
 
 
 def test_inputs_stay_within_the_size_limit_and_what_cannot_fit_falls_back():
     big = "x" * 100_000
     messages = [parked(f"m{i:02d}", body=big) for i in range(12)] + [parked("huge", body="y" * 300_000)]
-    layout = plan(BUCKET, messages, NOW)
+    layout = plan(messages, NOW, 60)
     assert [p.key for p in layout.unschedulable] == ["huge"]
     assert all(len(s.input.encode()) <= SCHEDULE_INPUT_MAX_BYTES for s in layout.schedules)
     assert sorted(k for s in layout.schedules for k in s.keys) == [f"m{i:02d}" for i in range(12)]
     assert len(layout.schedules) == 6  # two 100 KB bodies per 256 KB input
 
 
+def test_a_sparse_stream_shares_a_schedule_for_up_to_15_minutes_of_due_times():
+    messages = [parked(f"m{i:02d}", second=60 * i) for i in range(20)]  # 1 per 60-s bucket
+    first, second = plan(messages, NOW, 60).schedules
+    # fired 60 s before the first bucket: due at most 899 s later, i.e. the buckets 0..13 min
+    assert first.fire_at == BUCKET - SCHEDULE_LEAD_SECONDS
+    assert first.kind == "lambda"
+    assert first.keys == tuple(f"m{i:02d}" for i in range(14))
+    assert second.kind == "sqs"
+    assert second.keys == tuple(f"m{i:02d}" for i in range(14, 20))
+    payload = json.loads(second.input)
+    assert [e["DelaySeconds"] for e in payload["Entries"]] == [60 * i for i in range(1, 7)]
+
+
 def test_the_same_messages_give_the_same_schedules():
     messages = [parked(f"m{i}", body="z" * 40_000) for i in range(30)]
-    first, again = plan(BUCKET, messages, NOW), plan(BUCKET, list(reversed(messages)), NOW)
+    first, again = plan(messages, NOW, 60), plan(list(reversed(messages)), NOW, 60)
     assert [s.name for s in first.schedules] == [s.name for s in again.schedules]
 
 

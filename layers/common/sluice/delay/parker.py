@@ -240,6 +240,13 @@ class BatchDelay:
     ) -> tuple[int, int, int]:
         """(executions started, messages parked, messages sent directly after all)."""
         started = delayed = direct = 0
+        if self._scheduling is not None:  # inline in schedules; what does not fit goes on to S3
+            now = self._clock()
+            ready = [b for b in parked if b - now.timestamp() >= PARK_MARGIN_SECONDS]
+            scheduled, rest = self._schedule([p for b in sorted(ready) for p in parked.pop(b)], now, failed)
+            delayed += scheduled
+            for p in rest:
+                parked.setdefault(bucket_of(p.parked.due, self._s.delay_bucket_seconds), []).append(p)
         for bucket, planned in sorted(parked.items()):
             now = self._clock()
             if bucket - now.timestamp() < PARK_MARGIN_SECONDS:
@@ -248,12 +255,6 @@ class BatchDelay:
                 self._log.warning("bucket opens too soon to park; sending directly", extra={"bucket": bucket})
                 direct += self._send_direct(_by_target(planned), now, failed, isolated)
                 continue
-            if self._scheduling is not None:  # inline in schedules; what does not fit goes on to S3
-                scheduled, rest = self._schedule(bucket, planned, now, failed)
-                delayed += scheduled
-                if not rest:
-                    continue
-                planned = rest  # noqa: PLW2901 - what did not fit a schedule is parked in S3 below
             # Deterministic key: a retried batch rewrites its object instead of parking a second copy.
             digest = hashlib.sha256("\n".join(sorted(p.message_id for p in planned)).encode()).hexdigest()[
                 :32
@@ -277,15 +278,15 @@ class BatchDelay:
         return started, delayed, direct
 
     def _schedule(
-        self, bucket: int, planned: list[_Planned], now: datetime, failed: set[str]
+        self, planned: list[_Planned], now: datetime, failed: set[str]
     ) -> tuple[int, list[_Planned]]:
         """(messages scheduled, messages too large for a schedule's input: parked in S3 instead)."""
         assert self._scheduling is not None  # noqa: S101 - the caller checked
         by_key = {p.message_id: p for p in planned}
         try:
-            layout = plan(bucket, [p.parked for p in planned], now)
+            layout = plan([p.parked for p in planned], now, self._s.delay_bucket_seconds)
         except Exception:  # noqa: BLE001 - never expected (the parker checked the due times): retried
-            self._log.exception("could not plan delay schedules; records retried", extra={"bucket": bucket})
+            self._log.exception("could not plan delay schedules; records retried")
             failed.update(by_key)
             return 0, []
         scheduled = 0
@@ -295,7 +296,7 @@ class BatchDelay:
             except Exception:  # noqa: BLE001 - throttled, denied, ...: these records retried, not the batch
                 self._log.exception(
                     "could not create delay schedule; its records will be retried",
-                    extra={"bucket": bucket, "schedule": spec.name, "messages": len(spec.keys)},
+                    extra={"schedule": spec.name, "messages": len(spec.keys)},
                 )
                 failed.update(spec.keys)
                 continue
@@ -303,13 +304,13 @@ class BatchDelay:
             if not created:
                 self._log.info(
                     "delay schedule already exists (a redelivered batch): not created twice",
-                    extra={"bucket": bucket, "schedule": spec.name, "messages": len(spec.keys)},
+                    extra={"schedule": spec.name, "messages": len(spec.keys)},
                 )
             scheduled += len(spec.keys)
         for parked in layout.unschedulable:
             self._log.info(
                 "delayed message too large for a schedule's input; parked in S3 for the state machine",
-                extra={**by_key[parked.key].ids(), "bucket": bucket},
+                extra={**by_key[parked.key].ids(), "due": parked.due.isoformat()},
             )
         return scheduled, [by_key[p.key] for p in layout.unschedulable]
 

@@ -1,25 +1,27 @@
 """Parked messages inline in EventBridge Scheduler one-time schedules (``DelayOrchestrator=Scheduler``).
 
-Per invocation, due-time bucket and target queue, the batch-delay function creates one-time schedules
-(``at(...)``, ``ActionAfterCompletion: DELETE``) whose input IS the messages, so nothing is written to
-S3 and no state machine runs:
+Per invocation and target queue, the batch-delay function groups its parked messages in windows of up
+to 15 minutes of due times (:func:`windows`: SQS's longest ``DelaySeconds``, so a sparse stream's
+messages of several buckets share one schedule) and creates one-time schedules (``at(...)``,
+``ActionAfterCompletion: DELETE``) whose input IS the messages, so nothing is written to S3 and no state
+machine runs:
 
-- a group of at most :data:`~sluice.limits.MAX_BATCH_ENTRIES` messages: a universal target that calls
+- a window of at most :data:`~sluice.limits.MAX_BATCH_ENTRIES` messages: a universal target that calls
   SQS itself, ``sqs:sendMessage`` for one message, ``sqs:sendMessageBatch`` for 2 to 10, each entry with
   its ``DelaySeconds`` fixed at creation (due minus the schedule's time) and its attributes (the
   envelope among them): one Scheduler invocation for the group;
-- a larger group: schedules targeting the rehydrator Lambda with the messages inline (one Scheduler
+- a larger window: schedules targeting the rehydrator Lambda with the messages inline (one Scheduler
   invocation and one Lambda request per schedule), which computes each residual ``DelaySeconds`` when
   it runs;
 - a message whose schedule input would exceed :data:`SCHEDULE_INPUT_MAX_BYTES` on its own: not
   scheduled; the caller parks it in S3 for the state machine (the path of ``DelayOrchestrator=StateMachine``).
 
-Schedule names are deterministic (bucket, target and the sorted message ids): a redelivered batch
+Schedule names are deterministic (first bucket, target and the sorted message ids): a redelivered batch
 recreates the same names and gets ``ConflictException``, never a second copy. Every schedule has the
 Scheduler's retry policy and the stack's schedule dead-letter queue, so a target that keeps failing
 leaves the input in that queue, never nowhere.
 
-Precision (docs/delays.md): schedules fire :data:`SCHEDULE_LEAD_SECONDS` before their bucket opens.
+Precision (docs/delays.md): a schedule fires :data:`SCHEDULE_LEAD_SECONDS` before its first bucket opens.
 The Lambda target sends with the residual delay computed at that moment, so a schedule that fires up
 to a minute late still delivers on time to the second. The SQS targets' ``DelaySeconds`` is fixed when
 the schedule is created: on time to the second when the Scheduler fires on time, as late as it fires
@@ -37,7 +39,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from sluice.delay.schedule import Parked, encode_object
+from sluice.delay.schedule import Parked, bucket_of, encode_object
 from sluice.delay.settings import DelaySettings
 from sluice.errors import ConfigurationError
 from sluice.limits import MAX_BATCH_ENTRIES, MAX_DELAY_SECONDS, MAX_MESSAGE_BYTES
@@ -57,6 +59,7 @@ __all__ = [
     "fire_time",
     "plan",
     "schedule_name",
+    "windows",
 ]
 
 SCHEDULE_INPUT_MAX_BYTES = 256_000
@@ -146,17 +149,32 @@ def _fits_sqs(messages: Sequence[Parked]) -> bool:
     return all(message_bytes(m.body, m.attributes) <= MAX_MESSAGE_BYTES for m in messages)
 
 
-def plan(bucket: int, messages: Sequence[Parked], now: datetime) -> Planned:
-    """The schedules for one bucket's messages (see the module docstring), deterministic for a given set."""
-    fire_at = fire_time(bucket, now)
-    if any((m.due.timestamp() - fire_at) > MAX_DELAY_SECONDS for m in messages):
-        raise ValueError(f"bucket {bucket}: a message is due more than {MAX_DELAY_SECONDS}s after {fire_at}")
+def windows(messages: Sequence[Parked], now: datetime, width: int) -> list[tuple[int, int, list[Parked]]]:
+    """(first bucket, fire time, messages) per target queue: in due order, each window holding the
+    messages due at most :data:`~sluice.limits.MAX_DELAY_SECONDS` (less a second) after its fire time,
+    so one schedule carries a sparse stream's messages of up to 15 minutes (SQS's longest delay)."""
     by_target: dict[str, list[Parked]] = defaultdict(list)
-    for m in sorted(messages, key=lambda m: m.key):
+    for m in sorted(messages, key=lambda m: (m.due, m.key)):
         by_target[m.target].append(m)
+    out: list[tuple[int, int, list[Parked]]] = []
+    for _, group in sorted(by_target.items()):
+        for m in group:
+            due = m.due.timestamp()
+            if out and out[-1][2][0].target == m.target and due - out[-1][1] <= MAX_DELAY_SECONDS - 1:
+                out[-1][2].append(m)
+                continue
+            bucket = bucket_of(m.due, width)
+            out.append((bucket, fire_time(bucket, now), [m]))
+    return out
+
+
+def plan(messages: Sequence[Parked], now: datetime, width: int) -> Planned:
+    """The schedules for an invocation's parked messages (see the module docstring), deterministic for a
+    given set of messages; ``width``: the due-time bucket's (``SLUICE_DELAY_BUCKET_SECONDS``)."""
     schedules: list[ScheduleSpec] = []
     unschedulable: list[Parked] = []
-    for target, group in sorted(by_target.items()):
+    for bucket, fire_at, group in windows(messages, now, width):
+        target = group[0].target
         if len(group) <= MAX_BATCH_ENTRIES and _fits_sqs(group):
             text = _sqs_input(target, group, fire_at)
             if len(text.encode()) <= SCHEDULE_INPUT_MAX_BYTES:
@@ -168,7 +186,7 @@ def plan(bucket: int, messages: Sequence[Parked], now: datetime) -> Planned:
         empty = len(_lambda_input(bucket, placeholder, []).encode())
         chunk: list[Parked] = []
         size = empty
-        for m in group:  # greedy by size, in key order: the same set gives the same chunks
+        for m in group:  # greedy by size, in due order: the same set gives the same chunks
             own = len(_lambda_input(bucket, placeholder, [m]).encode()) - empty + 1  # + its comma
             if empty + own > SCHEDULE_INPUT_MAX_BYTES:
                 unschedulable.append(m)
