@@ -965,7 +965,16 @@ def main() -> int:
         help=f"sweep invocations simulated, the last of the 30 days (default {SWEEPS_PER_30_DAYS:,}, all;"
         " fewer, e.g. for a smoke run: the sweep's cost is scaled to 30 days)",
     )
+    parser.add_argument(
+        "--density-messages",
+        type=int,
+        default=2000,
+        help="messages simulated per density row and path (benchmarks/delay_density.py; default 2,000)",
+    )
+    parser.add_argument("--json", type=Path, help="also write the density rows here (JSON)")
     args = parser.parse_args()
+    if args.density_messages < 100:
+        parser.error("--density-messages must be at least 100")
     if args.messages < 400 or args.jobs < 1 or not 1 <= args.sweeps <= SWEEPS_PER_30_DAYS:
         parser.error(
             f"--messages must be at least 400, --jobs at least 1 and --sweeps 1..{SWEEPS_PER_30_DAYS:,}"
@@ -987,7 +996,19 @@ def main() -> int:
     print_method(prices, durations, results, time.perf_counter() - started, args.jobs)
     for batch in BATCH_SIZES:
         report(batch, (runs[(big, batch)], runs[(small, batch)], sweep), prices, durations)
-    return 1 if any(r.problems for r in results) else 0
+    # Per density, the three paths side by side (issue 28): benchmarks/delay_density.py
+    import delay_density  # noqa: PLC0415 - it imports this module's pieces
+
+    started = time.perf_counter()
+    rows, problems = delay_density.run_all(args.density_messages, prices, durations)
+    delay_density.report(rows)
+    print(f"  {len(rows)} rows in {time.perf_counter() - started:.0f} s; " + ("; ".join(problems) or
+          "every message delivered once, S3 empty, in every simulated row"))  # fmt: skip
+    if args.json:
+        document = delay_density.to_json(rows, prices)
+        args.json.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        print(f"  written: {args.json}")
+    return 1 if any(r.problems for r in results) or problems else 0
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ Every command the docs state for a benchmark is run here with its options at a s
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -92,6 +93,15 @@ REDRIVE = Smoke(
 )
 DELAY_ARGS: tuple[str, ...] = ("--messages", "400", "--sweeps", "4", "--jobs", "1", "--prices", "{prices}")
 DELAY_ARGS += ("--base-ms", "100", "--per-call-ms", "30", "--memory-mb", "512")
+DELAY_ARGS += ("--density-messages", "100", "--json", "{json}")  # issue 28: the rows per density
+DENSITY_ROWS = (
+    "1 per bucket",
+    "10 per bucket",
+    "100 per bucket",
+    "1,000 per bucket",
+    "1M over 30 days, window 1 s",
+    "1M over 30 days, window 20 s",
+)
 DELAY = Smoke(
     "delay_cost.py",
     DELAY_ARGS,
@@ -106,6 +116,10 @@ DELAY = Smoke(
         rf"^    \(a\) article: 1 execution per event-source batch +\${NUMBER} +{NUMBER}x"
         rf" +\${NUMBER} +{NUMBER}x$",
         rf"^    1M messages in the same buckets +\${NUMBER} +(PASS|ABOVE TARGET)$",
+        *(rf"^  {re.escape(row)} +{path} +\${NUMBER} +\${NUMBER}  (PASS|ABOVE)"
+          for row in DENSITY_ROWS for path in ("state-machine", "scheduler")),
+        *(rf"^  {re.escape(row)} +anchor +\${NUMBER} +\${NUMBER}$" for row in DENSITY_ROWS),
+        r"every message delivered once, S3 empty, in every simulated row$",
     ),
 )  # fmt: skip
 JOB_WORKERS = (1, 4)
@@ -212,12 +226,24 @@ def test_redrive_requests_drains_the_dlq_both_ways():
 @pytest.mark.subprocess
 @pytest.mark.slow
 @pytest.mark.timeout(SCRIPT_TIMEOUT + 60)
-def test_delay_cost_simulates_the_four_runs_and_prices_them(price_table):
+def test_delay_cost_simulates_the_four_runs_and_prices_them(price_table, tmp_path):
     # Given a price table passed with --prices
-    # When 400 (and 100) messages are delayed 30 days at batch 10 and 100, with the last 4 sweeps
-    out = run(DELAY, prices=str(price_table))
+    # When 400 (and 100) messages are delayed 30 days at batch 10 and 100, with the last 4 sweeps, and
+    # 100 messages per density row through each path
+    written = tmp_path / "delay-cost.json"
+    out = run(DELAY, prices=str(price_table), json=str(written))
     # Then every message was delivered once (else it exits 1), from the table it was given
     assert f"prices: {price_table.resolve()}" in out, out
+    # and the rows are written as the cost script reads them: every row, every path
+    report = json.loads(written.read_text(encoding="utf-8"))
+    assert report["prices_file"] == str(price_table.resolve())
+    assert {(r["label"], r["path"]) for r in report["rows"]} == {
+        (row, path) for row in DENSITY_ROWS for path in ("state-machine", "scheduler", "anchor")
+    }
+    for row in report["rows"]:
+        assert set(row) == {"label", "messages_per_bucket", "path", "orchestration_usd_per_million",
+                            "total_usd_per_million"}  # fmt: skip
+        assert 0 < row["orchestration_usd_per_million"] <= row["total_usd_per_million"]
 
 
 @pytest.mark.subprocess
