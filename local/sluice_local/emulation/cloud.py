@@ -454,12 +454,8 @@ class LocalCloud:
                 self.client("sns").subscribe(
                     TopicArn=props["TopicArn"], Protocol=props["Protocol"], Endpoint=props["Endpoint"]
                 )
-            elif (
-                resource["Type"] == "AWS::Scheduler::Schedule" and props.get("State", "ENABLED") == "ENABLED"
-            ):
-                self.schedules.add_schedule(
-                    logical_id, str(props["ScheduleExpression"]), self.deliveries.schedule_target(props)
-                )
+            elif resource["Type"].startswith("AWS::Scheduler::"):  # a rate schedule, a group's one-time ones
+                self.schedules.add_resource(logical_id, resource["Type"], props, self.deliveries)
         if self.alarms.silent:
             log.info(
                 "%d alarms evaluated locally (SQS queue metrics, EMF and PutMetricData); %d stay silent "

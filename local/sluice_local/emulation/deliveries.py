@@ -9,6 +9,7 @@ delivery is logged and dropped, as the service drops it.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import threading
@@ -24,6 +25,9 @@ from sluice_local.emulation.iam.enforce import Enforcer
 __all__ = ["Deliveries"]
 
 log = logging.getLogger("sluice_local")
+SQS_SEND = "arn:aws:scheduler:::aws-sdk:sqs:sendMessage"
+SQS_SEND_BATCH = "arn:aws:scheduler:::aws-sdk:sqs:sendMessageBatch"
+"""The universal targets sluice's delay schedules use (sluice.delay.scheduler), emulated."""
 
 
 class Deliveries:
@@ -91,6 +95,52 @@ class Deliveries:
                 log.warning("schedule target %s is not emulated locally", arn)
 
         return fire
+
+    def schedule_call(self, target: dict[str, Any]) -> str | None:  # noqa: PLR0911 - one return per outcome
+        """One invocation of a schedule's target (an API-created one-time schedule,
+        :mod:`sluice_local.emulation.one_time`) as its role; why it failed, or None."""
+        arn, role = str(target.get("Arn", "")), str(target.get("RoleArn") or "")
+        if not role:
+            return "ValidationException: the target has no RoleArn"
+        context = {"aws:SourceAccount": self._account}
+        if why := self._iam.trusts(role, "scheduler.amazonaws.com", self._region, context):
+            return f"AccessDeniedException: {why}"
+        payload = json.loads(target["Input"]) if target.get("Input") else {}
+        acting = Acting.role_session(role, "scheduler")
+        try:
+            if ":lambda:" in arn:
+                if not self._authorized(acting, "lambda", "InvokeFunction", arn):
+                    return f"AccessDeniedException: {role} may not lambda:InvokeFunction {arn}"
+                self.invoke_async(arn, payload)  # accepted: the function's own failures are Lambda's
+                return None
+            operation = {SQS_SEND: "send_message", SQS_SEND_BATCH: "send_message_batch"}.get(arn)
+            if operation is None:
+                return f"ValidationException: target {arn} is not emulated locally"
+            for entry in payload.get("Entries", [payload]):  # binary values travel base64 in JSON
+                for value in (entry.get("MessageAttributes") or {}).values():
+                    if isinstance(value.get("BinaryValue"), str):
+                        value["BinaryValue"] = base64.b64decode(value["BinaryValue"])
+            with acting_as(acting):
+                getattr(self._client("sqs"), operation)(**payload)
+        except Exception as exc:  # noqa: BLE001 - the target's error is the invocation's failure
+            return f"{type(exc).__name__}: {exc}"
+        return None
+
+    def dead_letter(self, queue_arn: str, role: str, body: str, attributes: dict[str, str]) -> str | None:
+        """A failed schedule's input sent to its dead-letter queue as its role; why not, or None."""
+        sqs = self._client("sqs")
+        try:
+            with acting_as(Acting.role_session(role, "scheduler")):
+                sqs.send_message(
+                    QueueUrl="/".join([sqs.meta.endpoint_url.rstrip("/"), *queue_arn.split(":")[4:6]]),
+                    MessageBody=body,
+                    MessageAttributes={
+                        key: {"DataType": "String", "StringValue": value} for key, value in attributes.items()
+                    },
+                )
+        except Exception as exc:  # noqa: BLE001 - logged by the caller
+            return f"{type(exc).__name__}: {exc}"
+        return None
 
     def _authorized(self, acting: Acting, service: str, operation: str, resource: str) -> bool:
         """A delivery decided as AWS decides the service's call; a refused one is logged and dropped."""

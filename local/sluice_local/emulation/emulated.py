@@ -6,7 +6,8 @@
 - Schedules: EventBridge rules with ``rate(...)`` (SAM ``Schedule`` events) and
   ``AWS::Scheduler::Schedule`` resources (SAM ``ScheduleV2``) fire at their rate. Locally a rate may
   also be given in seconds (``rate(5 seconds)``) through a template parameter, so the same wiring
-  runs in seconds.
+  runs in seconds. The one-time schedules functions create in an ``AWS::Scheduler::ScheduleGroup`` of
+  the stack fire when due (:mod:`sluice_local.emulation.one_time`).
 - CloudWatch alarms: :mod:`sluice_local.emulation.alarms`.
 """
 
@@ -21,7 +22,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from sluice_local.emulation.deliveries import Deliveries
 from sluice_local.emulation.iam.acting import EMULATION, acting_as
+from sluice_local.emulation.one_time import OneTimeSchedules
 
 log = logging.getLogger("sluice_local")
 
@@ -129,6 +132,16 @@ class Schedules:
         self._next: dict[str, float] = {}
         self.fired: dict[str, int] = {}
         self._entries: list[tuple[str, float, Callable[[], None]]] = []
+        self.one_time: OneTimeSchedules | None = None
+        """The one-time schedules of the stack's schedule groups, when it has one."""
+
+    def add_resource(self, logical_id: str, kind: str, props: dict[str, Any], deliveries: Deliveries) -> None:
+        """An ``AWS::Scheduler::Schedule`` (fired at its rate) or ``AWS::Scheduler::ScheduleGroup``."""
+        if kind == "AWS::Scheduler::ScheduleGroup":
+            self.one_time = self.one_time or OneTimeSchedules(deliveries, self.region, self.account)
+            self.one_time.add_group(str(props.get("Name") or logical_id))
+        elif props.get("State", "ENABLED") == "ENABLED":
+            self.add_schedule(logical_id, str(props["ScheduleExpression"]), deliveries.schedule_target(props))
 
     def add_rule(self, rule: Any, expression: str | None = None) -> None:
         expression = expression or getattr(rule, "scheduled_expression", None) or ""
@@ -170,3 +183,5 @@ class Schedules:
                 self._next[name] = now + seconds
                 self.fired[name] = self.fired.get(name, 0) + 1
                 fire()
+        if self.one_time is not None:
+            self.one_time.tick()

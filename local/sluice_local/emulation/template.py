@@ -38,7 +38,12 @@ from sluice_local.emulation.language_extensions import resolve_find_in_map
 from sluice_local.emulation.template_rules import rule_problems
 
 ARTIFACT_BUCKET = "sluice-local-artifacts"
-EMULATED_TYPES = ("AWS::CloudWatch::Alarm", "AWS::Scheduler::Schedule", "AWS::SNS::Subscription")
+EMULATED_TYPES = (
+    "AWS::CloudWatch::Alarm",
+    "AWS::Scheduler::Schedule",
+    "AWS::Scheduler::ScheduleGroup",
+    "AWS::SNS::Subscription",
+)
 
 
 class _NoManagedPolicies:

@@ -201,14 +201,18 @@ class Enforcer:
         decision = evaluate(request, identity, resource, resource_required=call.resource_required)
         return decision, (*identity, *([resource] if resource is not None else []))
 
-    def trusts(self, role_arn: str, service: str, region: str) -> str | None:
+    def trusts(
+        self, role_arn: str, service: str, region: str, context: Mapping[str, str] | None = None
+    ) -> str | None:
         """None when ``role_arn``'s trust policy lets ``service`` (``lambda.amazonaws.com``) assume it,
-        else why not: Lambda, Step Functions and the schedulers take on a role only then."""
+        else why not: Lambda, Step Functions and the schedulers take on a role only then. ``context``:
+        the keys the service sets on its AssumeRole (``aws:SourceAccount``)."""
         if self.mode == "off":
             return None
         principal = Principal(arn=service, principal_arn=service, account=None, service=True)
         trust = self.store.resource(role_arn)
-        request = Request(principal=principal, action="sts:AssumeRole", resource=role_arn, context={})
+        assume = "sts:AssumeRole"
+        request = Request(principal=principal, action=assume, resource=role_arn, context=context or {})
         decision = evaluate(request, [], trust, resource_required=True)
         if decision.allowed:
             return None
