@@ -146,6 +146,9 @@ def test_a_small_bucket_batch_is_one_sqs_schedule_with_its_messages_inline(world
     assert schedule["ActionAfterCompletion"] == "DELETE"
     assert schedule["Target"]["Arn"] == SQS_SEND_BATCH_TARGET
     assert schedule["Target"]["DeadLetterConfig"]["Arn"] == world.settings.delay_schedule_dlq_arn
+    # the longest retry docs/delays.md states: 185 attempts over 24 h
+    retry = {"MaximumEventAgeInSeconds": 86_400, "MaximumRetryAttempts": 185}
+    assert schedule["Target"]["RetryPolicy"] == retry
     assert world.parked() == []
     assert world.executions() == 0
     assert world.metrics.values["DelaySchedulesCreated"] == 1
