@@ -50,10 +50,10 @@ SOAK_GROUPS = {
     "test_the_job_soak_loses_no_job_and_repeats_no_two_phase_side_effect": "soak-jobs",
 }
 OWN_STACKS = (
-    "test_adopt_doc.py", "test_delay_crash.py", "test_demo_output.py", "test_first_deploy.py",
-    "test_follow_up.py", "test_lifecycle.py", "test_own_function.py", "test_runtime_emulation.py",
-    "test_runtime_fidelity.py", "test_testing_kit.py", "test_two_stacks.py", "test_up_reload.py",
-    "test_wiring.py",
+    "test_adopt_doc.py", "test_delay_crash.py", "test_delays_scheduler.py", "test_demo_output.py",
+    "test_first_deploy.py", "test_follow_up.py", "test_lifecycle.py", "test_own_function.py",
+    "test_runtime_emulation.py", "test_runtime_fidelity.py", "test_testing_kit.py", "test_two_stacks.py",
+    "test_up_reload.py", "test_wiring.py",
 )  # fmt: skip
 """e2e files that start stacks of their own (a `make up`, the demo, a second stack, a fresh deploy) and use
 no session stack: in the "stack" group they made that worker's share the run's longest (604 s against the
