@@ -83,7 +83,7 @@ def _scenarios(params: dict[str, str], jobs: bool) -> list[Any]:
     return [
         *consumer_scenarios(),
         *(job_scenarios() if jobs else []),
-        *delay_scenarios(float(params["DirectSendThresholdSeconds"])),
+        *delay_scenarios(float(params["DirectSendThresholdSeconds"]), str(params.get("DelayOrchestrator"))),
         *redrive_scenarios(params),
         *(s for phase in exclusive_redrive_scenarios(params) for s in phase),
     ]

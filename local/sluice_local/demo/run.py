@@ -78,7 +78,9 @@ def _run(console: Console, log_file: Path, overrides: dict[str, str], only: froz
             [
                 *consumer_scenarios(),
                 *(job_scenarios() if database is not None else []),
-                *delay_scenarios(float(params["DirectSendThresholdSeconds"])),
+                *delay_scenarios(
+                    float(params["DirectSendThresholdSeconds"]), str(params.get("DelayOrchestrator"))
+                ),
                 *redrive_scenarios(params),
             ],
             *exclusive_redrive_scenarios(params),

@@ -133,9 +133,15 @@ class SweptBucket(Scenario):
         return charged == 1, f"charged {charged}x after the sweep (the parked object: {parked})"
 
 
-def delay_scenarios(threshold: float) -> list[Scenario]:
+def delay_scenarios(threshold: float, orchestrator: str = "StateMachine") -> list[Scenario]:
+    """``orchestrator``: the stack's ``DelayOrchestrator`` (what the parked scenario's route says)."""
+    parked = (
+        "parked inline in EventBridge Scheduler schedules"
+        if orchestrator == "Scheduler"
+        else "parked in S3, woken by the state machine"
+    )
     return [
         Delayed("delay-direct", max(1.0, threshold / 2), route="within the direct-send threshold"),
-        Delayed("delay-parked", threshold * 2 + 2, route="parked in S3, woken by the state machine"),
+        Delayed("delay-parked", threshold * 2 + 2, route=parked),
         SweptBucket(),
     ]
