@@ -34,6 +34,7 @@ ACCOUNT = "123456789012"
 EVERYTHING_ELSE = {
     # every optional part on, and the redrive state machine instead of the redriver
     "RedriveMode": "stepfunctions",
+    "DelayOrchestrator": "Scheduler",  # the schedule group, role, DLQ and on-failure destination
     "DatabaseSecretArn": f"arn:aws:secretsmanager:us-east-1:{ACCOUNT}:secret:sluice-db",
     "DatabaseSubnetIds": "subnet-0123456789abcdef0",
     "DatabaseSecurityGroupIds": "sg-0123456789abcdef0",
