@@ -102,6 +102,16 @@ def test_a_sparse_stream_shares_a_schedule_for_up_to_15_minutes_of_due_times():
     assert [e["DelaySeconds"] for e in payload["Entries"]] == [60 * i for i in range(1, 7)]
 
 
+def test_a_redelivered_batch_makes_the_same_schedules_even_when_the_window_is_about_to_open():
+    messages = [parked(f"m{i:02d}", second=60 * i) for i in range(20)]
+    late = datetime.fromtimestamp(BUCKET - 10, tz=UTC)  # redelivered 10 s before the first bucket
+    first, again = plan(messages, NOW, 60), plan(messages, late, 60)
+    assert [s.name for s in first.schedules] == [s.name for s in again.schedules]
+    assert again.schedules[0].fire_at == BUCKET - 9  # later than planned: shorter delays, never longer
+    assert all(e <= 900 for s in again.schedules if s.kind == "sqs"
+               for e in (x["DelaySeconds"] for x in json.loads(s.input)["Entries"]))  # fmt: skip
+
+
 def test_the_same_messages_give_the_same_schedules():
     messages = [parked(f"m{i}", body="z" * 40_000) for i in range(30)]
     first, again = plan(messages, NOW, 60), plan(list(reversed(messages)), NOW, 60)

@@ -151,8 +151,11 @@ def _fits_sqs(messages: Sequence[Parked]) -> bool:
 
 def windows(messages: Sequence[Parked], now: datetime, width: int) -> list[tuple[int, int, list[Parked]]]:
     """(first bucket, fire time, messages) per target queue: in due order, each window holding the
-    messages due at most :data:`~sluice.limits.MAX_DELAY_SECONDS` (less a second) after its fire time,
-    so one schedule carries a sparse stream's messages of up to 15 minutes (SQS's longest delay)."""
+    messages due at most :data:`~sluice.limits.MAX_DELAY_SECONDS` (less a second) after the window's
+    nominal time (its first bucket less :data:`SCHEDULE_LEAD_SECONDS`), so one schedule carries a sparse
+    stream's messages of up to 15 minutes (SQS's longest delay). Membership depends on the messages
+    alone, never on ``now`` (a redelivered batch makes the same windows, so the same names); the fire
+    time is the nominal one unless that has passed (:func:`fire_time`), which only shortens the delays."""
     by_target: dict[str, list[Parked]] = defaultdict(list)
     for m in sorted(messages, key=lambda m: (m.due, m.key)):
         by_target[m.target].append(m)
@@ -160,7 +163,11 @@ def windows(messages: Sequence[Parked], now: datetime, width: int) -> list[tuple
     for _, group in sorted(by_target.items()):
         for m in group:
             due = m.due.timestamp()
-            if out and out[-1][2][0].target == m.target and due - out[-1][1] <= MAX_DELAY_SECONDS - 1:
+            if (
+                out
+                and out[-1][2][0].target == m.target
+                and (due - (out[-1][0] - SCHEDULE_LEAD_SECONDS) <= MAX_DELAY_SECONDS - 1)
+            ):
                 out[-1][2].append(m)
                 continue
             bucket = bucket_of(m.due, width)
