@@ -111,3 +111,13 @@ def test_create_schedule_refuses_what_aws_refuses(scheduler_stack, name, size, w
             Target={"Arn": env["SLUICE_DELAY_REHYDRATOR_ARN"], "RoleArn": role,
                     "Input": json.dumps({"x": "y" * size})},
         )  # fmt: skip
+
+
+def test_the_delays_dashboard_shows_the_schedule_dead_letter_queue_and_its_alarm(scheduler_stack):
+    stack = scheduler_stack.stack
+    body = stack.client("cloudwatch").get_dashboard(DashboardName=stack.outputs["DelaysDashboardName"])
+    widgets = json.loads(body["DashboardBody"])["widgets"]
+    titles = [w["properties"].get("title", "") for w in widgets]
+    assert "delay schedule DLQ: depth and age" in titles
+    alarms = [a for w in widgets if w["type"] == "alarm" for a in w["properties"]["alarms"]]
+    assert any(a.endswith(":alarm:sluice-e2e-sched-delay-schedule-dlq-depth") for a in alarms)
