@@ -368,6 +368,17 @@ def report(rows: list[Priced]) -> None:
             f"{'$' + format(row.total, '.4f'):>11}  {verdicts(row)}".rstrip()
         )
         print(f"      {row.detail}")
+    for path in ("state-machine", "scheduler"):
+        mine = [r for r in rows if r.path == path]
+        above = [r for r in mine if r.orchestration > TARGET_EVERY_ROW]
+        at_100 = [r.orchestration for r in mine if r.per_bucket == 100]  # the second target
+        shown = "; ".join(f"{r.label} ${r.orchestration:.4f}" for r in above)
+        print(
+            f"  {path}: <= ${TARGET_EVERY_ROW:.2f} in {len(mine) - len(above)} of {len(mine)} rows"
+            + (f" (ABOVE: {shown})" if above else "")
+            + "".join(f"; <= ${TARGET_AT_100:.2f} at 100 per bucket: "
+                      f"{'PASS' if v <= TARGET_AT_100 else 'ABOVE'} (${v:.4f})" for v in at_100)
+        )  # fmt: skip
 
 
 def to_json(rows: list[Priced], prices: Prices) -> dict[str, Any]:

@@ -120,6 +120,8 @@ DELAY = Smoke(
           for row in DENSITY_ROWS for path in ("state-machine", "scheduler")),
         *(rf"^  {re.escape(row)} +anchor +\${NUMBER} +\${NUMBER}$" for row in DENSITY_ROWS),
         r"every message delivered once, S3 empty, in every simulated row$",
+        *(rf"^  {path}: <= \$1\.00 in \d of 6 rows.*; <= \$0\.05 at 100 per bucket: "
+          rf"(PASS|ABOVE) \(\${NUMBER}\)$" for path in ("state-machine", "scheduler")),
     ),
 )  # fmt: skip
 JOB_WORKERS = (1, 4)
