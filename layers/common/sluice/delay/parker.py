@@ -243,7 +243,8 @@ class BatchDelay:
         if self._scheduling is not None:  # inline in schedules; what does not fit goes on to S3
             now = self._clock()
             ready = [b for b in parked if b - now.timestamp() >= PARK_MARGIN_SECONDS]
-            scheduled, rest = self._schedule([p for b in sorted(ready) for p in parked.pop(b)], now, failed)
+            due = [p for b in sorted(ready) for p in parked.pop(b)]
+            scheduled, rest = self._schedule(self._scheduling, due, now, failed)
             delayed += scheduled
             for p in rest:
                 parked.setdefault(bucket_of(p.parked.due, self._s.delay_bucket_seconds), []).append(p)
@@ -278,25 +279,26 @@ class BatchDelay:
         return started, delayed, direct
 
     def _schedule(
-        self, planned: list[_Planned], now: datetime, failed: set[str]
+        self, scheduling: Scheduling, planned: list[_Planned], now: datetime, failed: set[str]
     ) -> tuple[int, list[_Planned]]:
         """(messages scheduled, messages too large for a schedule's input: parked in S3 instead)."""
-        assert self._scheduling is not None  # noqa: S101 - the caller checked
         by_key = {p.message_id: p for p in planned}
         try:
             layout = plan([p.parked for p in planned], now, self._s.delay_bucket_seconds)
         except Exception:  # noqa: BLE001 - never expected (the parker checked the due times): retried
-            self._log.exception("could not plan delay schedules; records retried")
+            self._log.exception(
+                "could not plan delay schedules; records retried", extra={"message_ids": sorted(by_key)}
+            )
             failed.update(by_key)
             return 0, []
         scheduled = 0
         for spec in layout.schedules:
             try:
-                created = self._scheduling.create(spec)
+                created = scheduling.create(spec)
             except Exception:  # noqa: BLE001 - throttled, denied, ...: these records retried, not the batch
                 self._log.exception(
                     "could not create delay schedule; its records will be retried",
-                    extra={"schedule": spec.name, "messages": len(spec.keys)},
+                    extra={"schedule": spec.name, "message_ids": list(spec.keys)},
                 )
                 failed.update(spec.keys)
                 continue
@@ -304,7 +306,7 @@ class BatchDelay:
             if not created:
                 self._log.info(
                     "delay schedule already exists (a redelivered batch): not created twice",
-                    extra={"schedule": spec.name, "messages": len(spec.keys)},
+                    extra={"schedule": spec.name, "message_ids": list(spec.keys)},
                 )
             scheduled += len(spec.keys)
         for parked in layout.unschedulable:
