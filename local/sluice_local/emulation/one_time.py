@@ -124,7 +124,8 @@ class OneTimeSchedules:
         backend = _backend(self._account, self._region)
         for group_name in sorted(self._groups):
             group = backend.schedule_groups.get(group_name)
-            for schedule in list(group.schedules.values()) if group is not None else []:
+            # a copy (one C-level call): the endpoint's threads add schedules while this one reads
+            for schedule in dict(group.schedules).values() if group is not None else []:
                 due = due_at(schedule)
                 if due is None or due > now or schedule.state != "ENABLED":
                     continue
