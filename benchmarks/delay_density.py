@@ -8,7 +8,8 @@ Scheduler clients; the rehydrator) and counts every call of each simulated funct
 of delay_cost.py. Then every bucket is delivered: each execution walked through delay.asl.json
 (:func:`delay_cost.run_execution`, transitions counted), or each schedule fired as the Scheduler fires
 it (an SQS universal target: 1 Scheduler invocation + its one SQS call; the rehydrator target: 1
-Scheduler invocation + 1 Lambda request + what the rehydrator does, counted). Every message must be
+Scheduler invocation + 1 Lambda request + what the rehydrator does, counted; an SQS target carries one
+message: ``sluice.delay.scheduler`` says why). Every message must be
 delivered exactly once, S3 left empty, or the row reports the problem (and the script exits 1).
 
 Rows ``N per bucket``: requests sent together, due 30 days out in consecutive buckets, N per bucket,
@@ -55,7 +56,7 @@ from moto import mock_aws
 from sluice.delay.parker import BatchDelay
 from sluice.delay.rehydrator import Rehydrator
 from sluice.delay.schedule import send_delayed
-from sluice.delay.scheduler import SQS_SEND_BATCH_TARGET, SQS_SEND_TARGET
+from sluice.delay.scheduler import SQS_SEND_TARGET
 from sluice.delay.settings import DelaySettings
 from sluice_local.emulation.lambda_loader import LambdaContext
 from sluice_local.emulation.sqs_events import to_lambda_record
@@ -244,13 +245,11 @@ class DensityWorld:
         """What the Scheduler does when a schedule fires (1 invocation): its target's one call."""
         self.counts.scheduler_invocations += 1
         payload = json.loads(target["Input"])
-        if target["Arn"] in (SQS_SEND_TARGET, SQS_SEND_BATCH_TARGET):
-            entries = payload.get("Entries") or [payload]
+        if target["Arn"] == SQS_SEND_TARGET:
             self.counts.schedules_by_kind["sqs"] += 1
             self.counts.schedule_sqs_requests += sqs_requests(len(target["Input"].encode()))
-            for entry in entries:
-                self.queues.delivered[entry["MessageBody"]] += 1
-                self.queues.residuals.append(int(entry.get("DelaySeconds", 0)))
+            self.queues.delivered[payload["MessageBody"]] += 1
+            self.queues.residuals.append(int(payload.get("DelaySeconds", 0)))
             return
         self.counts.schedules_by_kind["lambda"] += 1
         self._rehydrate(payload)

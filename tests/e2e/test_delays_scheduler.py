@@ -30,7 +30,7 @@ def scheduler_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runnin
 
 @pytest.mark.parametrize(
     ("count", "target"),
-    [(3, "an SQS sendMessageBatch schedule"), (12, "a schedule invoking the rehydrator")],
+    [(1, "an SQS sendMessage schedule"), (12, "a schedule invoking the rehydrator")],
     ids=["sqs-target", "rehydrator-target"],
 )
 def test_parked_messages_ride_schedules_and_arrive_on_time(scheduler_stack, capsys, count, target):

@@ -21,7 +21,7 @@ from moto import mock_aws
 from sluice.delay.parker import BatchDelay
 from sluice.delay.rehydrator import Rehydrator
 from sluice.delay.schedule import bucket_of, send_delayed
-from sluice.delay.scheduler import SQS_SEND_BATCH_TARGET, SQS_SEND_TARGET, fire_time
+from sluice.delay.scheduler import SQS_SEND_TARGET, fire_time
 from sluice.delay.settings import DelaySettings
 from sluice.envelope import ATTRIBUTE
 from sluice_local.emulation.sqs_events import drain, receive_event
@@ -111,11 +111,8 @@ class World:
         target = schedule["Target"]
         payload = json.loads(target["Input"])
         if not delays:
-            for entry in payload.get("Entries", [payload]):
-                entry.pop("DelaySeconds", None)
-        if target["Arn"] == SQS_SEND_BATCH_TARGET:
-            assert not self.sqs.send_message_batch(**payload).get("Failed")
-        elif target["Arn"] == SQS_SEND_TARGET:
+            payload.pop("DelaySeconds", None)
+        if target["Arn"] == SQS_SEND_TARGET:
             self.sqs.send_message(**payload)
         else:
             assert target["Arn"] == self.settings.delay_rehydrator_arn
@@ -134,17 +131,16 @@ def world():
         yield World()
 
 
-def test_a_small_bucket_batch_is_one_sqs_schedule_with_its_messages_inline(world):
-    for i in range(3):
-        world.request(f'{{"n": {i}}}', HOURS_3 + i, tenant="acme")
-    response = world.delayer().handle(world.batch(3))
+def test_one_message_is_an_sqs_send_message_schedule_with_its_message_inline(world):
+    world.request('{"n": 1}', HOURS_3 + 7, tenant="acme")
+    response = world.delayer().handle(world.batch(1))
     assert response == {"batchItemFailures": []}
     [schedule] = world.schedules()
     bucket = bucket_of(NOW + timedelta(seconds=HOURS_3), 60)
     at = datetime.fromtimestamp(fire_time(bucket, NOW), tz=UTC)
     assert schedule["ScheduleExpression"] == f"at({at:%Y-%m-%dT%H:%M:%S})"
     assert schedule["ActionAfterCompletion"] == "DELETE"
-    assert schedule["Target"]["Arn"] == SQS_SEND_BATCH_TARGET
+    assert schedule["Target"]["Arn"] == SQS_SEND_TARGET
     assert schedule["Target"]["DeadLetterConfig"]["Arn"] == world.settings.delay_schedule_dlq_arn
     # the longest retry docs/delays.md states: 185 attempts over 24 h
     retry = {"MaximumEventAgeInSeconds": 86_400, "MaximumRetryAttempts": 185}
@@ -152,26 +148,24 @@ def test_a_small_bucket_batch_is_one_sqs_schedule_with_its_messages_inline(world
     assert world.parked() == []
     assert world.executions() == 0
     assert world.metrics.values["DelaySchedulesCreated"] == 1
-    assert world.metrics.values["MessagesDelayed"] == 3
+    assert world.metrics.values["MessagesDelayed"] == 1
+    payload = json.loads(schedule["Target"]["Input"])
+    assert payload["DelaySeconds"] == HOURS_3 + 7 - (at - NOW).total_seconds()  # fixed at creation
 
     world.fire(schedule, delays=False)
-    got = drain(world.sqs, world.target)
-    assert sorted(json.loads(m["Body"])["n"] for m in got) == [0, 1, 2]
-    for m in got:  # the envelope and the user's attributes travel with each message
-        assert ATTRIBUTE in m["MessageAttributes"]
-        assert m["MessageAttributes"]["tenant"]["StringValue"] == "acme"
-    entries = json.loads(schedule["Target"]["Input"])["Entries"]
-    due = {json.loads(e["MessageBody"])["n"]: e["DelaySeconds"] for e in entries}
-    assert due == {i: HOURS_3 + i - (at - NOW).total_seconds() for i in range(3)}
+    [got] = drain(world.sqs, world.target)
+    assert json.loads(got["Body"]) == {"n": 1}
+    assert ATTRIBUTE in got["MessageAttributes"]  # the envelope and the user's attribute travel with it
+    assert got["MessageAttributes"]["tenant"]["StringValue"] == "acme"
 
 
-def test_one_message_is_a_send_message_schedule(world):
-    world.request('{"n": 1}', HOURS_3)
-    world.delayer().handle(world.batch(1))
+def test_two_messages_or_more_go_to_the_rehydrator_never_to_a_batch_sqs_target(world):
+    # SQS answers a SendMessageBatch whose entries failed with a success: the Scheduler would not see it
+    for i in range(2):
+        world.request(f'{{"n": {i}}}', HOURS_3 + i)
+    world.delayer().handle(world.batch(2))
     [schedule] = world.schedules()
-    assert schedule["Target"]["Arn"] == SQS_SEND_TARGET
-    world.fire(schedule, delays=False)
-    assert [json.loads(m["Body"]) for m in drain(world.sqs, world.target)] == [{"n": 1}]
+    assert schedule["Target"]["Arn"] == world.settings.delay_rehydrator_arn
 
 
 def test_a_redelivered_batch_creates_no_second_schedule(world):

@@ -47,24 +47,25 @@ def test_a_schedule_fires_its_lead_before_the_bucket_but_never_in_the_past():
     assert fire_time(BUCKET, datetime.fromtimestamp(BUCKET, tz=UTC)) == BUCKET  # never after the bucket
 
 
-def test_up_to_ten_messages_to_one_queue_are_one_sqs_schedule_with_fixed_delays():
-    layout = plan([parked(f"m{i}", second=i) for i in range(10)], NOW, 60)
+def test_one_message_is_an_sqs_send_message_input_with_its_delay_fixed():
+    layout = plan([parked("m1", second=7)], NOW, 60)
     [spec] = layout.schedules
     assert spec.kind == "sqs"
     assert layout.unschedulable == ()
     payload = json.loads(spec.input)
-    assert payload["QueueUrl"] == WORK
-    assert [e["DelaySeconds"] for e in payload["Entries"]] == [SCHEDULE_LEAD_SECONDS + i for i in range(10)]
-    assert all(e["MessageAttributes"]["tenant"]["StringValue"] == "acme" for e in payload["Entries"])
-
-
-def test_one_message_is_a_send_message_input():
-    [spec] = plan([parked("m1")], NOW, 60).schedules
-    payload = json.loads(spec.input)
     assert set(payload) == {"QueueUrl", "MessageBody", "DelaySeconds", "MessageAttributes"}
+    assert payload["QueueUrl"] == WORK
+    assert payload["DelaySeconds"] == SCHEDULE_LEAD_SECONDS + 7
+    assert payload["MessageAttributes"]["tenant"]["StringValue"] == "acme"
 
 
-def test_more_than_ten_messages_go_to_the_rehydrator_in_one_schedule():
+def test_two_messages_already_go_to_the_rehydrator():
+    # never sqs:sendMessageBatch: a batch whose entries failed is a success to the Scheduler
+    [spec] = plan([parked("m1"), parked("m2")], NOW, 60).schedules
+    assert spec.kind == "lambda"
+
+
+def test_a_hundred_messages_go_to_the_rehydrator_in_one_schedule():
     layout = plan([parked(f"m{i:03d}") for i in range(100)], NOW, 60)
     [spec] = layout.schedules
     assert spec.kind == "lambda"
@@ -77,6 +78,8 @@ def test_more_than_ten_messages_go_to_the_rehydrator_in_one_schedule():
 def test_each_target_queue_has_its_own_schedules():
     layout = plan([parked("a", target=WORK), parked("b", target=OTHER)], NOW, 60)
     assert sorted(json.loads(s.input)["QueueUrl"] for s in layout.schedules) == sorted([WORK, OTHER])
+    together = plan([parked(k, target=t) for k, t in (("a", WORK), ("b", OTHER), ("c", WORK))], NOW, 60)
+    assert sorted(s.keys for s in together.schedules) == [("a", "c"), ("b",)]
 
 
 def test_inputs_stay_within_the_size_limit_and_what_cannot_fit_falls_back():
@@ -90,16 +93,15 @@ def test_inputs_stay_within_the_size_limit_and_what_cannot_fit_falls_back():
 
 
 def test_a_sparse_stream_shares_a_schedule_for_up_to_15_minutes_of_due_times():
-    messages = [parked(f"m{i:02d}", second=60 * i) for i in range(20)]  # 1 per 60-s bucket
+    messages = [parked(f"m{i:02d}", second=60 * i) for i in range(15)]  # 1 per 60-s bucket
     first, second = plan(messages, NOW, 60).schedules
     # fired 60 s before the first bucket: due at most 899 s later, i.e. the buckets 0..13 min
     assert first.fire_at == BUCKET - SCHEDULE_LEAD_SECONDS
     assert first.kind == "lambda"
     assert first.keys == tuple(f"m{i:02d}" for i in range(14))
-    assert second.kind == "sqs"
-    assert second.keys == tuple(f"m{i:02d}" for i in range(14, 20))
-    payload = json.loads(second.input)
-    assert [e["DelaySeconds"] for e in payload["Entries"]] == [60 * i for i in range(1, 7)]
+    assert second.kind == "sqs"  # the one left: its own window
+    assert second.keys == ("m14",)
+    assert json.loads(second.input)["DelaySeconds"] == SCHEDULE_LEAD_SECONDS
 
 
 def test_a_redelivered_batch_makes_the_same_schedules_even_when_the_window_is_about_to_open():
@@ -108,8 +110,7 @@ def test_a_redelivered_batch_makes_the_same_schedules_even_when_the_window_is_ab
     first, again = plan(messages, NOW, 60), plan(messages, late, 60)
     assert [s.name for s in first.schedules] == [s.name for s in again.schedules]
     assert again.schedules[0].fire_at == BUCKET - 9  # later than planned: shorter delays, never longer
-    assert all(e <= 900 for s in again.schedules if s.kind == "sqs"
-               for e in (x["DelaySeconds"] for x in json.loads(s.input)["Entries"]))  # fmt: skip
+    assert all(json.loads(s.input)["DelaySeconds"] <= 900 for s in again.schedules if s.kind == "sqs")
 
 
 def test_the_same_messages_give_the_same_schedules():

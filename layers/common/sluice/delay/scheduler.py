@@ -6,13 +6,14 @@ messages of several buckets share one schedule) and creates one-time schedules (
 ``ActionAfterCompletion: DELETE``) whose input IS the messages, so nothing is written to S3 and no state
 machine runs:
 
-- a window of at most :data:`~sluice.limits.MAX_BATCH_ENTRIES` messages: a universal target that calls
-  SQS itself, ``sqs:sendMessage`` for one message, ``sqs:sendMessageBatch`` for 2 to 10, each entry with
-  its ``DelaySeconds`` fixed at creation (due minus the schedule's time) and its attributes (the
-  envelope among them): one Scheduler invocation for the group;
-- a larger window: schedules targeting the rehydrator Lambda with the messages inline (one Scheduler
+- a window of one message: the universal target ``sqs:sendMessage``, which calls SQS itself with the
+  message's body, attributes (the envelope among them) and ``DelaySeconds`` fixed at creation (due
+  minus the schedule's time): one Scheduler invocation. A refused call fails the invocation, so the
+  Scheduler retries it and then dead-letters it. Never ``sqs:sendMessageBatch``: SQS answers a batch
+  whose entries failed with a success, which the Scheduler would take as delivered;
+- a window of more: schedules targeting the rehydrator Lambda with the messages inline (one Scheduler
   invocation and one Lambda request per schedule), which computes each residual ``DelaySeconds`` when
-  it runs;
+  it runs and parks what SQS did not accept for the sweep;
 - a message whose schedule input would exceed :data:`SCHEDULE_INPUT_MAX_BYTES` on its own: not
   scheduled; the caller parks it in S3 for the state machine (the path of ``DelayOrchestrator=StateMachine``).
 
@@ -42,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from sluice.delay.schedule import Parked, bucket_of, encode_object
 from sluice.delay.settings import DelaySettings
 from sluice.errors import ConfigurationError
-from sluice.limits import MAX_BATCH_ENTRIES, MAX_DELAY_SECONDS, MAX_MESSAGE_BYTES
+from sluice.limits import MAX_DELAY_SECONDS, MAX_MESSAGE_BYTES
 from sluice.sqs import message_bytes
 
 if TYPE_CHECKING:
@@ -51,7 +52,6 @@ if TYPE_CHECKING:
 __all__ = [
     "SCHEDULE_INPUT_MAX_BYTES",
     "SCHEDULE_LEAD_SECONDS",
-    "SQS_SEND_BATCH_TARGET",
     "SQS_SEND_TARGET",
     "Planned",
     "ScheduleSpec",
@@ -70,7 +70,6 @@ SCHEDULE_NAME_MAX = 64
 SCHEDULE_LEAD_SECONDS = 60
 """Schedules fire this long before their bucket opens (never in the past): room for a late invocation."""
 SQS_SEND_TARGET = "arn:aws:scheduler:::aws-sdk:sqs:sendMessage"
-SQS_SEND_BATCH_TARGET = "arn:aws:scheduler:::aws-sdk:sqs:sendMessageBatch"
 RETRY_POLICY = {"MaximumEventAgeInSeconds": 86_400, "MaximumRetryAttempts": 185}
 """The Scheduler's longest retry (a day, 185 attempts); then the dead-letter queue."""
 
@@ -125,18 +124,13 @@ def _wire_attributes(attributes: Mapping[str, Mapping[str, Any]]) -> dict[str, d
     return out
 
 
-def _sqs_input(target: str, messages: Sequence[Parked], fire_at: int) -> str:
-    fired = datetime.fromtimestamp(fire_at, tz=UTC)
-    entries = []
-    for i, m in enumerate(messages):
-        out = m.outgoing(fired)  # DelaySeconds as it will be when the schedule fires on time
-        entry: dict[str, Any] = {"MessageBody": out.body, "DelaySeconds": out.delay_seconds}
-        if out.attributes:
-            entry["MessageAttributes"] = _wire_attributes(out.attributes)
-        entries.append({"Id": str(i), **entry} if len(messages) > 1 else entry)
-    if len(messages) == 1:
-        return json.dumps({"QueueUrl": target, **entries[0]}, separators=(",", ":"))
-    return json.dumps({"QueueUrl": target, "Entries": entries}, separators=(",", ":"))
+def _sqs_input(target: str, message: Parked, fire_at: int) -> str:
+    """SendMessage's parameters, as the universal target passes them to SQS."""
+    out = message.outgoing(datetime.fromtimestamp(fire_at, tz=UTC))  # DelaySeconds when fired on time
+    params: dict[str, Any] = {"QueueUrl": target, "MessageBody": out.body, "DelaySeconds": out.delay_seconds}
+    if out.attributes:
+        params["MessageAttributes"] = _wire_attributes(out.attributes)
+    return json.dumps(params, separators=(",", ":"))
 
 
 def _lambda_input(bucket: int, name: str, messages: Sequence[Parked]) -> str:
@@ -182,8 +176,8 @@ def plan(messages: Sequence[Parked], now: datetime, width: int) -> Planned:
     unschedulable: list[Parked] = []
     for bucket, fire_at, group in windows(messages, now, width):
         target = group[0].target
-        if len(group) <= MAX_BATCH_ENTRIES and _fits_sqs(group):
-            text = _sqs_input(target, group, fire_at)
+        if len(group) == 1 and _fits_sqs(group):  # see the module docstring: never a batch
+            text = _sqs_input(target, group[0], fire_at)
             if len(text.encode()) <= SCHEDULE_INPUT_MAX_BYTES:
                 keys = tuple(m.key for m in group)
                 name = schedule_name(bucket, target, keys)
@@ -228,7 +222,6 @@ class Scheduling:
     def create(self, spec: ScheduleSpec) -> bool:
         """True when this call created the schedule, False when it already existed (a redelivered batch).
         Anything else raises (the caller retries the messages)."""
-        arn = SQS_SEND_BATCH_TARGET if len(spec.keys) > 1 else SQS_SEND_TARGET
         try:
             self._client.create_schedule(
                 Name=spec.name,
@@ -238,7 +231,7 @@ class Scheduling:
                 FlexibleTimeWindow={"Mode": "OFF"},
                 ActionAfterCompletion="DELETE",
                 Target={
-                    "Arn": arn if spec.kind == "sqs" else self._s.delay_rehydrator_arn,
+                    "Arn": SQS_SEND_TARGET if spec.kind == "sqs" else self._s.delay_rehydrator_arn,
                     "RoleArn": self._s.delay_scheduler_role_arn,
                     "Input": spec.input,
                     "RetryPolicy": {
