@@ -183,3 +183,20 @@ def extended_client_session() -> Any:
     finally:
         boto3.Session, boto3.session.Session, boto3.DEFAULT_SESSION = saved  # type: ignore[misc]
     return SQSExtendedClientSession
+
+
+class RunsEachJob:
+    """A stand-in job worker's ``run_batch``: its own ``run`` for each delivery, in order; what a run
+    raises is that delivery's result (the job consumer raises it in the record's pass)."""
+
+    def run(self, job_id: Any, *, deadline: float | None = None, trace: str | None = None) -> Any:
+        raise NotImplementedError  # each stand-in says what a run does
+
+    def run_batch(self, deliveries: Any, *, deadline: float | None = None) -> list[Any]:
+        results: list[Any] = []
+        for delivery in deliveries:
+            try:
+                results.append(self.run(delivery.job_id, deadline=deadline, trace=delivery.trace))
+            except Exception as exc:  # noqa: BLE001 - the delivery's result
+                results.append(exc)
+        return results

@@ -1020,7 +1020,7 @@ def test_the_store_own_maintenance_queries_use_their_indexes(pg_url, jobs_schema
             "orphans": ({"age": 900.0, "limit": 500}, "jobs_pending_updated_at"),
         }
         for name, (params, index) in cases.items():
-            query = sql.SQL("EXPLAIN ") + store._sql[name]
+            query = b"EXPLAIN " + store._sql[name]
             plan = "\n".join(r[0] for r in conn.execute(query, params).fetchall())
             assert index in plan, f"{name}:\n{plan}"
 

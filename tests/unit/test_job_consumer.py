@@ -18,7 +18,7 @@ from sluice.envelope import Envelope, ErrorInfo, Seal, merge
 from sluice.jobs import JobConsumer, Outcome, job_message
 from sluice.logevents import EVENT, LogEvent
 from sluice_local.testing import sqs_record
-from tests.doubles import FakeSqs, RecordingMetrics, envelope_of
+from tests.doubles import FakeSqs, RecordingMetrics, RunsEachJob, envelope_of
 
 SEAL = Seal((b"k" * 32,))
 FORGER = Seal((b"f" * 32,))
@@ -28,7 +28,7 @@ HEADER = "Root=1-674a2f00-0123456789abcdef01234567;Parent=89abcdef01234567;Sampl
 TRACE_ID = "674a2f000123456789abcdef01234567"
 
 
-class Worker:
+class Worker(RunsEachJob):
     """Records the job ids it is asked to run; every run completes."""
 
     def __init__(self) -> None:

@@ -14,11 +14,12 @@ from sluice._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from sluice.jobs.connection import Connector, dsn_from_secret
+    from sluice.jobs.consumer import JobConsumer
     from sluice.jobs.maintenance import JobMaintenance, MaintenanceReport
     from sluice.jobs.schema import migrate, migrations
     from sluice.jobs.settings import JobConsumerSettings, JobSettings, JobStoreSettings
     from sluice.jobs.store import Claim, Created, Failed, Job, JobStore, Reaped, Requeue
-    from sluice.jobs.worker import JobConsumer, JobKinds, JobWorker, Outcome, job_message, parse_job_message
+    from sluice.jobs.worker import Delivery, JobKinds, JobWorker, Outcome, job_message, parse_job_message
 
 REQUIRES: tuple[str, ...] = ()
 """The capabilities this one may import besides the shared core (checked by tests/unit/test_imports.py)."""
@@ -27,6 +28,7 @@ __all__ = [
     "Claim",
     "Connector",
     "Created",
+    "Delivery",
     "Failed",
     "Job",
     "JobConsumer",
@@ -67,7 +69,8 @@ _lazy_getattr, __dir__ = lazy_exports(
         "JobStore": "store",
         "Reaped": "store",
         "Requeue": "store",
-        "JobConsumer": "worker",
+        "JobConsumer": "consumer",
+        "Delivery": "worker",
         "JobKinds": "worker",
         "JobWorker": "worker",
         "Outcome": "worker",

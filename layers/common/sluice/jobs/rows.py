@@ -20,6 +20,7 @@ __all__ = [
     "Requeue",
     "Status",
     "error_text",
+    "serialized",
     "storable",
 ]
 
@@ -32,6 +33,21 @@ _NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 """JSON's escape of NUL (not an escaped backslash followed by ``u0000``)."""
 
 
+def serialized(value: Any) -> tuple[str, str | None]:
+    """``(JSON text, None)`` when jsonb accepts ``value``, else the text of :func:`storable`'s note and
+    why: the batch commit's result, serialized once (the check is the serialization)."""
+    try:
+        text = json.dumps(value, allow_nan=False, ensure_ascii=False)
+        text.encode("utf-8")
+    except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
+        why = f"{exc.__class__.__name__}: {str(exc)[:200]}"
+    else:
+        if _NUL_ESCAPE.search(text) is None:
+            return text, None
+        why = "contains \\u0000, which jsonb refuses"
+    return json.dumps({"unstorable_result": why, "type": type(value).__name__}), why
+
+
 def storable(value: Any) -> tuple[Any, str | None]:
     """``(value, None)`` when PostgreSQL's jsonb accepts ``value``, else ``(replacement, why not)``.
 
@@ -40,16 +56,8 @@ def storable(value: Any) -> tuple[Any, str | None]:
     (its side effect already ran: a failed commit would have the reaper run it again), so it is replaced
     by a note saying why.
     """
-    try:
-        text = json.dumps(value, allow_nan=False, ensure_ascii=False)
-        text.encode("utf-8")
-    except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
-        why = f"{exc.__class__.__name__}: {str(exc)[:200]}"
-    else:
-        if _NUL_ESCAPE.search(text) is None:
-            return value, None
-        why = "contains \\u0000, which jsonb refuses"
-    return {"unstorable_result": why, "type": type(value).__name__}, why
+    text, why = serialized(value)
+    return (value, None) if why is None else (json.loads(text), why)
 
 
 def error_text(value: str) -> str:

@@ -12,6 +12,8 @@ COLUMNS = (
     "id, kind, payload, status, attempt, max_attempts, errors, result, claim_token, claimed_by,"
     " claimed_at, next_attempt_at, unique_key, created_at, updated_at, completed_at"
 )
+_J_COLUMNS = ", ".join(f"j.{name.strip()}" for name in COLUMNS.split(","))
+"""The same columns of the row aliased ``j`` (the batch statements join the row with their arrays)."""
 
 STATEMENTS: dict[str, str] = {
     "insert": "INSERT INTO {jobs} (id, kind, payload, max_attempts, unique_key, trace)"
@@ -54,6 +56,40 @@ STATEMENTS: dict[str, str] = {
     " SELECT true AS started, * FROM started"
     f" UNION ALL SELECT false, {COLUMNS} FROM {{jobs}}"
     " WHERE id = %(id)s AND NOT EXISTS (SELECT FROM started)",
+    # A batch's deliveries in one round trip: ``start`` for each id, each pending row of a two-phase kind
+    # claimed under its OWN token (tokens[i] for ids[i]); ids are distinct (the store removes repeats: an
+    # UPDATE … FROM updates a row once whatever it joins). Rows come back as tuples: ``started``, then
+    # COLUMNS. A row another worker holds comes back unstarted; an id with no row does not come back.
+    "start_batch": "WITH d AS MATERIALIZED (SELECT * FROM"  # noqa: S608 - constants only
+    " unnest(%(ids)s::uuid[], %(tokens)s::uuid[], %(traces)s::text[]) AS d(id, token, trace)),"
+    " started AS (UPDATE {jobs} AS j SET updated_at = now(), trace = coalesce(j.trace, d.trace),"
+    " claim_token = CASE WHEN j.kind = ANY(%(two_phase)s::text[]) OR j.claimed_at IS NULL"
+    "   THEN d.token ELSE j.claim_token END,"
+    " claimed_at = CASE WHEN j.kind = ANY(%(two_phase)s::text[]) THEN now()"
+    "   ELSE coalesce(j.claimed_at, now()) END,"
+    " claimed_by = CASE WHEN j.kind = ANY(%(two_phase)s::text[]) OR j.claimed_at IS NULL"
+    "   THEN %(worker)s ELSE j.claimed_by END,"
+    " attempt = j.attempt + CASE WHEN j.kind = ANY(%(two_phase)s::text[]) THEN 1 ELSE 0 END,"
+    " status = CASE WHEN j.kind = ANY(%(two_phase)s::text[]) THEN 'processing' ELSE j.status END"
+    " FROM d WHERE j.id = d.id AND j.status = 'pending' AND j.kind = ANY(%(known)s::text[])"
+    f" RETURNING {_J_COLUMNS})"
+    " SELECT true, * FROM started"
+    f" UNION ALL SELECT false, {_J_COLUMNS} FROM {{jobs}} AS j JOIN d ON j.id = d.id"
+    " WHERE NOT EXISTS (SELECT FROM started WHERE started.id = j.id)",
+    # The successes of a batch in one statement, each row matched on its own token (the fence of
+    # "commit", row by row): a row whose claim was reaped, or reaped and claimed again, is not touched
+    # and does not come back. Results travel as JSON text, serialized once.
+    "commit_batch": "UPDATE {jobs} AS j SET status = 'completed', result = c.result::jsonb,"
+    " completed_at = now(), updated_at = now()"
+    " FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[], %(results)s::text[]) AS c(id, token, result)"
+    " WHERE j.id = c.id AND j.status = 'processing' AND j.claim_token = c.token RETURNING j.id",
+    # Claims of a batch whose handlers never started (the invocation ran out of time): back to pending as
+    # they were, under their own tokens only; their messages go back to SQS.
+    "release_batch": "UPDATE {jobs} AS j SET status = 'pending', attempt = j.attempt - 1,"
+    " claim_token = NULL, claimed_at = NULL, claimed_by = NULL, updated_at = now()"
+    " FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS c(id, token)"
+    " WHERE j.id = c.id AND j.status = 'processing' AND j.claim_token = c.token RETURNING j.id",
+    "states": "SELECT id, status, claim_token FROM {jobs} WHERE id = ANY(%(ids)s::uuid[])",
     "commit": "UPDATE {jobs} SET status = 'completed', result = %(result)s, completed_at = now(),"
     " updated_at = now()"
     " WHERE id = %(id)s AND status = 'processing' AND claim_token = %(token)s RETURNING attempt",

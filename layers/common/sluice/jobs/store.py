@@ -93,7 +93,10 @@ class JobStore:
         self._uniform = uniform
         self._sleep = sleep
         table = sql.Identifier(schema, "jobs")
-        self._sql = {name: sql.SQL(text).format(jobs=table) for name, text in STATEMENTS.items()}
+        # Rendered once, here: a Composed would be rendered again at every execute.
+        self._sql = {
+            name: sql.SQL(text).format(jobs=table).as_bytes(None) for name, text in STATEMENTS.items()
+        }
         self.contention_retries = 0
         """Statements retried after SQLSTATE 40001 / 40P01 (for tests, benchmarks and logs)."""
 
@@ -239,6 +242,72 @@ class JobStore:
             return job, True, Claim(job, token)
         return job, started and job.kind not in two_phase, None
 
+    def start_batch(
+        self,
+        deliveries: Sequence[tuple[uuid.UUID, str | None]],
+        *,
+        two_phase: Sequence[str],
+        single: Sequence[str],
+    ) -> dict[uuid.UUID, tuple[Job, bool, Claim | None]]:
+        """:meth:`start` for a batch's ``(job id, trace)`` deliveries in one statement, each pending row of
+        a two-phase kind claimed under a token of its own. An id repeated in ``deliveries`` is started
+        once (its first trace kept); an id with no row is missing from the answer (:class:`JobNotFound`
+        for the caller)."""
+        traces: dict[uuid.UUID, str | None] = {}
+        for job_id, trace in deliveries:
+            traces.setdefault(job_id, valid_xray_header(trace))
+        tokens = {job_id: uuid.uuid4() for job_id in traces}
+        params = {
+            "ids": list(tokens),
+            "tokens": list(tokens.values()),
+            "traces": list(traces.values()),
+            "worker": self._worker,
+            "two_phase": list(two_phase),
+            "known": [*two_phase, *single],
+        }
+        out: dict[uuid.UUID, tuple[Job, bool, Claim | None]] = {}
+        for started, *columns in self._tuples("start_batch", params):
+            job = Job(*columns)
+            token = tokens[job.id]
+            if job.status == "processing" and job.claim_token == token:  # claimed now, or by our lost try
+                out[job.id] = (job, True, Claim(job, token))
+            else:
+                out[job.id] = (job, bool(started) and job.kind not in two_phase, None)
+        return out
+
+    def commit_batch(self, results: Sequence[tuple[Claim, str]]) -> dict[uuid.UUID, LostClaim]:
+        """:meth:`commit` for a batch's successes in one statement, each row matched on its own claim's
+        token; a result is its JSON text (:func:`~sluice.jobs.rows.serialized`). Returns the claims that
+        were lost (reaped, or reaped and claimed again: those rows are left as they are), by job id; a row
+        our own earlier try already committed counts as committed."""
+        if not results:
+            return {}
+        params = {
+            "ids": [claim.job_id for claim, _ in results],
+            "tokens": [claim.token for claim, _ in results],
+            "results": [text for _, text in results],
+        }
+        committed = {row[0] for row in self._tuples("commit_batch", params)}
+        missing = [claim for claim, _ in results if claim.job_id not in committed]
+        if not missing:
+            return {}
+        states = {row[0]: row[1:] for row in self._tuples("states", {"ids": [c.job_id for c in missing]})}
+        lost: dict[uuid.UUID, LostClaim] = {}
+        for claim in missing:
+            state = states.get(claim.job_id)
+            if state is not None and state[0] == "completed" and state[1] == claim.token:
+                continue  # our first try landed; its response was lost with the connection
+            lost[claim.job_id] = _lost(claim, *(state or (None, None)))
+        return lost
+
+    def release_batch(self, claims: Sequence[Claim]) -> list[uuid.UUID]:
+        """Claims whose handler never started → pending as before the claim (attempt - 1), each only
+        under its own token; returns the ids released."""
+        if not claims:
+            return []
+        params = {"ids": [c.job_id for c in claims], "tokens": [c.token for c in claims]}
+        return [row[0] for row in self._tuples("release_batch", params)]
+
     def commit(self, claim: Claim, result: Any = None) -> None:
         """processing → completed, only under ``claim``'s token; :class:`LostClaim` otherwise."""
         stored, _problem = storable(result)
@@ -347,17 +416,24 @@ class JobStore:
         row = self._one("state", {"id": claim.job_id})
         if row is not None and row["status"] in landed and row["claim_token"] == claim.token:
             return
-        if row is None:
-            state = "gone"
-        elif row["claim_token"] is None:
-            state = f"{row['status']} (its claim was reaped)"
-        else:
-            state = f"{row['status']} under another claim"
-        raise LostClaim(f"job {claim.job_id}: claim {claim.token} lost; the job is {state}")
+        raise _lost(
+            claim, None if row is None else row["status"], None if row is None else row["claim_token"]
+        )
 
     def _one(self, name: str, params: dict[str, Any]) -> dict[str, Any] | None:
         rows = self._all(name, params)
         return rows[0] if rows else None
+
+    def _tuples(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """A statement's rows as tuples (no dict built per row: the batch path's)."""
+        query = self._sql[name]
+
+        def run(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+            with conn.cursor() as cur:
+                cur.execute(query, params)
+                return cur.fetchall() if cur.description is not None else []
+
+        return self._run(name, run)
 
     def _all(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         query = self._sql[name]
@@ -402,3 +478,13 @@ class JobStore:
                         reconnected = True
                         continue
                 raise JobStoreUnavailable(f"{name}: {first_line(exc)}", unreachable=broken) from exc
+
+
+def _lost(claim: Claim, status: str | None, token: uuid.UUID | None) -> LostClaim:
+    if status is None:
+        state = "gone"
+    elif token is None:
+        state = f"{status} (its claim was reaped)"
+    else:
+        state = f"{status} under another claim"
+    return LostClaim(f"job {claim.job_id}: claim {claim.token} lost; the job is {state}")

@@ -17,53 +17,64 @@ unreachable sends a message back to SQS (``batchItemFailures``). A message that 
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import uuid
-from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union
 
-from sluice import metrics
-from sluice.arrival import Arrival
-from sluice.envelope import Seal
 from sluice.errors import (
     AlreadyHandled,
-    ConfigurationError,
+    JobNotFound,
     JobStoreUnavailable,
     LostClaim,
     PermanentError,
     RetryAfter,
 )
-from sluice.jobs.store import storable
+from sluice.jobs.rows import serialized, storable
 from sluice.logevents import EVENT, LogEvent
-from sluice.partial import each_record
-from sluice.poison import isolate
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Logger
-    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-    from aws_lambda_powertools.utilities.typing import LambdaContext
-    from mypy_boto3_sqs import SQSClient
 
     from sluice.jobs.store import Claim, Job, JobStore
-    from sluice.metrics import MetricSink
 
-__all__ = ["JobConsumer", "JobKinds", "JobWorker", "Mode", "Outcome", "job_message", "parse_job_message"]
+__all__ = [
+    "Delivery",
+    "JobKinds",
+    "JobWorker",
+    "Mode",
+    "OutOfTime",
+    "Outcome",
+    "Result",
+    "job_message",
+    "parse_job_message",
+]
 
 Mode = Literal["single", "two_phase"]
 Handler = Callable[["Job"], Any]
 T = TypeVar("T")
+Result = Union["Outcome", Exception]
+"""A delivery's outcome, or the error that sends its message back to SQS or to the poison queue."""
 COMMIT_PATIENCE_SECONDS = 10.0
-DEADLINE_RESERVE_SECONDS = 1.5
-"""Left of an invocation after the last retry of a run's last transition (the batch still has to answer)."""
 """How long a run's last transition is retried while the database is unavailable, without a deadline."""
 MAX_JOB_MESSAGE_BYTES = 4096
 """A job message only names a job; anything longer is not one."""
 
-# Log messages, defined once: tools that find these lines (the e2e trace tests) import them.
+
+class OutOfTime(Exception):  # noqa: N818 - reads as the fact it reports
+    """The invocation is about to end: a record handed back to SQS without its handler started."""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One message of a batch: the job it names and its X-Ray trace header."""
+
+    job_id: uuid.UUID
+    trace: str | None = None
 
 
 class Outcome(StrEnum):
@@ -73,15 +84,6 @@ class Outcome(StrEnum):
     DEAD = "dead"
     ALREADY_HANDLED = "already_handled"
     LOST_CLAIM = "lost_claim"
-
-
-_METRIC = {
-    Outcome.COMPLETED: metrics.JOBS_COMPLETED,
-    Outcome.FAILED: metrics.JOBS_FAILED,
-    Outcome.DEAD: metrics.JOBS_DEAD,
-    Outcome.ALREADY_HANDLED: metrics.JOBS_ALREADY_HANDLED,
-    Outcome.LOST_CLAIM: metrics.LOST_CLAIMS,
-}
 
 
 @dataclass(frozen=True)
@@ -183,25 +185,140 @@ class JobWorker:
             job_id, two_phase=kinds.two_phase, single=kinds.single, trace=trace
         )
         kind = kinds.get(job.kind)
+        if claim is not None and kind is not None:
+            return self._settle(job_id, lambda: self._two_phase(claim, kind.handler, deadline))
+        return self._unclaimed(job, started, deadline)
+
+    def run_batch(self, deliveries: Sequence[Delivery], *, deadline: float | None = None) -> list[Result]:
+        """Run an SQS batch's deliveries: one statement starts them all (each two-phase job claimed under
+        its own token), the handlers run in order, one fenced statement commits the successes (a row
+        whose claim was reaped meanwhile is refused: :attr:`Outcome.LOST_CLAIM`), each failure is
+        recorded as :meth:`run` records it. Returns, per delivery in order, its outcome or the error that
+        sends its message back (:class:`~sluice.errors.JobStoreUnavailable`, :class:`OutOfTime`) or to
+        the poison queue (:class:`~sluice.errors.JobNotFound`). A job named twice runs once (the repeat
+        is already handled). ``deadline``: no handler starts after it (its claim is released), and the
+        last transitions are retried until it. Raises :class:`~sluice.errors.JobStoreUnavailable` when
+        the batch could not be started."""
+        kinds = self._kinds
+        started = self._store.start_batch(
+            [(d.job_id, d.trace) for d in deliveries], two_phase=kinds.two_phase, single=kinds.single
+        )
+        results: list[Result] = [Outcome.ALREADY_HANDLED] * len(deliveries)
+        claimed: list[tuple[int, Claim, Handler]] = []
+        seen: set[uuid.UUID] = set()
+        for i, delivery in enumerate(deliveries):
+            entry = started.get(delivery.job_id)
+            if entry is None:
+                results[i] = JobNotFound(f"no job {delivery.job_id} in {self._store.schema}.jobs")
+            elif delivery.job_id in seen:
+                self._info("job already handled", delivery.job_id, reason="named twice in one batch")
+            else:
+                seen.add(delivery.job_id)
+                job, was_started, claim = entry
+                kind = kinds.get(job.kind)
+                if claim is not None and kind is not None:
+                    claimed.append((i, claim, kind.handler))
+                else:
+                    results[i] = self._outcome(functools.partial(self._unclaimed, job, was_started, deadline))
+        successes: list[tuple[int, Claim, str]] = []
+        unrun: list[tuple[int, Claim]] = []
+        for i, claim, handler in claimed:
+            if deadline is not None and time.monotonic() >= deadline:
+                unrun.append((i, claim))
+                continue
+            ran = self._run_claimed(claim, handler, deadline)
+            if isinstance(ran, Outcome | Exception):  # an Outcome is a str too: tested first
+                results[i] = ran
+            else:
+                successes.append((i, claim, ran))
+        self._commit_batch(successes, results, deadline)
+        self._release(unrun, results)
+        return results
+
+    def _run_claimed(self, claim: Claim, handler: Handler, deadline: float | None) -> Result | str:
+        """A claimed job's handler: its result's JSON text to commit, or what the run came to."""
         try:
-            if claim is not None and kind is not None:
-                return self._two_phase(claim, kind.handler, deadline)
-            if started and kind is not None:
-                return self._single(job, kind.handler, deadline)
-            if kind is None and job.status == "pending":
-                return self._no_handler(job)
+            result = handler(claim.job)
+        except JobStoreUnavailable as exc:
+            return exc  # the claim stays; the reaper takes it back after the lease
+        except Exception as exc:  # noqa: BLE001 - a job's failure is recorded in its row
+            return self._record_failure(claim, exc, deadline)
+        text, problem = serialized(result)
+        if problem is not None:
+            self._unstorable(claim.job, problem)
+        return text
+
+    def _record_failure(self, claim: Claim, exc: Exception, deadline: float | None) -> Result:
+        error, retry = _describe(exc), _retry(exc)
+        try:
+            failed = self._finish(lambda: self._store.fail(claim, error, **retry), deadline)
+        except LostClaim as lost:
+            return self._lost_claim(claim.job_id, lost)
+        except JobStoreUnavailable as down:  # the claim stays; the reaper takes it back after the lease
+            return down
+        return self._failed(claim.job, exc, failed.status)
+
+    def _commit_batch(
+        self, successes: list[tuple[int, Claim, str]], results: list[Result], deadline: float | None
+    ) -> None:
+        if not successes:
+            return
+        try:
+            lost = self._finish(lambda: self._store.commit_batch([(c, t) for _, c, t in successes]), deadline)
+        except JobStoreUnavailable as exc:  # the claims stay; the reaper takes them back after the lease
+            for i, _claim, _text in successes:
+                results[i] = exc
+            return
+        for i, claim, _text in successes:
+            refused = lost.get(claim.job_id)
+            results[i] = Outcome.COMPLETED if refused is None else self._lost_claim(claim.job_id, refused)
+
+    def _release(self, unrun: list[tuple[int, Claim]], results: list[Result]) -> None:
+        """Claims whose handler never started: released (pending again) and their messages sent back."""
+        if not unrun:
+            return
+        try:
+            self._store.release_batch([claim for _, claim in unrun])
+        except JobStoreUnavailable as exc:  # still claimed: the reaper takes them back after the lease
+            if self._log is not None:
+                self._log.warning("unstarted claims not released", extra={"reason": str(exc)})
+        for i, _claim in unrun:
+            results[i] = OutOfTime("not started: too little of the invocation is left")
+
+    def _unclaimed(self, job: Job, started: bool, deadline: float | None) -> Outcome:
+        """A delivery that claimed nothing: a single-UPDATE run, a kind nobody handles, or a duplicate."""
+        kind = self._kinds.get(job.kind)
+        if started and kind is not None:
+            return self._settle(job.id, lambda: self._single(job, kind.handler, deadline))
+        if kind is None and job.status == "pending":
+            return self._settle(job.id, lambda: self._no_handler(job))
+        # the common duplicate: taken, finished or waiting for its retry; no handler ran
+        self._info("job already handled", job.id, status=job.status)
+        return Outcome.ALREADY_HANDLED
+
+    def _settle(self, job_id: uuid.UUID, run: Callable[[], Outcome]) -> Outcome:
+        """``run``'s outcome, a fenced transition that found the job moved on included."""
+        try:
+            return run()
         except AlreadyHandled as exc:
             self._info("job already handled", job_id, reason=str(exc))
             return Outcome.ALREADY_HANDLED
         except LostClaim as exc:
-            if self._log is not None:
-                self._log.error(
-                    "job claim lost; result discarded", extra={"job_id": str(job_id), "reason": str(exc)}
-                )
-            return Outcome.LOST_CLAIM
-        # the common duplicate: taken, finished or waiting for its retry; no handler ran
-        self._info("job already handled", job_id, status=job.status)
-        return Outcome.ALREADY_HANDLED
+            return self._lost_claim(job_id, exc)
+
+    def _outcome(self, run: Callable[[], Outcome]) -> Result:
+        """``run``'s outcome, or the unavailability that sends the message back (this job's only)."""
+        try:
+            return run()
+        except JobStoreUnavailable as exc:
+            return exc
+
+    def _lost_claim(self, job_id: uuid.UUID, exc: LostClaim) -> Outcome:
+        if self._log is not None:
+            self._log.error(
+                "job claim lost; result discarded", extra={"job_id": str(job_id), "reason": str(exc)}
+            )
+        return Outcome.LOST_CLAIM
 
     def _single(self, job: Job, handler: Handler, deadline: float | None) -> Outcome:
         try:
@@ -255,12 +372,16 @@ class JobWorker:
         """The result, or a note when jsonb cannot hold it: the job still completes (its side effect ran;
         failing the commit would have it run again)."""
         stored, problem = storable(result)
-        if problem is not None and self._log is not None:
+        if problem is not None:
+            self._unstorable(job, problem)
+        return stored
+
+    def _unstorable(self, job: Job, problem: str) -> None:
+        if self._log is not None:
             self._log.error(
                 "job result cannot be stored; completed with a note instead",
                 extra={"job_id": str(job.id), "kind": job.kind, "reason": problem},
             )
-        return stored
 
     def _no_handler(self, job: Job) -> Outcome:
         error = f"no handler is registered for job kind {job.kind!r}"
@@ -291,10 +412,6 @@ class JobWorker:
             self._log.info(message, extra={"job_id": str(job_id), **extra})
 
 
-class _OutOfTime(Exception):  # noqa: N818 - internal: a record handed back to SQS untouched
-    """The invocation is about to end: later records go back to SQS without being started."""
-
-
 def _describe(exc: BaseException) -> str:
     try:
         text = str(exc)
@@ -307,130 +424,3 @@ def _retry(exc: BaseException) -> dict[str, Any]:
     if isinstance(exc, RetryAfter):
         return {"retry_in": exc.seconds}
     return {"permanent": isinstance(exc, PermanentError)}
-
-
-class JobConsumer:
-    """The job-mode Lambda handler's logic: one SQS batch of job messages."""
-
-    def __init__(
-        self,
-        worker: JobWorker,
-        *,
-        sqs: SQSClient,
-        poison_queue_url: str,
-        logger: Logger,
-        metrics_sink: MetricSink,
-        seal: Seal | None = None,
-        lease_seconds: int | None = None,
-    ) -> None:
-        """``lease_seconds``: the reaper's lease; an invocation that could outlive it is refused (a
-        claim reaped while its handler still runs could repeat a side effect)."""
-        if not poison_queue_url:
-            raise ValueError("a job consumer needs a poison queue (SLUICE_POISON_QUEUE_URL)")
-        self._lease_ms = None if lease_seconds is None else lease_seconds * 1000
-        self._worker = worker
-        self._sqs = sqs
-        self._poison = poison_queue_url
-        self._log = logger
-        self._metrics = metrics_sink
-        self._seal = seal
-
-    def handle(self, event: Mapping[str, Any], context: LambdaContext | None) -> dict[str, Any]:
-        remaining = getattr(context, "get_remaining_time_in_millis", None)
-        if self._lease_ms is not None and callable(remaining) and remaining() >= self._lease_ms:
-            raise ConfigurationError(
-                f"SLUICE_JOB_LEASE_SECONDS ({self._lease_ms // 1000}) must exceed the job consumer's timeout"
-                f" ({remaining() // 1000} s left in this invocation): the reaper could take back a claim"
-                " whose handler is still running"
-            )
-        counts: Counter[str] = Counter()
-        down: list[JobStoreUnavailable] = []
-        # The last transition of a run may be retried until shortly before the invocation ends.
-        deadline = (
-            time.monotonic() + remaining() / 1000 - DEADLINE_RESERVE_SECONDS if callable(remaining) else None
-        )
-
-        def record_handler(record: SQSRecord) -> None:
-            self._log.thread_safe_append_keys(message_id=record.message_id)
-            try:
-                self._record(self._arrive(record, counts), counts, down, deadline)
-            except JobStoreUnavailable as exc:
-                if exc.unreachable and not down:
-                    down.append(exc)
-                    self._log.error(
-                        "job store unreachable; the batch's jobs go back to SQS", extra={"reason": str(exc)}
-                    )
-                elif not exc.unreachable:
-                    self._log.warning(
-                        "job store did not answer; the job goes back to SQS", extra={"reason": str(exc)}
-                    )
-                counts[metrics.JOB_STORE_UNAVAILABLE] += 1
-                counts[metrics.JOB_MESSAGES_RETRIED] += 1
-                raise
-            except _OutOfTime:
-                counts[metrics.JOB_MESSAGES_RETRIED] += 1
-                raise
-            except Exception:
-                # A bug or a value nothing here expected: back to SQS (retried, then the job DLQ), never lost.
-                self._log.exception("job message failed unexpectedly; it goes back to SQS")
-                counts[metrics.JOB_MESSAGES_RETRIED] += 1
-                raise
-            finally:
-                self._log.thread_safe_remove_keys(["message_id", "correlation_id"])
-
-        response = each_record(event, record_handler, context=context)
-        for name in metrics.JOB_CONSUMER_COUNTERS:
-            self._metrics.add_metric(name=name, unit="Count", value=counts[name])
-        self._log.info(
-            "job batch done",
-            extra={EVENT: LogEvent.JOB_BATCH_DONE, "records": len(event.get("Records", [])), **counts},
-        )
-        return response
-
-    def _arrive(self, record: SQSRecord, counts: Counter[str]) -> Arrival:
-        """The record read (its trace id on every log line about it); bookkeeping that failed its seal
-        check is logged, counted in ``EnvelopesCorrupt`` and ignored, as on every hop."""
-        arrival = Arrival.from_record(record, seal=self._seal)
-        self._log.thread_safe_append_keys(correlation_id=arrival.correlation_id)
-        if arrival.problem:
-            self._log.warning(arrival.problem, extra={EVENT: LogEvent.ENVELOPE_CORRUPT})
-            counts[metrics.ENVELOPES_CORRUPT] += 1
-        return arrival
-
-    def _record(
-        self, arrival: Arrival, counts: Counter[str], down: list[JobStoreUnavailable], deadline: float | None
-    ) -> None:
-        if down:  # the database is unreachable: don't spend a connect timeout on every record
-            raise JobStoreUnavailable(f"not tried: {down[0]}", unreachable=True)
-        if deadline is not None and time.monotonic() >= deadline:  # handed back untouched, not half-run
-            raise _OutOfTime("not started: too little of the invocation is left")
-        try:
-            outcome = self._worker.run(
-                parse_job_message(arrival.body), deadline=deadline, trace=arrival.envelope.trace
-            )
-        except PermanentError as exc:  # malformed message or no such job: isolate, never retry
-            self._reject(arrival, exc)
-            counts[metrics.JOB_MESSAGES_REJECTED] += 1
-            return
-        counts[_METRIC[outcome]] += 1
-
-    def _reject(self, arrival: Arrival, exc: PermanentError) -> None:
-        """To the poison queue with the reason, on its trace (its ``AWSTraceHeader`` sent on with it),
-        its ``source`` the queue it failed on."""
-        poison_id = isolate(  # raises when it cannot: the record is retried, then dead-lettered by SQS
-            self._sqs,
-            poison_queue_url=self._poison,
-            body=arrival.body,
-            attributes=arrival.attributes,
-            envelope=arrival.sourced_envelope.failed(exc, receives=arrival.receive_count),
-            seal=self._seal,
-        )
-        self._log.error(
-            "job message rejected to the poison queue",
-            extra={
-                EVENT: LogEvent.JOB_MESSAGE_REJECTED,
-                "reason": str(exc)[:512],
-                "error_type": exc.__class__.__name__,
-                "poison_message_id": poison_id,
-            },
-        )
