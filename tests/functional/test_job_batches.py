@@ -178,3 +178,27 @@ def test_claims_whose_handler_never_started_are_released(pg_url, jobs_schema):
     for job_id in ids:
         row = _row(pg_url, jobs_schema, job_id)
         assert (row["status"], row["attempt"], row["claim_token"]) == ("pending", 0, None)
+
+
+def test_the_worker_lines_about_a_batch_job_carry_its_delivery_keys(pg_url, jobs_schema):
+    # Given a batch of two jobs, one that fails for good, each delivered by its own message
+    store = store_for(pg_url, jobs_schema)
+    good, bad = store.create("charge", {"ok": True}).id, store.create("charge", {"ok": False}).id
+
+    def handler(job: Job) -> None:
+        if not job.payload["ok"]:
+            raise PermanentError("card refused for good")
+
+    log = io.StringIO()
+    deliveries = [
+        Delivery(good, log_keys={"message_id": "m-1", "correlation_id": "c-1"}),
+        Delivery(bad, log_keys={"message_id": "m-2", "correlation_id": "c-2"}),
+    ]
+    # When the batch runs
+    assert _worker(store, handler, log=log).run_batch(deliveries) == [Outcome.COMPLETED, Outcome.DEAD]
+
+    # Then the line about the dead job carries its own message's keys, and none is left on later lines
+    lines = [json.loads(line) for line in log.getvalue().splitlines()]
+    [dead] = [line for line in lines if line.get("job_id") == str(bad)]
+    assert (dead["message_id"], dead["correlation_id"]) == ("m-2", "c-2")
+    assert all("message_id" not in line for line in lines if line is not dead)

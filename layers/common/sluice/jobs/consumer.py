@@ -171,7 +171,10 @@ class JobConsumer:
         for i in todo:
             arrival = arrivals[i]
             assert arrival is not None  # noqa: S101 - only read records are to run
-            deliveries.append(Delivery(parse_job_message(arrival.body), arrival.envelope.trace))
+            keys = {"message_id": arrival.message_id}
+            if arrival.correlation_id is not None:
+                keys["correlation_id"] = arrival.correlation_id
+            deliveries.append(Delivery(parse_job_message(arrival.body), arrival.envelope.trace, keys))
         try:
             ran: list[Result] = self._worker.run_batch(deliveries, deadline=deadline)
         except Exception as exc:  # noqa: BLE001 - the batch never started: every record of it goes back

@@ -17,12 +17,13 @@ unreachable sends a message back to SQS (``batchItemFailures``). A message that 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union
 
@@ -75,6 +76,8 @@ class Delivery:
 
     job_id: uuid.UUID
     trace: str | None = None
+    log_keys: Mapping[str, str] = field(default_factory=dict)
+    """Kept on the worker's log lines about this delivery (the job consumer's: message_id, correlation_id)."""
 
 
 class Outcome(StrEnum):
@@ -219,21 +222,37 @@ class JobWorker:
                 if claim is not None and kind is not None:
                     claimed.append((i, claim, kind.handler))
                 else:
-                    results[i] = self._outcome(functools.partial(self._unclaimed, job, was_started, deadline))
+                    with self._keys(delivery):
+                        results[i] = self._outcome(
+                            functools.partial(self._unclaimed, job, was_started, deadline)
+                        )
         successes: list[tuple[int, Claim, str]] = []
         unrun: list[tuple[int, Claim]] = []
         for i, claim, handler in claimed:
             if deadline is not None and time.monotonic() >= deadline:
                 unrun.append((i, claim))
                 continue
-            ran = self._run_claimed(claim, handler, deadline)
+            with self._keys(deliveries[i]):
+                ran = self._run_claimed(claim, handler, deadline)
             if isinstance(ran, Outcome | Exception):  # an Outcome is a str too: tested first
                 results[i] = ran
             else:
                 successes.append((i, claim, ran))
-        self._commit_batch(successes, results, deadline)
+        self._commit_batch(successes, results, deadline, deliveries)
         self._release(unrun, results)
         return results
+
+    @contextlib.contextmanager
+    def _keys(self, delivery: Delivery) -> Iterator[None]:
+        """The delivery's log keys on every line logged meanwhile."""
+        if self._log is None or not delivery.log_keys:
+            yield
+            return
+        self._log.thread_safe_append_keys(**delivery.log_keys)
+        try:
+            yield
+        finally:
+            self._log.thread_safe_remove_keys(list(delivery.log_keys))
 
     def _run_claimed(self, claim: Claim, handler: Handler, deadline: float | None) -> Result | str:
         """A claimed job's handler: its result's JSON text to commit, or what the run came to."""
@@ -259,7 +278,11 @@ class JobWorker:
         return self._failed(claim.job, exc, failed.status)
 
     def _commit_batch(
-        self, successes: list[tuple[int, Claim, str]], results: list[Result], deadline: float | None
+        self,
+        successes: list[tuple[int, Claim, str]],
+        results: list[Result],
+        deadline: float | None,
+        deliveries: Sequence[Delivery],
     ) -> None:
         if not successes:
             return
@@ -271,7 +294,11 @@ class JobWorker:
             return
         for i, claim, _text in successes:
             refused = lost.get(claim.job_id)
-            results[i] = Outcome.COMPLETED if refused is None else self._lost_claim(claim.job_id, refused)
+            if refused is None:
+                results[i] = Outcome.COMPLETED
+                continue
+            with self._keys(deliveries[i]):
+                results[i] = self._lost_claim(claim.job_id, refused)
 
     def _release(self, unrun: list[tuple[int, Claim]], results: list[Result]) -> None:
         """Claims whose handler never started: released (pending again) and their messages sent back."""
