@@ -5,12 +5,15 @@ with ``spawn`` (a fresh interpreter: nothing inherited from the parent's threads
 proxy's). Each connects and runs one query first (warm, as a warm Lambda is), then waits at a barrier;
 the clock starts when every worker has reached it and stops when the last one finishes its drain.
 
-The sluice modes get job ids as the job queue would deliver them: handed out one at a time, each once, to
-whichever process asks next, through a shared counter into the id list every process holds. Not fixed
-per-process shares: a share ends the drain with the slowest process's share (on 2 cores some process is
-always descheduled longest) while the anchor balances itself through the table, and an SQS event source
-hands the next message to whichever environment polls. Not a ``multiprocessing.Queue`` either: it would
-pickle each id through a pipe, client CPU that belongs to neither sluice nor the anchor. The anchor finds
+The sluice modes get job ids as the job queue's event source would deliver them: handed out a batch at a
+time (``Task.batch`` ids, the template's BatchSize), each once, to whichever process asks next, through a
+shared counter into the id list every process holds; a worker runs each batch as the job consumer does,
+``JobWorker.run_batch`` (one statement starts the batch, the handlers run, one fenced statement commits).
+Not fixed per-process shares: a share ends the drain with the slowest process's share (on 2 cores some
+process is always descheduled longest) while the anchor balances itself through the table, and an SQS
+event source hands the next message to whichever environment polls. Not a ``multiprocessing.Queue``
+either: it would pickle each id through a pipe, client CPU that belongs to neither sluice nor the
+anchor. The anchor finds
 its own work in the table (``FOR UPDATE SKIP LOCKED``).
 
 CPU is measured per process over its drain alone: the worker's own user + sys time
@@ -39,7 +42,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from sluice.jobs import Connector, Job, JobKinds, JobStore, JobWorker, Outcome
+from sluice.jobs import Connector, Delivery, Job, JobKinds, JobStore, JobWorker, Outcome
 
 if TYPE_CHECKING:
     from multiprocessing.queues import Queue
@@ -79,6 +82,7 @@ class Task:
     url: str
     schema: str
     ids: Sequence[uuid.UUID] = ()  # the sluice modes' deliveries; the anchor reads the table
+    batch: int = 1  # ids per delivery to a sluice worker (an SQS batch)
 
 
 @dataclass(frozen=True)
@@ -231,25 +235,28 @@ def _sluice(
     connector = Connector(lambda _refresh: task.url, application_name=f"bench-{task.mode}-{index}")
     store = JobStore(connector, schema=task.schema, worker=f"w{index}")
     runner = JobWorker(store, _kinds())
-    # Connected and warm before the clock starts, as a warm Lambda is: one delivery of a job of its own
-    # (not among the drain's), so the statements a delivery runs are prepared on the server already.
-    runner.run(store.create(KINDS[task.mode], {"n": -1}).id)
-    ids = task.ids
+    # Connected and warm before the clock starts, as a warm Lambda is: one batch of a job of its own (not
+    # among the drain's), so the statements a batch runs are prepared on the server already.
+    warm = runner.run_batch([Delivery(store.create(KINDS[task.mode], {"n": -1}).id)])
+    if warm != [Outcome.COMPLETED]:
+        raise RuntimeError(f"the warm-up batch came to {warm}")
+    ids, size = task.ids, task.batch
 
     def run() -> int:
         completed = 0
-        while (i := _take(next_id)) < len(ids):
-            if runner.run(ids[i]) is Outcome.COMPLETED:
-                completed += 1
+        while (i := _take(next_id, size)) < len(ids):
+            outcomes = runner.run_batch([Delivery(job_id) for job_id in ids[i : i + size]])
+            completed += sum(1 for outcome in outcomes if outcome is Outcome.COMPLETED)
         return completed
 
     return connector.connection(), run
 
 
-def _take(next_id: Synchronized[int]) -> int:
+def _take(next_id: Synchronized[int], size: int) -> int:
+    """The first of the next ``size`` ids, taken."""
     with next_id.get_lock():
         taken = int(next_id.value)
-        next_id.value = taken + 1
+        next_id.value = taken + size
     return taken
 
 

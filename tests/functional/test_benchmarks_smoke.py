@@ -125,28 +125,41 @@ DELAY = Smoke(
     ),
 )  # fmt: skip
 JOB_WORKERS = (1, 4)
-JOB_MODES = ("single", "two_phase", "anchor")
+JOB_SLUICE = ("sluice two-phase", "sluice single", "anchor")
+JOB_PEERS = ("pgqueuer default", "procrastinate")
 JOBS = Smoke(
     "jobs.py",
-    ("--jobs", "40", "--repeats", "1", "--workers", ",".join(map(str, JOB_WORKERS)), "--rt-jobs", "20"),
+    ("--jobs", "40", "--repeats", "1", "--workers", ",".join(map(str, JOB_WORKERS)), "--rt-jobs", "20",
+     "--json", "{json}"),
     (
         r"^PostgreSQL \S+ .*; 40 jobs per drain, median of 1$",
         r"^workers: one process each \(multiprocessing spawn\), one connection each; the clock starts at a"
         r" barrier",
+        r"^sluice: job ids delivered 10 at a time \(stacks/jobs\.yaml's BatchSize for the job queue\)",
+        # the peers ran, or the report says plainly that they did not and why
+        r"^peers: (?:pgqueuer default, procrastinate in their own virtualenv|NOT RUN: .+)",
         # the anchor's pick is served by the pending rows' partial index, not a scan and a sort
         r"^the anchor's pick, EXPLAIN on 40 pending jobs:\n(?: .*\n)*? +->  Index Scan using"
         r" jobs_pending_updated_at on jobs ",
-        *(rf"^{mode} +{w} +{NUMBER} +{NUMBER}$" for mode in JOB_MODES for w in JOB_WORKERS),
+        *(rf"^{system} +{w} +{NUMBER} +{NUMBER}$" for system in JOB_SLUICE for w in JOB_WORKERS),
         # each worker a process of its own with a server process of its own (threads would share one pid)
-        *(rf"^  {mode} +{w} workers \({w} processes, {w} backends\): client {NUMBER} µs/job,"
-          rf" backend (?:{NUMBER} µs/job|CPU n/a \(.+\))$" for mode in JOB_MODES for w in JOB_WORKERS),
-        r"^round trips per job \(on the wire: Sync \+ Query messages; 20 jobs, 4 warm connections\):$",
-        *(rf"^  {mode} +{NUMBER}$" for mode in JOB_MODES),
+        *(rf"^  {system} +{w} workers \({w} processes, {w} backends\): client {NUMBER} µs/job,"
+          rf" backend (?:{NUMBER} µs/job|CPU n/a \(.+\))$" for system in JOB_SLUICE for w in JOB_WORKERS),
+        r"^round trips per job \(on the wire: Sync \+ Query messages; 4 warm connections\):$",
+        *(rf"^  {system} +{NUMBER}$" for system in JOB_SLUICE),
         rf"^  two-phase round trips per job = {NUMBER} \(target <= {NUMBER}\) (PASS|ABOVE TARGET)$",
         *(rf"^ +{w} workers: two-phase/anchor = {NUMBER} \(target >= {NUMBER}\) (PASS|BELOW TARGET);"
           for w in JOB_WORKERS),
     ),
 )  # fmt: skip
+JOB_PEER_SHAPE = (
+    *(rf"^{system} +{w} +{NUMBER} +{NUMBER}$" for system in JOB_PEERS for w in JOB_WORKERS),
+    *(rf"^  {system} +{w} workers \({w} processes, {w} backends\): client {NUMBER} µs/job,"
+      rf" backend (?:{NUMBER} µs/job|CPU n/a \(.+\))$" for system in JOB_PEERS for w in JOB_WORKERS),
+    *(rf"^ +{w} workers: two-phase/anchor = .*; two-phase/pgqueuer default = {NUMBER} \(target >= {NUMBER}\)"
+      rf" (PASS|BELOW TARGET); two-phase/procrastinate = {NUMBER};" for w in JOB_WORKERS),
+)  # fmt: skip
+"""What the report shows of the peers when they ran."""
 SMOKES = (COLD_IMPORT, COLD_INVOKE, CONSUMER, REDRIVE, DELAY, JOBS)
 NOT_SMOKED = {("cold_start.py", "--lean"): "builds a virtualenv with pip from the package index"}
 """Documented options no smoke run takes, and why."""
@@ -250,12 +263,32 @@ def test_delay_cost_simulates_the_four_runs_and_prices_them(price_table, tmp_pat
 
 @pytest.mark.subprocess
 @pytest.mark.timeout(SCRIPT_TIMEOUT + 60)
-def test_jobs_drains_each_mode_and_counts_round_trips(pg_url):
+def test_jobs_drains_each_system_and_counts_round_trips(pg_url, tmp_path):
     # Given a PostgreSQL that answers (pg_url skips with the reason when none does)
     # When 40 jobs are drained by 1 and 4 workers each way, then 20 through the counting proxy
-    out = run(JOBS, env={"SLUICE_DATABASE_URL": pg_url})
-    # Then each cell, its CPU per job and each mode's round trips were measured, the anchor's pick planned
+    figures = tmp_path / "jobs.json"
+    out = run(JOBS, env={"SLUICE_DATABASE_URL": pg_url}, json=str(figures))
+    # Then each cell, its CPU per job and sluice's and the anchor's round trips were measured, the anchor's
+    # pick planned
     assert "SKIPPED" not in out, out
+    # ... the peers beside them, unless their virtualenv could not be built (the report says so: printed)
+    ran_peers = "peers: NOT RUN" not in out
+    print(next(line for line in out.splitlines() if line.startswith("peers: ")))
+    if ran_peers:
+        missing = [shape for shape in JOB_PEER_SHAPE if not re.search(shape, out, flags=re.MULTILINE)]
+        assert not missing, f"not in the output of jobs.py: {missing}\n{out}"
+    # ... and the figures written as the cost script reads them
+    written = json.loads(figures.read_text(encoding="utf-8"))
+    assert written["workers"] == list(JOB_WORKERS)
+    assert written["batch_size"] == 10
+    systems = (*JOB_SLUICE, *(JOB_PEERS if ran_peers else ()))
+    assert set(written["systems"]) == set(systems)
+    for name, figures_of in written["systems"].items():
+        for key in ("jobs_per_s", "client_cpu_us_per_job", "server_cpu_us_per_job"):
+            assert len(figures_of[key]) == len(JOB_WORKERS), (name, key)
+        trips = figures_of["round_trips_per_job"]
+        assert (trips is None) == (name in JOB_PEERS), name
+    assert all(rate > 0 for rate in written["systems"]["sluice two-phase"]["jobs_per_s"])
 
 
 def test_the_jobs_targets_docs_jobs_md_states_are_the_ones_jobs_py_judges_by():
