@@ -88,7 +88,7 @@ def test_given_a_ledger_write_then_it_is_never_faulted_and_marks_the_effect_unco
         ledger = b'{"TableName": "ledger", "Item": {"effect_key": {"S": "o-2#notify"}}}'
         assert injector.aws("dynamodb", "PutItem", ledger) is None
         assert injector.aws("dynamodb", "UpdateItem", b'{"TableName": "guards"}') is not None
-    assert inner.uncommitted == {threading.get_ident(): "o-2#notify"}
+    assert inner.uncommitted == {threading.get_ident(): ["o-2#notify"]}
     assert not injector.in_window  # a faulted attempt is not a failed commit: the SDK retries it
 
 
@@ -610,6 +610,33 @@ def test_given_a_job_commit_fenced_out_by_a_reaped_claim_then_its_effect_is_in_t
         with pytest.raises(LostClaim):
             commit(object(), object())
     assert injector.in_window == {"j-2#charge": 1}
+
+
+def test_given_a_job_batch_commit_that_refuses_one_stale_claim_then_only_that_effect_is_in_the_window():
+    """A job batch: three charges performed on one thread, then one commit for the three that reports the
+    middle claim lost (reaped and re-claimed): that charge may run again, the other two may not."""
+    import uuid  # noqa: PLC0415
+
+    from sluice.errors import LostClaim  # noqa: PLC0415
+    from sluice_local.soak.db_faults import judged_commits  # noqa: PLC0415 - the soak imports the local runtime
+
+    ids = [uuid.uuid4() for _ in range(3)]
+
+    class Claim:
+        def __init__(self, job_id: uuid.UUID) -> None:
+            self.job_id = job_id
+
+    def commit_batch(self: Any, results: Any) -> dict[uuid.UUID, LostClaim]:
+        return {ids[1]: LostClaim("reaped and claimed again")}
+
+    injector = faults.Injector(faults.FaultPlan(seed=1, aws_rate=0.0, ledger_table="ledger"))
+    commit = judged_commits(injector, commit_batch)
+    with handler(faults.Scope("JobConsumerFunction")):
+        for job_id in ids:
+            item = f'{{"TableName": "ledger", "Item": {{"effect_key": {{"S": "{job_id}#charge"}}}}}}'
+            injector.aws("dynamodb", "PutItem", item.encode())
+        commit(object(), [(Claim(job_id), "{}") for job_id in ids])
+    assert injector.in_window == {f"{ids[1]}#charge": 1}
 
 
 def test_given_a_failed_guard_commit_then_neither_its_cleanup_nor_another_performers_commit_closes_it():

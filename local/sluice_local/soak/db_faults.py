@@ -4,6 +4,7 @@ reconnect-and-retry, and its commits judged by what their caller gets (the at-le
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -13,9 +14,9 @@ from sluice_local.emulation.faults import DB_DROPPED, DB_LOST_RESPONSE, Injector
 
 __all__ = ["DB_COMMITS", "install_database_boundary", "judged_commits"]
 
-DB_COMMITS = frozenset({"commit", "complete_if_pending"})
+DB_COMMITS = frozenset({"commit", "complete_if_pending", "commit_batch"})
 """The job store's commits, which end a job's run after its side effect (the methods of these names):
-their outcome for the caller opens the window."""
+their outcome for the caller opens the window, for the jobs each commits."""
 
 
 def install_database_boundary(injector: Injector) -> Undo:
@@ -56,17 +57,40 @@ def _faulty_statements(injector: Injector, original: Callable[..., Any]) -> Call
 
 
 def judged_commits(injector: Injector, original: Callable[..., Any]) -> Callable[..., Any]:
-    """A job store commit (``JobStore.commit``, ``complete_if_pending``) judged by what its caller gets:
-    returned, it landed; raised (unreachable, or :class:`~sluice.errors.LostClaim` when the claim was
-    reaped meanwhile and another run took the job), it failed for good — the window, as for a guard."""
+    """A job store commit (``JobStore.commit``, ``complete_if_pending``, ``commit_batch``) judged by what
+    its caller gets, for the jobs it commits: returned, it landed; raised (unreachable, or
+    :class:`~sluice.errors.LostClaim` when the claim was reaped meanwhile and another run took the job),
+    it failed for good — the window, as for a guard. A batch's commit lands for its jobs but the claims
+    it reports lost, which fail."""
 
     def commit(self: Any, *args: Any, **kwargs: Any) -> Any:
+        jobs = _committed_jobs(original.__name__, args, kwargs)
         try:
             result = original(self, *args, **kwargs)
         except Exception:  # a crash (BaseException) marks the window where it happens
-            injector.committed(ok=False)
+            injector.committed(ok=False, which=_effects_of(jobs))
             raise
-        injector.committed(ok=True)
+        lost = {str(job_id) for job_id in result} if original.__name__ == "commit_batch" else set()
+        injector.committed(ok=True, which=_effects_of(None if jobs is None else jobs - lost))
+        if lost:
+            injector.committed(ok=False, which=_effects_of(lost))
         return result
 
     return commit
+
+
+def _committed_jobs(method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> set[str] | None:
+    """The ids of the jobs a commit call commits; None when the call names none (then it judges every
+    effect its thread has not committed yet)."""
+    if method == "commit_batch":
+        return {str(claim.job_id) for claim, _text in (args[0] if args else kwargs["results"])}
+    named = args[0] if args else kwargs.get("claim", kwargs.get("job_id"))
+    job_id = getattr(named, "job_id", named)
+    return {str(job_id)} if isinstance(job_id, uuid.UUID) else None
+
+
+def _effects_of(jobs: set[str] | None) -> Callable[[str], bool] | None:
+    """Whether a side effect (ledger ``effect_key``: ``<job id>#<kind>``) is one of these jobs'."""
+    if jobs is None:
+        return None
+    return lambda effect: effect.split("#", 1)[0] in jobs

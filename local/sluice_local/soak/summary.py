@@ -28,7 +28,8 @@ LOST = (faults.LOST_RESPONSE,)  # and lost-response-every-attempt
 DB_SITES = tuple(
     f"db:{statement}"
     for statement in (
-        "start", "commit", "complete_if_pending", "fail", "fail_if_pending", "state", "get",
+        "start", "start_batch", "commit", "commit_batch", "complete_if_pending", "fail", "fail_if_pending",
+        "state", "states", "release_batch", "get",
         "expired_claims", "reap", "due_for_retry", "orphans", "migrate",
     )
 )  # fmt: skip
@@ -63,7 +64,7 @@ NAMED_POINTS: tuple[tuple[str, Any], ...] = (
     ("job store: statement committed, response lost", _site(DB_SITES, (faults.DB_LOST_RESPONSE,))),
     (
         "job consumer died between its side effect and its commit",
-        _site(("db:commit", "db:complete_if_pending"), DIED, "JobConsumerFunction"),
+        _site(("db:commit", "db:commit_batch", "db:complete_if_pending"), DIED, "JobConsumerFunction"),
     ),
 )
 """(what, does a fault site ``"<caller> <API> <kind>"`` count for it)"""

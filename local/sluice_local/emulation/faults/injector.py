@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,7 +185,7 @@ class Injector:
         """The invocation's process is gone: effects it performed whose guards it never committed each
         open the window once (their records are retried; the guard expires and lets them run again)."""
         with self._lock:
-            self.in_window.update(e for t, e in here.uncommitted.items() if t not in here.landed)
+            self.in_window.update(e for t, es in here.uncommitted.items() if t not in here.landed for e in es)
             here.uncommitted.clear()
 
     def db(self, statement: str) -> str | None:
@@ -204,27 +205,38 @@ class Injector:
         self._count(kind, here.caller, site)
         return kind
 
-    def committed(self, ok: bool) -> None:
-        """The commit of the current thread's side effect returned (``ok``) or failed for its caller: a
+    def committed(self, ok: bool, which: Callable[[str], bool] | None = None) -> None:
+        """The commit of the current thread's side effects returned (``ok``) or failed for its caller: a
         guard's DynamoDB write after the SDK's retries, a job store commit after the worker's. Only then
-        is the effect inside the window (the record is retried, the claim left to the reaper)."""
+        are the effects inside the window (the record is retried, the claim left to the reaper).
+        ``which``: the effects this commit is about (a job's, by its ``effect_key``), when the thread
+        holds others still uncommitted (a job batch's); default all of them."""
         here = current()
         if here is None:
             return
         thread = threading.get_ident()
+
+        def judged(effects: list[str]) -> tuple[list[str], list[str]]:
+            mine = [e for e in effects if which is None or which(e)]
+            return mine, [e for e in effects if e not in mine]
+
         with self._lock:
             landed = thread in here.landed
             here.landed.discard(thread)
-            if not ok:
-                effect = here.uncommitted.pop(thread, None)  # that performance's commit is over
-                if effect and not landed:  # landed: the guard is COMPLETED, a repeat is a duplicate
-                    self.in_window[effect] += 1
-                    here.failed_commit[thread] = effect
-            elif here.uncommitted.pop(thread, None) is None and thread in here.failed_commit:
+            effects, others = judged(here.uncommitted.pop(thread, []))
+            if others:
+                here.uncommitted[thread] = others
+            if not ok:  # those performances' commit is over
+                if effects and not landed:  # landed: the guard is COMPLETED, a repeat is a duplicate
+                    self.in_window.update(effects)
+                    here.failed_commit[thread] = here.failed_commit.get(thread, []) + effects
+            elif not effects and thread in here.failed_commit:
                 # the same thread retried the commit that failed (nothing performed since) and it
                 # landed after all: the window it opened is closed
-                effect = here.failed_commit.pop(thread)
-                self.in_window[effect] -= 1
+                closed, still = judged(here.failed_commit.pop(thread))
+                if still:
+                    here.failed_commit[thread] = still
+                self.in_window.subtract(closed)
                 self.in_window = +self.in_window
 
     def timed_out(self, here: Scope) -> None:
@@ -265,7 +277,7 @@ class Injector:
             return None
         item = json.loads(params).get("Item", {})
         key = str((item.get("effect_key") or {}).get("S", ""))
-        here.uncommitted[threading.get_ident()] = key
+        here.uncommitted.setdefault(threading.get_ident(), []).append(key)
         here.failed_commit.pop(threading.get_ident(), None)  # a new performance: an old failure stays
         here.landed.discard(threading.get_ident())
         if not self.plan.sabotage_ledger:

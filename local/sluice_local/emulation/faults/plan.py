@@ -94,11 +94,12 @@ class Scope:
     """An API the invocation dies before calling (a targeted crash: a test, a replay of a point)."""
     calls: int = 0
     crashed: bool = False
-    uncommitted: dict[int, str] = field(default_factory=dict)
-    """Per thread of the invocation: the side effect (ledger ``effect_key``) it performed whose guard
-    it has not committed yet (``once``: guard in progress → effect → commit)."""
-    failed_commit: dict[int, str] = field(default_factory=dict)
-    """Per thread: the effect whose commit last failed for good, until the thread performs another; a
+    uncommitted: dict[int, list[str]] = field(default_factory=dict)
+    """Per thread of the invocation: the side effects (ledger ``effect_key``) it performed whose guard
+    or commit it has not committed yet (``once``: guard in progress → effect → commit; a job batch: its
+    handlers' effects, then one commit for them all)."""
+    failed_commit: dict[int, list[str]] = field(default_factory=dict)
+    """Per thread: the effects whose commit last failed for good, until the thread performs another; a
     retry of that same commit (the job worker's) that lands closes the window it opened."""
     landed: set[int] = field(default_factory=set)
     """Threads whose guard commit (the UpdateItem to COMPLETED) took effect on some attempt although its
