@@ -202,3 +202,45 @@ def test_the_worker_lines_about_a_batch_job_carry_its_delivery_keys(pg_url, jobs
     [dead] = [line for line in lines if line.get("job_id") == str(bad)]
     assert (dead["message_id"], dead["correlation_id"]) == ("m-2", "c-2")
     assert all("message_id" not in line for line in lines if line is not dead)
+
+
+def test_single_update_runs_whose_handler_never_started_leave_no_mark(pg_url, jobs_schema):
+    # Given a batch of single-UPDATE jobs whose invocation is out of time once their runs are marked
+    store = store_for(pg_url, jobs_schema)
+    ids = [store.create("thumbnail").id for _ in range(2)]
+    ran: list[uuid.UUID] = []
+    kinds = JobKinds()
+    kinds.register("thumbnail", mode="single")(lambda job: ran.append(job.id))
+
+    # When it runs
+    outcomes = JobWorker(store, kinds).run_batch([Delivery(i) for i in ids], deadline=time.monotonic() - 1)
+
+    # Then no handler ran, each message goes back to SQS, and no run is left marked in flight (the reaper
+    # would count it as an attempt that never finished)
+    assert ran == []
+    assert all(isinstance(o, OutOfTime) for o in outcomes)
+    for job_id in ids:
+        row = _row(pg_url, jobs_schema, job_id)
+        assert (row["status"], row["attempt"], row["claim_token"]) == ("pending", 0, None)
+
+
+def test_a_batch_mixing_modes_runs_each_in_its_own(pg_url, jobs_schema):
+    # Given a two-phase job and a single-UPDATE job in one batch
+    store = store_for(pg_url, jobs_schema)
+    charge, thumbnail = store.create("charge").id, store.create("thumbnail").id
+    kinds = JobKinds()
+    kinds.register("charge", mode="two_phase")(lambda job: {"charged": True})
+    kinds.register("thumbnail", mode="single")(lambda job: {"resized": True})
+
+    # When the batch runs
+    outcomes = JobWorker(store, kinds).run_batch([Delivery(charge), Delivery(thumbnail)])
+
+    # Then both complete, each counted once
+    assert outcomes == [Outcome.COMPLETED, Outcome.COMPLETED]
+    assert [
+        (_row(pg_url, jobs_schema, i)["status"], _row(pg_url, jobs_schema, i)["attempt"])
+        for i in (charge, thumbnail)
+    ] == [
+        ("completed", 1),
+        ("completed", 1),
+    ]

@@ -83,12 +83,16 @@ STATEMENTS: dict[str, str] = {
     " completed_at = now(), updated_at = now()"
     " FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[], %(results)s::text[]) AS c(id, token, result)"
     " WHERE j.id = c.id AND j.status = 'processing' AND j.claim_token = c.token RETURNING j.id",
-    # Claims of a batch whose handlers never started (the invocation ran out of time): back to pending as
-    # they were, under their own tokens only; their messages go back to SQS.
-    "release_batch": "UPDATE {jobs} AS j SET status = 'pending', attempt = j.attempt - 1,"
+    # Runs of a batch whose handlers never started (the invocation ran out of time), under their own tokens
+    # only: a two-phase claim back to pending as before it (attempt - 1), a single-UPDATE run's mark
+    # cleared (a mark an earlier delivery left has its token, not ours, and stays). Their messages go
+    # back to SQS.
+    "release_batch": "UPDATE {jobs} AS j SET status = 'pending',"
+    " attempt = j.attempt - (j.status = 'processing')::int,"
     " claim_token = NULL, claimed_at = NULL, claimed_by = NULL, updated_at = now()"
     " FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS c(id, token)"
-    " WHERE j.id = c.id AND j.status = 'processing' AND j.claim_token = c.token RETURNING j.id",
+    " WHERE j.id = c.id AND j.status IN ('processing', 'pending') AND j.claim_token = c.token"
+    " RETURNING j.id",
     "states": "SELECT id, status, claim_token FROM {jobs} WHERE id = ANY(%(ids)s::uuid[])",
     "commit": "UPDATE {jobs} SET status = 'completed', result = %(result)s, completed_at = now(),"
     " updated_at = now()"

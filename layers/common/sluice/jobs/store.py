@@ -252,7 +252,8 @@ class JobStore:
         """:meth:`start` for a batch's ``(job id, trace)`` deliveries in one statement, each pending row of
         a two-phase kind claimed under a token of its own. An id repeated in ``deliveries`` is started
         once (its first trace kept); an id with no row is missing from the answer (:class:`JobNotFound`
-        for the caller)."""
+        for the caller). A single-UPDATE run this call marked comes with its mark's token as a
+        :class:`Claim` too (for :meth:`release_batch`; its run completes with ``complete_if_pending``)."""
         traces: dict[uuid.UUID, str | None] = {}
         for job_id, trace in deliveries:
             traces.setdefault(job_id, valid_xray_header(trace))
@@ -271,8 +272,10 @@ class JobStore:
             token = tokens[job.id]
             if job.status == "processing" and job.claim_token == token:  # claimed now, or by our lost try
                 out[job.id] = (job, True, Claim(job, token))
+            elif started and job.kind not in two_phase:  # a single-UPDATE run marked (by us: its token)
+                out[job.id] = (job, True, Claim(job, token) if job.claim_token == token else None)
             else:
-                out[job.id] = (job, bool(started) and job.kind not in two_phase, None)
+                out[job.id] = (job, False, None)
         return out
 
     def commit_batch(self, results: Sequence[tuple[Claim, str]]) -> dict[uuid.UUID, LostClaim]:
@@ -301,8 +304,8 @@ class JobStore:
         return lost
 
     def release_batch(self, claims: Sequence[Claim]) -> list[uuid.UUID]:
-        """Claims whose handler never started → pending as before the claim (attempt - 1), each only
-        under its own token; returns the ids released."""
+        """Runs whose handler never started, each only under its own token: a two-phase claim → pending
+        as before it (attempt - 1), a single-UPDATE run's mark cleared; returns the ids released."""
         if not claims:
             return []
         params = {"ids": [c.job_id for c in claims], "tokens": [c.token for c in claims]}

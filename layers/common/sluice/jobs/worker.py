@@ -207,7 +207,7 @@ class JobWorker:
             [(d.job_id, d.trace) for d in deliveries], two_phase=kinds.two_phase, single=kinds.single
         )
         results: list[Result] = [Outcome.ALREADY_HANDLED] * len(deliveries)
-        claimed: list[tuple[int, Claim, Handler]] = []
+        runs: list[tuple[int, Job, Claim | None, _Kind]] = []  # in the batch's order
         seen: set[uuid.UUID] = set()
         for i, delivery in enumerate(deliveries):
             entry = started.get(delivery.job_id)
@@ -219,21 +219,23 @@ class JobWorker:
                 seen.add(delivery.job_id)
                 job, was_started, claim = entry
                 kind = kinds.get(job.kind)
-                if claim is not None and kind is not None:
-                    claimed.append((i, claim, kind.handler))
-                else:
+                if was_started and kind is not None:
+                    runs.append((i, job, claim, kind))
+                else:  # no handler runs: a kind nobody handles, or a duplicate
                     with self._keys(delivery):
-                        results[i] = self._outcome(
-                            functools.partial(self._unclaimed, job, was_started, deadline)
-                        )
+                        results[i] = self._outcome(functools.partial(self._unclaimed, job, False, deadline))
         successes: list[tuple[int, Claim, str]] = []
-        unrun: list[tuple[int, Claim]] = []
-        for i, claim, handler in claimed:
+        unrun: list[tuple[int, Claim | None]] = []
+        for i, job, claim, kind in runs:
             if deadline is not None and time.monotonic() >= deadline:
                 unrun.append((i, claim))
                 continue
             with self._keys(deliveries[i]):
-                ran = self._run_claimed(claim, handler, deadline)
+                if kind.mode == "single":
+                    results[i] = self._outcome(functools.partial(self._unclaimed, job, True, deadline))
+                    continue
+                assert claim is not None  # noqa: S101 - a two-phase run is a claim
+                ran = self._run_claimed(claim, kind.handler, deadline)
             if isinstance(ran, Outcome | Exception):  # an Outcome is a str too: tested first
                 results[i] = ran
             else:
@@ -300,12 +302,13 @@ class JobWorker:
             with self._keys(deliveries[i]):
                 results[i] = self._lost_claim(claim.job_id, refused)
 
-    def _release(self, unrun: list[tuple[int, Claim]], results: list[Result]) -> None:
-        """Claims whose handler never started: released (pending again) and their messages sent back."""
+    def _release(self, unrun: list[tuple[int, Claim | None]], results: list[Result]) -> None:
+        """Runs whose handler never started: released (pending again, a single-UPDATE run's own mark
+        cleared) and their messages sent back."""
         if not unrun:
             return
         try:
-            self._store.release_batch([claim for _, claim in unrun])
+            self._store.release_batch([claim for _, claim in unrun if claim is not None])
         except JobStoreUnavailable as exc:  # still claimed: the reaper takes them back after the lease
             if self._log is not None:
                 self._log.warning("unstarted claims not released", extra={"reason": str(exc)})
