@@ -11,6 +11,7 @@ that names no job goes to the poison queue in that last pass, on its own trace.
 from __future__ import annotations
 
 import time
+import uuid
 from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -87,16 +88,7 @@ class JobConsumer:
             time.monotonic() + remaining() / 1000 - DEADLINE_RESERVE_SECONDS if callable(remaining) else None
         )
         records = list(event.get("Records", []))
-        arrivals: list[Arrival | None] = []
-        results: list[Result | None] = []
-        for raw in records:
-            arrival, result = self._read(SQSRecord(raw), counts)
-            arrivals.append(arrival)
-            results.append(result)
-        if deadline is not None and time.monotonic() >= deadline:  # handed back untouched, not half-run
-            results = [OutOfTime("not started: too little of the invocation is left") for _ in records]
-        else:
-            self._run([i for i, r in enumerate(results) if r is None], arrivals, results, deadline)
+        arrivals, results = self._batch(records, counts, deadline)
         position = iter(range(len(records)))  # one record at a time, in the event's order
         down: list[JobStoreUnavailable] = []
 
@@ -141,8 +133,26 @@ class JobConsumer:
         )
         return response
 
-    def _read(self, record: SQSRecord, counts: Counter[str]) -> tuple[Arrival | None, Result | None]:
-        """A record read and its job id parsed; ``(arrival, None)`` when it names a job to run, else what
+    def _batch(
+        self, records: list[Any], counts: Counter[str], deadline: float | None
+    ) -> tuple[list[Arrival | None], list[Result | None]]:
+        """Each record read, then the jobs they name run as one batch: what each record came to."""
+        arrivals: list[Arrival | None] = []
+        results: list[Result | None] = []
+        jobs: dict[int, uuid.UUID] = {}  # the records that name a job to run, by position
+        for i, raw in enumerate(records):
+            arrival, read = self._read(SQSRecord(raw), counts)
+            arrivals.append(arrival)
+            results.append(None if isinstance(read, uuid.UUID) else read)
+            if isinstance(read, uuid.UUID):
+                jobs[i] = read
+        if deadline is not None and time.monotonic() >= deadline:  # handed back untouched, not half-run
+            return arrivals, [OutOfTime("not started: too little of the invocation is left") for _ in records]
+        self._run(jobs, arrivals, results, deadline)
+        return arrivals, results
+
+    def _read(self, record: SQSRecord, counts: Counter[str]) -> tuple[Arrival | None, uuid.UUID | Result]:
+        """A record read and its job id parsed: ``(arrival, job id)`` when it names a job to run, else what
         it came to (a malformed message: the error that sends it to the poison queue)."""
         self._log.thread_safe_append_keys(message_id=record.message_id)
         try:
@@ -152,29 +162,28 @@ class JobConsumer:
         finally:
             self._log.thread_safe_remove_keys(["message_id", "correlation_id"])
         try:
-            parse_job_message(arrival.body)
+            return arrival, parse_job_message(arrival.body)
         except PermanentError as exc:
             return arrival, exc
-        return arrival, None
 
     def _run(
         self,
-        todo: list[int],
+        jobs: dict[int, uuid.UUID],
         arrivals: list[Arrival | None],
         results: list[Result | None],
         deadline: float | None,
     ) -> None:
         """The batch's jobs, started, run and committed together; each record's result filled in."""
-        if not todo:
+        if not jobs:
             return
-        deliveries = []
-        for i in todo:
+        todo, deliveries = list(jobs), []
+        for i, job_id in jobs.items():
             arrival = arrivals[i]
             assert arrival is not None  # noqa: S101 - only read records are to run
             keys = {"message_id": arrival.message_id}
             if arrival.correlation_id is not None:
                 keys["correlation_id"] = arrival.correlation_id
-            deliveries.append(Delivery(parse_job_message(arrival.body), arrival.envelope.trace, keys))
+            deliveries.append(Delivery(job_id, arrival.envelope.trace, keys))
         try:
             ran: list[Result] = self._worker.run_batch(deliveries, deadline=deadline)
         except Exception as exc:  # noqa: BLE001 - the batch never started: every record of it goes back
