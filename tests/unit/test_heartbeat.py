@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from sluice.consumer import heartbeat as heartbeat_module
 from sluice.consumer.heartbeat import SAFETY_SECONDS, Heartbeat, InFlight
 from sluice.limits import MAX_VISIBILITY_SECONDS
 from tests.clocks import Clock
@@ -242,18 +243,96 @@ def test_given_the_twelve_hour_budget_is_spent_when_beating_then_nothing_is_requ
     assert sqs.visibility_calls == []
 
 
-def test_given_a_running_heartbeat_when_the_interval_passes_then_the_thread_extends_and_stops_on_exit() -> (
+class ThreadSqs(FakeSqs):
+    """A FakeSqs that remembers which thread made each visibility call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: list[threading.Thread] = []
+
+    def change_message_visibility_batch(self, **kwargs: Any) -> dict[str, Any]:
+        self.threads.append(threading.current_thread())
+        return super().change_message_visibility_batch(**kwargs)
+
+
+def _batch_beaten(sqs: ThreadSqs, prefix: str, then: Any = None) -> Heartbeat:
+    """One batch of two records held until the heartbeat has extended them (a beat every 0.2 s); ``then``
+    runs inside the batch after that."""
+    with Heartbeat(sqs, _records(2, prefix=prefix), visibility_timeout=1, fraction=0.2) as heartbeat:  # type: ignore[arg-type]
+        assert sqs.called.wait(timeout=PATIENCE)
+        sqs.called.clear()
+        if then is not None:
+            then()
+    return heartbeat
+
+
+def test_given_batches_on_the_main_thread_when_the_interval_passes_then_one_shared_thread_beats_each() -> (
     None
 ):
-    sqs = FakeSqs()
+    # Given the main thread, as the Lambda runtime calls the handler (pytest runs tests on it)
+    assert threading.current_thread() is threading.main_thread()
+    sqs = ThreadSqs()
+    pacer = heartbeat_module._MAIN
 
-    with Heartbeat(sqs, _records(2), visibility_timeout=1, fraction=0.2) as heartbeat:  # type: ignore[arg-type]
-        thread = heartbeat._thread
-        assert sqs.called.wait(timeout=PATIENCE)
+    # When two batches run one after the other, each outliving its interval (the shared thread held from
+    # ending between them: it ends when it wakes with no batch, and this test must not depend on how soon
+    # a loaded machine runs the second batch)
+    first = _batch_beaten(sqs, "a", then=pacer._cond.acquire)
+    beats_of_first = len(sqs.visibility_calls)
+    try:
+        second_entered = Heartbeat(sqs, _records(2, prefix="b"), visibility_timeout=1, fraction=0.2)  # type: ignore[arg-type]
+        second_entered.__enter__()
+    finally:
+        pacer._cond.release()
+    assert sqs.called.wait(timeout=PATIENCE)
+    second_entered.__exit__(None, None, None)
 
-    assert thread is not None
+    # Then both were extended, by one thread that is neither this one nor one of their own
+    assert first.extensions >= 2
+    assert second_entered.extensions >= 2
+    assert first._thread is None
+    assert second_entered._thread is None
+    assert len({t.ident for t in sqs.threads}) == 1
+    assert sqs.threads[0] is not threading.current_thread()
+    assert sqs.threads[0].name == "sluice-heartbeat"
+    # and no beat of a batch came after its exit (each exit waits for a beat of its batch in flight)
+    assert all(e[0]["ReceiptHandle"].startswith("rh-a") for _, e in sqs.visibility_calls[:beats_of_first])
+    assert all(e[0]["ReceiptHandle"].startswith("rh-b") for _, e in sqs.visibility_calls[beats_of_first:])
+
+
+def test_given_a_batch_left_when_its_next_beat_would_be_due_then_no_beat_of_it_comes() -> None:
+    sqs = ThreadSqs()
+    _batch_beaten(sqs, "a")
+    calls = len(sqs.visibility_calls)
+
+    # When more than its interval (0.2 s) passes after the batch left: the shared thread wakes and ends
+    thread = sqs.threads[-1]
+    thread.join(PATIENCE)
+
+    # Then it made no call for the batch that left, and it has ended (the next batch starts it again)
+    assert len(sqs.visibility_calls) == calls
     assert not thread.is_alive()
-    assert heartbeat.extensions >= 2
+    _batch_beaten(sqs, "b")
+    assert sqs.threads[-1] is not thread
+
+
+def test_given_a_batch_on_another_thread_when_the_interval_passes_then_a_thread_of_its_own_extends_it() -> (
+    None
+):
+    sqs = ThreadSqs()
+    seen: list[Heartbeat] = []
+
+    def batch() -> None:  # a thread other than the main one (the local runtime's invocations)
+        with Heartbeat(sqs, _records(2), visibility_timeout=1, fraction=0.2) as heartbeat:  # type: ignore[arg-type]
+            seen.append(heartbeat)
+            thread = heartbeat._thread
+            assert thread is not None
+            assert sqs.called.wait(timeout=PATIENCE)
+        assert not thread.is_alive()
+
+    assert _in_background(batch).wait(timeout=2 * PATIENCE)
+    assert seen[0].extensions >= 2
+    assert sqs.threads[0] is not threading.main_thread()
     assert sqs.visibility_calls[0][1][0]["VisibilityTimeout"] == 1
 
 
@@ -262,8 +341,23 @@ def test_given_no_records_when_entered_then_no_thread_is_started() -> None:
 
     with Heartbeat(sqs, [], visibility_timeout=1, fraction=0.2) as heartbeat:  # type: ignore[arg-type]
         assert heartbeat._thread is None
+        assert heartbeat._pacer is None
 
     assert sqs.visibility_calls == []
+
+
+def test_given_a_beat_in_flight_when_its_batch_exits_then_exit_returns_once_the_call_has() -> None:
+    sqs = BlockingSqs(block=0)
+    heartbeat = Heartbeat(sqs, _records(2), visibility_timeout=1, fraction=0.2)  # type: ignore[arg-type]
+    heartbeat.__enter__()
+    assert sqs.blocked.wait(timeout=PATIENCE)
+
+    exited = _in_background(heartbeat.__exit__, None, None, None)
+    assert not exited.wait(timeout=0.5), "exit returned while a beat of its batch was in flight"
+    sqs.release.set()
+
+    assert exited.wait(timeout=PATIENCE)
+    assert sqs.returned.is_set()
 
 
 # --- a beat's calls are made without the lock --------------------------------------------------

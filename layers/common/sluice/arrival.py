@@ -151,22 +151,24 @@ class Arrival:
     ) -> Arrival:
         user, carried, problem = split(attributes, body=body, seal=seal)
         envelope = carried or Envelope()
-        if envelope.origin_id is None:  # first hop (or bookkeeping that failed its seal): its own identity
-            envelope = envelope.model_copy(
-                update={"origin_id": message_id, "source": envelope.source or source}
-            )
+        update: dict[str, Any] = {}  # one copy of the envelope for every part filled in
+        origin_id = envelope.origin_id
+        if origin_id is None:  # first hop (or bookkeeping that failed its seal): its own identity
+            origin_id = update["origin_id"] = message_id
+            update["source"] = envelope.source or source
         elif envelope.source is None and source is not None:
             # an envelope that names its origin but no queue (e.g. a request `sluice delay-dlq replay`
             # sent back): the queue it arrived on, as for a first hop
-            envelope = envelope.model_copy(update={"source": source})
+            update["source"] = source
         if not valid_traceparent(envelope.traceparent) or valid_xray_header(envelope.trace) != envelope.trace:
             # the first hop, an envelope written before traceparent existed, or a producer's malformed one
-            trace, traceparent = first_hop(
+            update["trace"], update["traceparent"] = first_hop(
                 valid_xray_header(envelope.trace) or system.get(AWS_TRACE_HEADER),
                 envelope.traceparent or string_value(user, TRACEPARENT),
-                envelope.origin_id,
+                origin_id,
             )
-            envelope = envelope.model_copy(update={"trace": trace, "traceparent": traceparent})
+        if update:
+            envelope = envelope.model_copy(update=update)
         return cls(
             message_id=message_id,
             body=body,

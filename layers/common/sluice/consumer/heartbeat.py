@@ -17,10 +17,19 @@ in flight and makes the call without the lock. ``succeed`` never waits. ``settle
 that very record is part of a call in flight, and returns once it is not: after ``settle`` returns
 no extension of the record is running or will start, so a backoff visibility set right after it is
 never overwritten.
+
+Which thread beats: the Lambda runtime calls the handler on the process's main thread, one invocation
+at a time, and a thread started per batch costs the batch its start (the starter waits until the new
+thread runs: hundreds of microseconds of CPU, more wall time on a busy CPU). So the batches handled on
+the main thread share one thread (:class:`_Pacer`), which beats whichever batch is entered and ends once
+it wakes with none; a batch on any other thread starts a thread of its own, which it joins on exit (the
+local runtime runs each invocation on a thread of its own, whose threads inherit its context). Either
+way, once ``__exit__`` returns no beat of the batch is running or will start.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -76,12 +85,17 @@ class Heartbeat:
         self._in_call: dict[str, int] = {}
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
+        self._pacer: _Pacer | None = None
         self._started_at = clock()
         self.extensions = 0
 
     def __enter__(self) -> Heartbeat:
         self._started_at = self._clock()
-        if self._pending:
+        if not self._pending:
+            return self
+        if threading.current_thread() is threading.main_thread() and _MAIN.attach(self, self._first):
+            self._pacer = _MAIN
+        else:
             self._thread = threading.Thread(target=self._run, name="sluice-heartbeat", daemon=True)
             self._thread.start()
         return self
@@ -110,6 +124,9 @@ class Heartbeat:
 
     def stop(self) -> None:
         self._stopped.set()
+        if self._pacer is not None:
+            self._pacer.detach(self)
+            self._pacer = None
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
@@ -199,3 +216,78 @@ class Heartbeat:
             self._on_error(message_id, reason)
         if ok:
             self._on_extended(ok)
+
+
+class _Pacer:
+    """One thread beating the batches of the main thread, one batch after another (see the module's
+    docstring). It sleeps until the entered batch's next beat is due; it ends when it wakes with no batch
+    entered, and the next batch starts it again. A batch leaving never wakes it, and a batch entering
+    wakes it only when its first beat is due before the thread's current wait ends (never, between
+    batches of one consumer: the later batch's beats are due later)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._entered: Heartbeat | None = None
+        self._beating: Heartbeat | None = None
+        self._due = 0.0  # time.monotonic() of the next beat (the last batch's, once it left)
+        self._wakes_at: float | None = None  # when the thread's current wait ends (None: not waiting)
+
+    def attach(self, heartbeat: Heartbeat, first: float) -> bool:
+        """Beat ``heartbeat`` after ``first`` seconds, then every interval; False when another batch is
+        entered (nested use: the caller starts a thread of its own)."""
+        with self._cond:
+            if self._entered is not None:
+                return False
+            self._entered = heartbeat
+            self._due = time.monotonic() + first
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="sluice-heartbeat", daemon=True)
+                self._thread.start()
+            elif self._wakes_at is not None and self._due < self._wakes_at:
+                self._cond.notify()
+            return True
+
+    def detach(self, heartbeat: Heartbeat) -> None:
+        """No beat of ``heartbeat`` starts after this; returns once none is running."""
+        with self._cond:
+            if self._entered is heartbeat:
+                self._entered = None
+            self._cond.wait_for(lambda: self._beating is not heartbeat)
+
+    def _run(self) -> None:
+        me = threading.current_thread()
+        with self._cond:
+            try:
+                while True:
+                    now = time.monotonic()
+                    if self._due > now:
+                        self._wakes_at = self._due
+                        self._cond.wait(self._due - now)
+                        self._wakes_at = None
+                        continue
+                    heartbeat = self._entered
+                    if heartbeat is None:
+                        return  # idle: the next batch starts a thread again
+                    self._beat(heartbeat)
+            finally:
+                if self._thread is me:
+                    self._thread = None
+
+    def _beat(self, heartbeat: Heartbeat) -> None:
+        """Under the lock, released for the beat itself."""
+        self._beating = heartbeat
+        self._cond.release()
+        try:
+            heartbeat.beat()
+        except Exception:  # beat reports its calls' failures itself; this thread goes on for the next batches
+            logging.getLogger(__name__).exception("visibility heartbeat failed")
+        finally:
+            self._cond.acquire()
+            self._beating = None
+            self._cond.notify_all()
+        if self._entered is heartbeat:
+            self._due = time.monotonic() + heartbeat._interval
+
+
+_MAIN = _Pacer()
