@@ -10,7 +10,9 @@ each side effect (charge, reward, notify) is guarded by its own idempotency reco
 ``record.once`` does. Both idempotency stores share one DynamoDB client of boto3's default session,
 as the sluice consumer does, and use the same table and TTL. When ``LEDGER_TABLE_NAME`` is set (the
 example processor of this tree writes one ledger item per side effect), each side effect writes the
-same ledger item through a copy of processor.Ledger (also checked identical by cold_start.py).
+same ledger item through a copy of processor.Ledger (also checked identical by cold_start.py). At
+import it reads the stack's envelope key once with Powertools' ``parameters.get_secret``, the
+equivalent of sluice's key read (which also reads the key's previous version).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any, Literal
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities import parameters
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.idempotency import (
@@ -89,6 +92,11 @@ class Ledger:
 
 ledger = Ledger.from_env(os.environ) if "LEDGER_TABLE_NAME" in os.environ else None
 dynamodb = boto3.client("dynamodb")
+# What sluice's handler also does at cold start where Powertools has the equivalent: the stack's envelope
+# key read from Secrets Manager (SLUICE_ENVELOPE_KEY_SECRET), as a Powertools-only consumer checking what
+# its producers attach would read its key. Once: sluice also reads the key's previous version (rotation),
+# one GetSecretValue more, which stays in its total.
+signing_key = parameters.get_secret(os.environ["SLUICE_ENVELOPE_KEY_SECRET"])
 order_config = IdempotencyConfig(
     event_key_jmespath="order_id",
     payload_validation_jmespath="@",

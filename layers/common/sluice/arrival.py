@@ -102,7 +102,8 @@ class Arrival:
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any], *, seal: Seal | None) -> Arrival:
-        """From one record of a Lambda SQS event (the raw dict, or Powertools' ``SQSRecord``).
+        """From one record of a Lambda SQS event (the raw dict, or one holding it as ``raw_event``:
+        :class:`~sluice.partial.SqsRecord`, Powertools' ``SQSRecord``).
 
         ``seal`` verifies the envelope (``None`` only for tools that display: nothing is verified)."""
         raw = getattr(record, "raw_event", record)
@@ -234,8 +235,9 @@ class Unread:
 
 
 def fallback_ids(record: Mapping[str, Any]) -> Unread:
-    """The ids and receive count of a Lambda SQS ``record`` (raw, or Powertools' ``SQSRecord``) whose
-    reading failed: only SQS's own fields are read, each only if it has the shape SQS gives it."""
+    """The ids and receive count of a Lambda SQS ``record`` (raw, or wrapped as :meth:`Arrival.from_record`
+    takes it) whose reading failed: only SQS's own fields are read, each only if it has the shape SQS
+    gives it."""
     raw = getattr(record, "raw_event", record)
     system = raw.get("attributes")
     if not isinstance(system, Mapping):

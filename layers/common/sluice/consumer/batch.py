@@ -44,7 +44,7 @@ from sluice.errors import PermanentError, RetryAfter
 from sluice.fit import fit
 from sluice.limits import MAX_VISIBILITY_SECONDS
 from sluice.logevents import EVENT, LogEvent
-from sluice.partial import each_record
+from sluice.partial import SqsRecord, each_record
 from sluice.poison import isolate
 from sluice.queuecheck import SourceQueueNeeds, check_source_queue
 from sluice.sealing import load_seal
@@ -55,7 +55,6 @@ from sluice.workload_environment import apply as apply_workload_environment
 if TYPE_CHECKING:
     import boto3
     from aws_lambda_powertools import Logger
-    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
     from aws_lambda_powertools.utilities.typing import LambdaContext
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_s3 import S3Client
@@ -181,7 +180,7 @@ class Consumer:
             remaining if callable(remaining) else None, max_receive_count=self._settings.max_receive_count
         )
 
-        def record_handler(record: SQSRecord) -> None:
+        def record_handler(record: SqsRecord) -> None:
             if (margin := deadline.missed(record)) is not None:  # back soon, for an invocation with time
                 heartbeat.settle(record.message_id)
                 stats.add(metrics.RECORDS_DEFERRED)
@@ -209,7 +208,7 @@ class Consumer:
     # --- record --------------------------------------------------------------------------------
 
     def _handle_record(
-        self, record: SQSRecord, heartbeat: Heartbeat, stats: BatchStats, correlations: dict[str, str | None]
+        self, record: SqsRecord, heartbeat: Heartbeat, stats: BatchStats, correlations: dict[str, str | None]
     ) -> None:
         """Returns normally when the record is done (processed, duplicate, isolated); raises to retry it."""
         mid = record.message_id
@@ -410,7 +409,7 @@ class Consumer:
         return True
 
     def _retry_later(
-        self, record: SQSRecord, exc: Exception, stats: BatchStats, heartbeat: Heartbeat, receives: int
+        self, record: SqsRecord, exc: Exception, stats: BatchStats, heartbeat: Heartbeat, receives: int
     ) -> NoReturn:
         """Give the record its backoff visibility for its ``receives``-th failure, then fail it (it
         lands in batchItemFailures)."""

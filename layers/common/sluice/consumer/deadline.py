@@ -58,7 +58,7 @@ class Deadline:
         self._lock = threading.Lock()
 
     def missed(self, record: Any) -> float | None:
-        """None when ``record`` (a Powertools ``SQSRecord``) may start, counted as started; else the
+        """None when ``record`` (a :class:`~sluice.partial.SqsRecord`) may start, counted as started; else the
         margin in seconds the invocation's remaining time did not exceed."""
         with self._lock:
             margin = max(MIN_MARGIN_SECONDS, 2 * self._longest)

@@ -16,15 +16,13 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-
 from sluice import metrics
 from sluice.arrival import Arrival
 from sluice.envelope import Seal
 from sluice.errors import ConfigurationError, JobStoreUnavailable, PermanentError
 from sluice.jobs.worker import Delivery, JobWorker, Outcome, OutOfTime, Result, parse_job_message
 from sluice.logevents import EVENT, LogEvent
-from sluice.partial import each_record
+from sluice.partial import SqsRecord, each_record
 from sluice.poison import isolate
 
 if TYPE_CHECKING:
@@ -92,7 +90,7 @@ class JobConsumer:
         position = iter(range(len(records)))  # one record at a time, in the event's order
         down: list[JobStoreUnavailable] = []
 
-        def record_handler(record: SQSRecord) -> None:
+        def record_handler(record: SqsRecord) -> None:
             i = next(position)
             arrival = arrivals[i]
             self._log.thread_safe_append_keys(message_id=record.message_id)
@@ -141,7 +139,7 @@ class JobConsumer:
         results: list[Result | None] = []
         jobs: dict[int, uuid.UUID] = {}  # the records that name a job to run, by position
         for i, raw in enumerate(records):
-            arrival, read = self._read(SQSRecord(raw), counts)
+            arrival, read = self._read(SqsRecord(raw), counts)
             arrivals.append(arrival)
             results.append(None if isinstance(read, uuid.UUID) else read)
             if isinstance(read, uuid.UUID):
@@ -151,7 +149,7 @@ class JobConsumer:
         self._run(jobs, arrivals, results, deadline)
         return arrivals, results
 
-    def _read(self, record: SQSRecord, counts: Counter[str]) -> tuple[Arrival | None, uuid.UUID | Result]:
+    def _read(self, record: SqsRecord, counts: Counter[str]) -> tuple[Arrival | None, uuid.UUID | Result]:
         """A record read and its job id parsed: ``(arrival, job id)`` when it names a job to run, else what
         it came to (a malformed message: the error that sends it to the poison queue)."""
         self._log.thread_safe_append_keys(message_id=record.message_id)
@@ -204,7 +202,7 @@ class JobConsumer:
             raise AssertionError("a record of the batch has no result")  # pragma: no cover
         raise result
 
-    def _arrive(self, record: SQSRecord, counts: Counter[str]) -> Arrival:
+    def _arrive(self, record: SqsRecord, counts: Counter[str]) -> Arrival:
         """The record read (its trace id on every log line about it); bookkeeping that failed its seal
         check is logged, counted in ``EnvelopesCorrupt`` and ignored, as on every hop."""
         arrival = Arrival.from_record(record, seal=self._seal)
