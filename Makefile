@@ -157,6 +157,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/delay_cost.py
 	$(PY) benchmarks/redrive_requests.py
 	$(PY) benchmarks/jobs.py
+	$(PY) benchmarks/cost.py
 
 ENV ?= default
 # A new stack (none of samconfig.toml's stack_name in your AWS configuration's region): scripts/first_deploy.py

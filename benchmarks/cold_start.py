@@ -21,7 +21,7 @@ Whole cold invocation (``--invoke``): each sample is a fresh interpreter that st
 ``mock_aws``, creates the queues and table (untimed), then imports the handler and runs its first
 batch of 10 new records; the timed region is the import plus that first invocation. The sluice
 consumer (examples/orders/app.py, the example workload) is compared with benchmarks/anchor/app.py, the
-same job written with Powertools alone; runs alternate and the ratio of the medians is held against 1.15.
+same job written with Powertools alone; runs alternate and the ratio of the medians is held against 1.0.
 
     .venv/bin/python benchmarks/cold_start.py --invoke --runs 9
     .venv/bin/python benchmarks/cold_start.py --invoke --runs 9 --importtime --profile
@@ -63,7 +63,7 @@ TARGET_RATIO = 1.3
 
 ANCHOR_DIR = BENCH_DIR / "anchor"
 INVOKE_CHILD = BENCH_DIR / "invoke_child.py"
-INVOKE_TARGET_RATIO = 1.15
+INVOKE_TARGET_RATIO = 1.0  # issue 28: the whole cold invocation no slower than the Powertools-only anchor
 ENVELOPE_KEY_NAME = "sluice-envelope-key"
 ENVELOPE_KEY = "bench-envelope-key-" + "0" * 32  # invoke_child.py's; load_seal wants >= 32 bytes
 INVOKE_RECORDS = 10

@@ -34,7 +34,8 @@ WARMUP_KEY = "bench-warmup"
 ENVELOPE_KEY_NAME = "sluice-envelope-key"
 ENVELOPE_KEY = "bench-envelope-key-" + "0" * 32
 """The stack's envelope key (template.yaml EnvelopeKey; at least 32 bytes): sluice's handler reads it at
-import (``sluice.sealing.load_seal``, current and previous version); the anchor has no use for it."""
+import (``sluice.sealing.load_seal``, current and previous version); the anchor reads it once (Powertools'
+``parameters.get_secret``), the equivalent it has."""
 
 
 @dataclass

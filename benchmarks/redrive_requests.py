@@ -161,6 +161,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=1000)
     parser.add_argument("--prices", type=Path, default=DEFAULT_PRICES)
+    parser.add_argument(
+        "--json", type=Path, help="also write the requests per message here (cost.py reads it)"
+    )
     args = parser.parse_args()
     n = args.messages
     price = sqs_price_per_request(args.prices)
@@ -225,6 +228,14 @@ def main() -> int:
             }
             if depth(admin, urls["dlq"]) or moved != n or arrived != n:
                 raise SystemExit(f"{kind}: drained {moved}/{n}, {arrived} arrived on the work queue")
+    print_table(results, n, price)
+    if args.json is not None:
+        write_json(args.json, args.prices, n, results)
+    return 0
+
+
+def print_table(results: dict[str, dict[str, Any]], n: int, price: float) -> None:
+    """The table: SQS requests, per message and in dollars, per redriver; sluice against the floor."""
     floor = (3 * -(-n // 10) + 1) / n
     print(
         f"redrive of {n:,} dead-lettered messages (in-process moto; SQS ${price * 1e6:.2f} per 1M requests)"
@@ -251,7 +262,24 @@ def main() -> int:
         f"+ 1 drain-confirming empty receive ({TARGET} + {1 / n:.4f}): {verdict}"
     )
     print(f"article: {results['article']['sqs'] / n:.4f} per message, {ratio:.1f}x sluice's SQS requests")
-    return 0
+
+
+def write_json(path: Path, prices: Path, n: int, results: dict[str, dict[str, Any]]) -> None:
+    """Per redriver: SQS and DynamoDB requests per message (DynamoDB's per operation) and invocations."""
+    per_message = {
+        kind: {
+            "sqs_requests_per_message": r["sqs"] / n,
+            "dynamodb_requests_per_message": r["dynamodb"] / n,
+            "dynamodb_operations": {
+                op.split(":", 1)[1]: count for op, count in r["ops"].items() if op.startswith("dynamodb:")
+            },
+            "invocations": r["invocations"],
+        }
+        for kind, r in results.items()
+    }
+    document = {"messages": n, "prices_file": str(prices), "redrivers": per_message}
+    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    print(f"figures written to {path}")
 
 
 if __name__ == "__main__":

@@ -71,19 +71,21 @@ COLD_INVOKE = Smoke(
 )
 CONSUMER = Smoke(
     "consumer_overhead.py",
-    ("--batches", "1", "--warmup", "1"),
+    ("--batches", "1", "--warmup", "1", "--json", "{json}"),
     (
         r"^1 batches x 10 records per consumer \(1 warm-up batches each\)",
         *(rf"^  \({s}\) {n}, {k} +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER}$"
           for s, n in (("a", "anchor"), ("b", "sluice")) for k in ("new", "duplicate")),
         rf"^ratio b/a \(new records, median per batch\) = {NUMBER} +\(target <= {NUMBER}\) +(PASS|FAIL)$",
+        rf"^ratio b/a, CPU time \(new records, median per batch\) = {NUMBER} +\(target <= {NUMBER}\)"
+        r" +(PASS|FAIL)$",
         rf"^  sluice +{NUMBER} +{NUMBER} +{NUMBER}$",
         r"^criteria:\n(?:  (?:PASS|FAIL) +.+\n)+",
     ),
 )  # fmt: skip
 REDRIVE = Smoke(
     "redrive_requests.py",
-    ("--messages", "25"),
+    ("--messages", "25", "--json", "{json}"),
     (
         rf"^redrive of 25 dead-lettered messages \(in-process moto; SQS \${NUMBER} per 1M requests\)$",
         *(rf"^{kind} +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER}$" for kind in ("sluice", "article")),
@@ -160,7 +162,32 @@ JOB_PEER_SHAPE = (
       rf" (PASS|BELOW TARGET); two-phase/procrastinate = {NUMBER};" for w in JOB_WORKERS),
 )  # fmt: skip
 """What the report shows of the peers when they ran."""
-SMOKES = (COLD_IMPORT, COLD_INVOKE, CONSUMER, REDRIVE, DELAY, JOBS)
+COST_ARGS = (
+    "--smoke",
+    "--prices",
+    "{prices}",
+    "--db-usd-per-hour",
+    "0.2",
+    "--db-vcpus",
+    "2",
+    "--jobs-workers",
+    "1",
+)
+COST = Smoke(  # cost.py: every path priced beside its anchor, from the others' --json at their smoke size
+    "cost.py",
+    (*COST_ARGS, "--figures", "{figures}"),
+    (
+        r"^prices: \S+aws-prices\.md$",
+        rf"^  total +\${NUMBER} +\${NUMBER}$",
+        rf"^  sluice / anchor = {NUMBER}$",
+        rf"^ +scheduler +\${NUMBER} +\${NUMBER}$",
+        rf"^ +Scheduler/msg +\${NUMBER} +\${NUMBER}$",
+        rf"^  anchor: SQS native redrive \(StartMessageMoveTask\) +{NUMBER}(?: +\${NUMBER}){{3}}$",
+        rf"^  sluice two-phase +{NUMBER}(?: +\${NUMBER}(?: \(n/a\))?){{4}}$"
+        r"|^  SKIPPED: jobs\.py found no PostgreSQL",
+    ),
+)  # fmt: skip
+SMOKES = (COLD_IMPORT, COLD_INVOKE, CONSUMER, REDRIVE, DELAY, JOBS, COST)
 NOT_SMOKED = {("cold_start.py", "--lean"): "builds a virtualenv with pip from the package index"}
 """Documented options no smoke run takes, and why."""
 SCRIPT_TIMEOUT = 540
@@ -223,20 +250,48 @@ def test_cold_start_runs_both_modes_with_the_envelope_key_it_reads_at_import(smo
 
 @pytest.mark.subprocess
 @pytest.mark.timeout(SCRIPT_TIMEOUT + 60)
-def test_consumer_overhead_runs_a_batch_of_each_consumer():
+def test_consumer_overhead_runs_a_batch_of_each_consumer(tmp_path):
     # Given in-process moto, When one warm-up and one measured batch run through each consumer
-    # Then the times, the requests per record and the criteria are printed
-    run(CONSUMER)
+    # Then the times, the requests per record and the criteria are printed, and the figures written
+    run(CONSUMER, json=str(tmp_path / "consumer.json"))
+    figures = json.loads((tmp_path / "consumer.json").read_text(encoding="utf-8"))
+    assert set(figures["consumers"]) == {"sluice", "anchor"}
+    assert figures["consumers"]["sluice"]["ddb_requests_per_record"]["PutItem"] == 1
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
+@pytest.mark.timeout(SCRIPT_TIMEOUT + 60)
+def test_cost_prices_every_path_beside_its_anchor(price_table, tmp_path):
+    # Given the other benchmarks' --json (cost.py reads what they counted; it prices no script without it)
+    missing = [
+        s for s in ("delay_cost.py", "jobs.py") if '"--json"' not in (BENCHMARKS / s).read_text("utf-8")
+    ]
+    if missing:
+        # Then cost.py refuses, naming the script, rather than price what nothing counted
+        done = subprocess.run(
+            [sys.executable, "benchmarks/cost.py", *(a.format(prices=price_table) for a in COST_ARGS)],
+            cwd=ROOT, capture_output=True, text=True, check=False, timeout=SCRIPT_TIMEOUT,
+        )  # fmt: skip
+        assert done.returncode != 0
+        assert f"benchmarks/{missing[0]} has no --json option" in done.stderr, done.stdout + done.stderr
+        return
+    # When it runs every benchmark at its smoke size (no figures given: the folder is empty)
+    out = run(COST, prices=str(price_table), figures=str(tmp_path))
+    # Then the table has every path and its anchor, priced from the table it was given
+    assert f"prices: {price_table.resolve()}" in out, out
 
 
 @pytest.mark.subprocess
 @pytest.mark.timeout(SCRIPT_TIMEOUT + 60)
 @pytest.mark.usefixtures("price_table")
-def test_redrive_requests_drains_the_dlq_both_ways():
+def test_redrive_requests_drains_the_dlq_both_ways(tmp_path):
     # Given the shared price table where the benchmark looks by default (no --prices)
     # When 25 dead-lettered messages are re-driven by sluice and by the article's redriver
-    # Then both moved every message (else it exits non-zero) and each row has its figures
-    run(REDRIVE)
+    # Then both moved every message (else it exits non-zero) and each row has its figures, also written
+    run(REDRIVE, json=str(tmp_path / "redrive.json"))
+    figures = json.loads((tmp_path / "redrive.json").read_text(encoding="utf-8"))
+    assert figures["redrivers"]["sluice"]["sqs_requests_per_message"] == 0.4  # 3 per 10 + 1 empty receive
 
 
 @pytest.mark.subprocess
