@@ -415,6 +415,12 @@ def report_invoke(kinds: list[Kind]) -> None:
         f"\nratio sluice/anchor, whole cold invocation (median import + first invocation) = {ratio:.3f}"
         f"  (target <= {INVOKE_TARGET_RATIO})  {verdict}"
     )
+    cpu = {kind.name: kind.median("cpu_total_ms") for kind in kinds}
+    print(
+        "  informational, the children's CPU time over the same regions (less moved by the machine's load):"
+        f" sluice {cpu['sluice']:.1f} ms, anchor {cpu['anchor']:.1f} ms,"
+        f" ratio {cpu['sluice'] / cpu['anchor']:.3f}"
+    )
 
 
 def _importtime_rows(stderr: str) -> dict[str, tuple[int, int]]:

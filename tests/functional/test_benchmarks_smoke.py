@@ -63,6 +63,8 @@ COLD_INVOKE = Smoke(
         rf"^  sluice \(examples/orders\) +{NUMBER} +{NUMBER} +{NUMBER} +\[{NUMBER}\]$",
         rf"^  anchor \(benchmarks/anchor\) +{NUMBER} +{NUMBER} +{NUMBER} +\[{NUMBER}\]$",
         rf"^ratio sluice/anchor, whole cold invocation .* = {NUMBER} +\(target <= {NUMBER}\) +(PASS|FAIL)$",
+        rf"^  informational, the children's CPU time .*: sluice {NUMBER} ms, anchor {NUMBER} ms,"
+        rf" ratio {NUMBER}$",
         rf"^  modules only sluice imports: {NUMBER}, {NUMBER} ms self in total",
         rf"^  import: own time \(tottime\) by package, ms +sluice {NUMBER} +anchor {NUMBER}$",
         rf"^    calls \(sluice vs anchor\): API calls {NUMBER} vs {NUMBER};",
