@@ -368,7 +368,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--batches", "--runs", type=int, default=30, help="measured batches per consumer")
+    parser.add_argument("--batches", "--runs", type=int, default=60, help="measured batches per consumer")
     parser.add_argument("--warmup", type=int, default=3, help="unmeasured batches per consumer first")
     parser.add_argument("--json", type=Path, help="also write the figures there (cost.py reads them)")
     args = parser.parse_args()
