@@ -266,18 +266,6 @@ def test_consumer_overhead_runs_a_batch_of_each_consumer(tmp_path):
 @pytest.mark.timeout(SCRIPT_TIMEOUT + 60)
 def test_cost_prices_every_path_beside_its_anchor(price_table, tmp_path):
     # Given the other benchmarks' --json (cost.py reads what they counted; it prices no script without it)
-    missing = [
-        s for s in ("delay_cost.py", "jobs.py") if '"--json"' not in (BENCHMARKS / s).read_text("utf-8")
-    ]
-    if missing:
-        # Then cost.py refuses, naming the script, rather than price what nothing counted
-        done = subprocess.run(
-            [sys.executable, "benchmarks/cost.py", *(a.format(prices=price_table) for a in COST_ARGS)],
-            cwd=ROOT, capture_output=True, text=True, check=False, timeout=SCRIPT_TIMEOUT,
-        )  # fmt: skip
-        assert done.returncode != 0
-        assert f"benchmarks/{missing[0]} has no --json option" in done.stderr, done.stdout + done.stderr
-        return
     # When it runs every benchmark at its smoke size (no figures given: the folder is empty)
     out = run(COST, prices=str(price_table), figures=str(tmp_path))
     # Then the table has every path and its anchor, priced from the table it was given
