@@ -151,13 +151,17 @@ SOAK_WORKERS ?=
 soak: $(STAMP)
 	$(PY) -m sluice_local soak --seeds $(SOAK_SEEDS) $(if $(SOAK_WORKERS),--workers $(SOAK_WORKERS)) $(SOAK_ARGS)
 
+# Every benchmark at full size; the four cost.py prices write their figures to BENCH_FIGURES, which cost.py
+# then reads (not run twice).
+BENCH_FIGURES ?= .bench-figures
 bench: $(STAMP)
+	@mkdir -p $(BENCH_FIGURES)
 	$(PY) benchmarks/cold_start.py
-	$(PY) benchmarks/consumer_overhead.py
-	$(PY) benchmarks/delay_cost.py
-	$(PY) benchmarks/redrive_requests.py
-	$(PY) benchmarks/jobs.py
-	$(PY) benchmarks/cost.py
+	$(PY) benchmarks/consumer_overhead.py --json $(BENCH_FIGURES)/consumer.json
+	$(PY) benchmarks/delay_cost.py --json $(BENCH_FIGURES)/delays.json
+	$(PY) benchmarks/redrive_requests.py --json $(BENCH_FIGURES)/redrive.json
+	$(PY) benchmarks/jobs.py --json $(BENCH_FIGURES)/jobs.json
+	$(PY) benchmarks/cost.py --figures $(BENCH_FIGURES)
 
 ENV ?= default
 # A new stack (none of samconfig.toml's stack_name in your AWS configuration's region): scripts/first_deploy.py
