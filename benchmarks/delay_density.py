@@ -70,7 +70,7 @@ ESM_BATCH = 100  # the template's DelayBatchSize default
 DENSITIES = (1, 10, 100, 1000)
 SPREAD_RATE = MILLION / DELAY.total_seconds()  # 1M messages spread evenly over 30 days, per second
 SPREAD_PER_BUCKET = SPREAD_RATE * BUCKET_SECONDS
-SPREAD_WINDOWS = (1, 20)  # DelayBatchingWindowInSeconds: 1 s, and the template's default (20 s)
+SPREAD_WINDOWS = (1, 20)  # DelayBatchingWindowInSeconds: the template's default, and 20 s
 SWEEPS_PER_30_DAYS = 2880
 GROUP = "sluice-delays"
 TARGET_EVERY_ROW = 1.00  # $ per million, orchestration, every density
@@ -120,6 +120,10 @@ def densities(messages: int) -> list[Density]:
     for window in SPREAD_WINDOWS:
         label = f"1M over 30 days, window {window} s"
         out.append(Density(label, SPREAD_PER_BUCKET, spread, float(window), spread=True))
+    # The sparsest stream: one request a minute, each alone in its batch-delay invocation and its bucket
+    # (the rows above send each bucket's requests together).
+    sparse = [(float(i * BUCKET_SECONDS), i * BUCKET_SECONDS + due0) for i in range(max(2, messages // 10))]
+    out.append(Density("1 per bucket, sent 1 a minute", 1.0, sparse, 1.0))
     return out
 
 

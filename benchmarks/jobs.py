@@ -62,7 +62,6 @@ from job_drains import KINDS, Drain, Task, anchor_pick, drain  # noqa: E402
 from psycopg import sql  # noqa: E402
 
 from sluice_local.app import postgres  # noqa: E402
-from sluice_local.emulation import cfn_yaml  # noqa: E402
 
 TARGET_ROUND_TRIPS = 3.0
 TARGET_RATIO = 0.9
@@ -172,6 +171,10 @@ def _close(*sockets: socket.socket) -> None:
 
 def template_batch_size() -> int:
     """The job consumer's SQS batch size: its event source's BatchSize in stacks/jobs.yaml."""
+    # here, not at the top: the local runtime's package needs samtranslator, which the library's own
+    # environment (scripts/library_ends.py runs a test that loads this file) does not have
+    from sluice_local.emulation import cfn_yaml  # noqa: PLC0415
+
     template = cfn_yaml.parse((ROOT / "stacks" / "jobs.yaml").read_text(encoding="utf-8"))
     for resource in template["Resources"].values():
         events = resource.get("Properties", {}).get("Events") if isinstance(resource, dict) else None

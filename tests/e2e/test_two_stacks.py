@@ -32,12 +32,18 @@ def went_to_alarm(cloud: LocalCloud, name: str) -> bool:
     return any(new == "ALARM" for _, new in transitions(cloud)[name])
 
 
+CALM = {**FAST, "ConsumerTimeoutSeconds": "60"}
+
+
 def test_a_failure_storm_in_one_stack_moves_no_alarm_of_the_other_in_the_same_account():
     # Given two stacks of the same template in one embedded account and region
     suffix = uuid.uuid4().hex[:6]
     with (
         local_cloud(FAST, stack_name=f"storm-{suffix}", examples=True) as storm,
-        local_cloud(FAST, stack_name=f"calm-{suffix}", beside=storm, examples=True) as calm,
+        # the calm stack's consumer gets a minute, not --fast's 10 s: on a loaded machine a 10-s invocation
+        # hands records back before its deadline, they come again, and NearDeadLetter counts them: its own
+        # load, not the other stack's storm, which is what this test is about
+        local_cloud(CALM, stack_name=f"calm-{suffix}", beside=storm, examples=True) as calm,
     ):
         assert calm.endpoint == storm.endpoint  # one embedded AWS
         assert storm.alarms is not None

@@ -105,6 +105,7 @@ DENSITY_ROWS = (
     "1,000 per bucket",
     "1M over 30 days, window 1 s",
     "1M over 30 days, window 20 s",
+    "1 per bucket, sent 1 a minute",
 )
 DELAY = Smoke(
     "delay_cost.py",
@@ -124,7 +125,7 @@ DELAY = Smoke(
           for row in DENSITY_ROWS for path in ("state-machine", "scheduler")),
         *(rf"^  {re.escape(row)} +anchor +\${NUMBER} +\${NUMBER}$" for row in DENSITY_ROWS),
         r"every message delivered once, S3 empty, in every simulated row$",
-        *(rf"^  {path}: <= \$1\.00 in \d of 6 rows.*; <= \$0\.05 at 100 per bucket: "
+        *(rf"^  {path}: <= \$1\.00 in \d of 7 rows.*; <= \$0\.05 at 100 per bucket: "
           rf"(PASS|ABOVE) \(\${NUMBER}\)$" for path in ("state-machine", "scheduler")),
     ),
 )  # fmt: skip

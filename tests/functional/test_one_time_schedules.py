@@ -141,3 +141,18 @@ def test_an_at_time_is_read_in_its_time_zone():
     assert due_at(Stored()) == NOW  # 13:00 in Paris is 12:00 UTC in November
     Stored.schedule_expression = "rate(5 minutes)"
     assert due_at(Stored()) is None
+
+
+def test_a_schedule_created_again_under_a_fired_name_fires_again(scheduler):
+    # Given a schedule that fired and was deleted (ActionAfterCompletion DELETE)
+    deliveries, clock = FakeDeliveries([]), Clock()
+    schedules = runtime(deliveries, clock)
+    create(scheduler, "same", NOW)
+    schedules.tick()
+    wait_for(lambda: names(scheduler) == [], "the first one fired and deleted", 10)
+    # When a new schedule is created under the freed name (AWS: a new schedule)
+    create(scheduler, "same", NOW)
+    schedules.tick()
+    # Then it fires too
+    wait_for(lambda: names(scheduler) == [], "the second one fired and deleted", 10)
+    assert len(deliveries.calls) == 2

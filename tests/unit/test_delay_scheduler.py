@@ -139,3 +139,45 @@ def test_the_scheduler_needs_its_group_role_rehydrator_and_dead_letter_queue():
         )
     with pytest.raises(ConfigurationError, match="SLUICE_DELAY_ORCHESTRATOR"):
         DelaySettings.from_env({**BASE, "SLUICE_DELAY_ORCHESTRATOR": "cron"})
+
+
+# --- 60-second precision: AWS invokes a schedule set at 1:00 between 1:00:00 and 1:00:59 -------------
+
+
+def test_a_schedule_time_is_a_whole_minute_so_no_firing_within_its_minute_is_early():
+    # Given a bucket width that does not divide a minute (buckets open at any second)
+    for offset in (1, 17, 59):
+        bucket = BUCKET + offset
+        # When its window's schedule time is chosen
+        at = fire_time(bucket, NOW)
+        # Then it is the whole minute at or before the lead, and an SQS target's delay counts from it
+        assert at % 60 == 0
+        assert bucket - SCHEDULE_LEAD_SECONDS - 59 <= at <= bucket - SCHEDULE_LEAD_SECONDS
+        [spec] = plan([Parked("m", WORK, datetime.fromtimestamp(bucket, tz=UTC), "{}", {})], NOW, 7).schedules
+        assert spec.kind == "sqs"
+        assert spec.fire_at == at
+        # fired at any second of its minute, the message is never delivered before it is due
+        delay = json.loads(spec.input)["DelaySeconds"]
+        assert all(fired + delay >= bucket for fired in range(at, at + 60))
+
+
+def test_a_window_holds_no_message_a_firing_within_its_minute_could_not_delay_enough():
+    # Given a sparse stream whose first bucket opens mid-minute
+    start = BUCKET + 30
+    dues = [datetime.fromtimestamp(start + 60 * i, tz=UTC) for i in range(16)]
+    messages = [Parked(f"m{i:02d}", WORK, due, "{}", {}) for i, due in enumerate(dues)]
+    # When they are planned
+    for spec in plan(messages, NOW, 7).schedules:
+        # Then every message of a window is due at most 899 s after the window's time (SQS's 900 s at most)
+        latest = max(start + 60 * int(k[1:]) for k in spec.keys)
+        assert latest - spec.fire_at <= 899
+
+
+def test_a_window_whose_time_has_passed_goes_through_the_rehydrator_even_alone():
+    # Given one message parked due 30 s from now (its window's whole minute, less the lead, has passed)
+    now = datetime.fromtimestamp(BUCKET - 30, tz=UTC)
+    # When it is planned
+    [spec] = plan([parked("m1")], now, 60).schedules
+    # Then the Lambda target carries it (its residual delay is counted when it runs, never early)
+    assert spec.kind == "lambda"
+    assert spec.fire_at == BUCKET - 29

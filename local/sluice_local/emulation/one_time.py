@@ -30,6 +30,7 @@ import logging
 import re
 import threading
 import uuid
+import weakref
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -105,7 +106,9 @@ class OneTimeSchedules:
         self._region, self._account = region, account
         self._clock = clock or (lambda: datetime.now(UTC))
         self._groups: set[str] = set()
-        self._started: set[str] = set()  # schedule ARNs fired or firing
+        # the schedules fired or firing (the objects, not their ARNs: one deleted and created again under
+        # its name is a new schedule, and fires when due as AWS fires it)
+        self._started: weakref.WeakSet[Any] = weakref.WeakSet()
         self._lock = threading.Lock()
         self.fired = 0
         self.dead_lettered = 0
@@ -130,9 +133,9 @@ class OneTimeSchedules:
                 if due is None or due > now or schedule.state != "ENABLED":
                     continue
                 with self._lock:
-                    if schedule.arn in self._started:
+                    if schedule in self._started:
                         continue
-                    self._started.add(schedule.arn)
+                    self._started.add(schedule)
                 threading.Thread(
                     target=self._fire, args=(schedule,), name=f"schedule {schedule.name}", daemon=True
                 ).start()

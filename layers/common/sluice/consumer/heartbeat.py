@@ -42,6 +42,9 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_sqs.type_defs import ChangeMessageVisibilityBatchRequestEntryTypeDef
 
+DETACH_TIMEOUT_SECONDS = 10
+"""How long a leaving batch waits for its heartbeat's beat in flight (a hung visibility call)."""
+
 SAFETY_SECONDS = 5  # margin below the 12-hour limit
 
 
@@ -128,7 +131,7 @@ class Heartbeat:
             self._pacer.detach(self)
             self._pacer = None
         if self._thread is not None:
-            self._thread.join(timeout=10)
+            self._thread.join(timeout=DETACH_TIMEOUT_SECONDS)
             self._thread = None
 
     def _run(self) -> None:
@@ -249,11 +252,17 @@ class _Pacer:
             return True
 
     def detach(self, heartbeat: Heartbeat) -> None:
-        """No beat of ``heartbeat`` starts after this; returns once none is running."""
+        """No beat of ``heartbeat`` starts after this; returns once none is running, or after
+        :data:`DETACH_TIMEOUT_SECONDS` of a beat hung in its calls (as a batch's own thread is joined)."""
         with self._cond:
             if self._entered is heartbeat:
                 self._entered = None
-            self._cond.wait_for(lambda: self._beating is not heartbeat)
+            left = self._cond.wait_for(lambda: self._beating is not heartbeat, timeout=DETACH_TIMEOUT_SECONDS)
+            if not left:
+                logging.getLogger(__name__).warning(
+                    "visibility heartbeat still running after %s s: the batch leaves without it",
+                    DETACH_TIMEOUT_SECONDS,
+                )
 
     def _run(self) -> None:
         me = threading.current_thread()

@@ -22,11 +22,16 @@ recreates the same names and gets ``ConflictException``, never a second copy. Ev
 Scheduler's retry policy and the stack's schedule dead-letter queue, so a target that keeps failing
 leaves the input in that queue, never nowhere.
 
-Precision (docs/delays.md): a schedule fires :data:`SCHEDULE_LEAD_SECONDS` before its first bucket opens.
-The Lambda target sends with the residual delay computed at that moment, so a schedule that fires up
-to a minute late still delivers on time to the second. The SQS targets' ``DelaySeconds`` is fixed when
-the schedule is created: on time to the second when the Scheduler fires on time, as late as it fires
-late otherwise (AWS documents invocations within a minute of the scheduled time).
+Precision (docs/delays.md): AWS invokes a schedule set at 1:00 between 1:00:00 and 1:00:59 (60-second
+precision). A schedule's time is its window's nominal time, :data:`SCHEDULE_LEAD_SECONDS` before its
+first bucket opens rounded down to the whole minute, so it never fires before that time. The Lambda
+target sends with the residual delay computed when it runs, so it delivers on time to the second; a
+window holds the messages due at most 899 s after its nominal time, so no residual exceeds SQS's 900 s.
+The SQS target's ``DelaySeconds`` is fixed when the schedule is created, counted from that whole minute:
+never early, as late as the Scheduler fires within its minute. A window whose nominal time has already
+passed (a message parked due within about two minutes: a direct-send threshold that low is a local
+``--fast`` setting) fires at the next second through the Lambda target only, whose residual is counted
+when it runs.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ if TYPE_CHECKING:
     from mypy_boto3_scheduler import EventBridgeSchedulerClient
 
 __all__ = [
+    "SCHEDULER_PRECISION_SECONDS",
     "SCHEDULE_INPUT_MAX_BYTES",
     "SCHEDULE_LEAD_SECONDS",
     "SQS_SEND_TARGET",
@@ -57,6 +63,7 @@ __all__ = [
     "ScheduleSpec",
     "Scheduling",
     "fire_time",
+    "nominal_time",
     "plan",
     "schedule_name",
     "windows",
@@ -107,9 +114,20 @@ def schedule_name(bucket: int, target: str, keys: Iterable[str]) -> str:
     return name
 
 
+SCHEDULER_PRECISION_SECONDS = 60
+"""AWS invokes a schedule within the minute of its time (never before it)."""
+
+
+def nominal_time(bucket: int, lead: int = SCHEDULE_LEAD_SECONDS) -> int:
+    """A window's nominal epoch second: ``lead`` before its first bucket opens, rounded down to the minute."""
+    return (bucket - lead) // SCHEDULER_PRECISION_SECONDS * SCHEDULER_PRECISION_SECONDS
+
+
 def fire_time(bucket: int, now: datetime, lead: int = SCHEDULE_LEAD_SECONDS) -> int:
-    """The schedule's epoch second: ``lead`` before the bucket opens, but after ``now`` (whole seconds)."""
-    return min(bucket, max(bucket - lead, int(now.timestamp()) + 1))
+    """The schedule's epoch second: the window's nominal time (a whole minute), or the next second when that
+    has passed (then never after the bucket)."""
+    nominal = nominal_time(bucket, lead)
+    return nominal if nominal > int(now.timestamp()) else min(bucket, int(now.timestamp()) + 1)
 
 
 def _wire_attributes(attributes: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -146,9 +164,10 @@ def _fits_sqs(messages: Sequence[Parked]) -> bool:
 def windows(messages: Sequence[Parked], now: datetime, width: int) -> list[tuple[int, int, list[Parked]]]:
     """(first bucket, fire time, messages) per target queue: in due order, each window holding the
     messages due at most :data:`~sluice.limits.MAX_DELAY_SECONDS` (less a second) after the window's
-    nominal time (its first bucket less :data:`SCHEDULE_LEAD_SECONDS`), so one schedule carries a sparse
-    stream's messages of up to 15 minutes (SQS's longest delay). Membership depends on the messages
-    alone, never on ``now`` (a redelivered batch makes the same windows, so the same names); the fire
+    nominal time (:func:`nominal_time`: its first bucket less the lead, to the minute), so one schedule
+    carries a sparse stream's messages of up to 15 minutes (SQS's longest delay). Membership depends on
+    the messages alone, never on ``now`` (a redelivered batch makes the same windows, so the same
+    names); the fire
     time is the nominal one unless that has passed (:func:`fire_time`), which only shortens the delays."""
     by_target: dict[str, list[Parked]] = defaultdict(list)
     for m in sorted(messages, key=lambda m: (m.due, m.key)):
@@ -160,7 +179,7 @@ def windows(messages: Sequence[Parked], now: datetime, width: int) -> list[tuple
             if (
                 out
                 and out[-1][2][0].target == m.target
-                and (due - (out[-1][0] - SCHEDULE_LEAD_SECONDS) <= MAX_DELAY_SECONDS - 1)
+                and (due - nominal_time(out[-1][0]) <= MAX_DELAY_SECONDS - 1)
             ):
                 out[-1][2].append(m)
                 continue
@@ -176,7 +195,8 @@ def plan(messages: Sequence[Parked], now: datetime, width: int) -> Planned:
     unschedulable: list[Parked] = []
     for bucket, fire_at, group in windows(messages, now, width):
         target = group[0].target
-        if len(group) == 1 and _fits_sqs(group):  # see the module docstring: never a batch
+        # one message on time (see the module docstring: never a batch; a passed nominal time: the Lambda)
+        if len(group) == 1 and fire_at == nominal_time(bucket) and _fits_sqs(group):
             text = _sqs_input(target, group[0], fire_at)
             if len(text.encode()) <= SCHEDULE_INPUT_MAX_BYTES:
                 keys = tuple(m.key for m in group)

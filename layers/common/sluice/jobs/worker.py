@@ -34,6 +34,7 @@ from sluice.errors import (
     LostClaim,
     PermanentError,
     RetryAfter,
+    TransientError,
 )
 from sluice.jobs.rows import serialized, storable
 from sluice.logevents import EVENT, LogEvent
@@ -66,7 +67,7 @@ MAX_JOB_MESSAGE_BYTES = 4096
 """A job message only names a job; anything longer is not one."""
 
 
-class OutOfTime(Exception):  # noqa: N818 - reads as the fact it reports
+class OutOfTime(TransientError):  # noqa: N818 - reads as the fact it reports
     """The invocation is about to end: a record handed back to SQS without its handler started."""
 
 
