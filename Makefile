@@ -157,6 +157,7 @@ BENCH_FIGURES ?= .bench-figures
 bench: $(STAMP)
 	@mkdir -p $(BENCH_FIGURES)
 	$(PY) benchmarks/cold_start.py
+	$(PY) benchmarks/cold_start.py --invoke --runs 15
 	$(PY) benchmarks/consumer_overhead.py --json $(BENCH_FIGURES)/consumer.json
 	$(PY) benchmarks/delay_cost.py --json $(BENCH_FIGURES)/delays.json
 	$(PY) benchmarks/redrive_requests.py --json $(BENCH_FIGURES)/redrive.json
