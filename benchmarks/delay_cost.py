@@ -387,6 +387,29 @@ def message_body(i: int) -> str:
     )
 
 
+@dataclass(frozen=True)
+class DelayResources:
+    delay_url: str
+    target_url: str
+    poison_url: str
+    machine: str
+    definition: dict[str, Any]
+
+
+def delay_resources(harness: boto3.Session) -> DelayResources:
+    """The delay path's resources in moto: the delay, work and poison queues, the bucket and the delay state
+    machine (its definition as deployed, and as parsed for walking it)."""
+    sqs = harness.client("sqs")
+    urls = [sqs.create_queue(QueueName=name)["QueueUrl"] for name in ("delay", "work", "poison")]
+    harness.client("s3").create_bucket(Bucket=BUCKET)
+    role = harness.client("iam").create_role(RoleName="delay-sfn", AssumeRolePolicyDocument="{}")
+    deployed, definition = machine_definition()
+    machine = harness.client("stepfunctions").create_state_machine(
+        name="delay", definition=deployed, roleArn=role["Role"]["Arn"]
+    )["stateMachineArn"]
+    return DelayResources(urls[0], urls[1], urls[2], machine, definition)
+
+
 class World:
     """The resources in moto, the four simulated functions (each with its own counted session) and
     the injected clock. Build it inside ``mock_aws()``."""
@@ -399,15 +422,9 @@ class World:
             harness.client("s3"),
             harness.client("stepfunctions"),
         )
-        self.delay_url = self.sqs.create_queue(QueueName="delay")["QueueUrl"]
-        self.target_url = self.sqs.create_queue(QueueName="work")["QueueUrl"]
-        self.poison_url = self.sqs.create_queue(QueueName="poison")["QueueUrl"]
-        self.s3.create_bucket(Bucket=BUCKET)
-        role = harness.client("iam").create_role(RoleName="delay-sfn", AssumeRolePolicyDocument="{}")
-        deployed, self.definition = machine_definition()
-        self.machine = self.sfn.create_state_machine(
-            name="delay", definition=deployed, roleArn=role["Role"]["Arn"]
-        )["stateMachineArn"]
+        made = delay_resources(harness)
+        self.delay_url, self.target_url, self.poison_url = made.delay_url, made.target_url, made.poison_url
+        self.machine, self.definition = made.machine, made.definition
         settings = DelaySettings.from_env(
             {
                 "SLUICE_DELAY_BUCKET": BUCKET,

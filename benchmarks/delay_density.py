@@ -46,7 +46,7 @@ from delay_cost import (
     NullMetrics,
     Prices,
     Queues,
-    machine_definition,
+    delay_resources,
     message_body,
     run_execution,
     sqs_requests,
@@ -148,16 +148,10 @@ class DensityWorld:
         harness = boto3.Session(region_name=REGION)
         self.sqs, self.s3 = harness.client("sqs"), harness.client("s3")
         self.sfn, self.scheduler = harness.client("stepfunctions"), harness.client("scheduler")
-        self.delay_url = self.sqs.create_queue(QueueName="delay")["QueueUrl"]
-        self.target_url = self.sqs.create_queue(QueueName="work")["QueueUrl"]
-        poison = self.sqs.create_queue(QueueName="poison")["QueueUrl"]
-        self.s3.create_bucket(Bucket=BUCKET)
+        made = delay_resources(harness)
+        self.delay_url, self.target_url, poison = made.delay_url, made.target_url, made.poison_url
+        self.machine, self.definition = made.machine, made.definition
         self.scheduler.create_schedule_group(Name=GROUP)
-        role = harness.client("iam").create_role(RoleName="delay-sfn", AssumeRolePolicyDocument="{}")
-        deployed, self.definition = machine_definition()
-        self.machine = self.sfn.create_state_machine(
-            name="delay", definition=deployed, roleArn=role["Role"]["Arn"]
-        )["stateMachineArn"]
         env = {
             "SLUICE_DELAY_BUCKET": BUCKET,
             "SLUICE_DELAY_STATE_MACHINE_ARN": self.machine,

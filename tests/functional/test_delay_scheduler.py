@@ -226,12 +226,17 @@ def test_a_schedule_that_cannot_be_created_retries_its_records(world):
     assert world.parked() == []
 
 
-def test_a_scheduled_message_for_a_queue_outside_the_allowlist_is_poisoned(world):
+def twelve_scheduled(world: Any) -> dict[str, Any]:
+    """Twelve requests parked in one schedule invoking the rehydrator: its input (the rehydrator's event)."""
     for i in range(12):
         world.request(f'{{"n": {i}}}', HOURS_3)
     world.delayer().handle(world.batch(12))
     [schedule] = world.schedules()
-    payload = json.loads(schedule["Target"]["Input"])
+    return dict(json.loads(schedule["Target"]["Input"]))
+
+
+def test_a_scheduled_message_for_a_queue_outside_the_allowlist_is_poisoned(world):
+    payload = twelve_scheduled(world)
     elsewhere = world.sqs.create_queue(QueueName="elsewhere")["QueueUrl"]
     payload["parked"]["messages"][0]["target"] = elsewhere  # a forged invocation of the rehydrator
     world.clock.now = NOW + timedelta(seconds=HOURS_3)  # due: residual 0, readable at once
@@ -242,14 +247,10 @@ def test_a_scheduled_message_for_a_queue_outside_the_allowlist_is_poisoned(world
 
 
 def test_what_the_target_refuses_is_parked_for_the_sweep(world):
-    for i in range(12):
-        world.request(f'{{"n": {i}}}', HOURS_3)
-    world.delayer().handle(world.batch(12))
-    [schedule] = world.schedules()
-    payload = json.loads(schedule["Target"]["Input"])
+    payload = twelve_scheduled(world)
     world.sqs.delete_queue(QueueUrl=world.target)  # the target is gone for now: not the message's fault
     world.clock.now = NOW + timedelta(seconds=HOURS_3 - 60)
     world.rehydrator().handle(payload)
     [kept] = world.parked()
-    assert kept.endswith(f"{schedule['Name']}.json")
+    assert kept.endswith(f"{payload['scheduled']}.json")
     assert "parked for the sweep" in world.log.getvalue()
