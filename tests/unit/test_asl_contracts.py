@@ -130,12 +130,23 @@ def test_given_each_function_a_definition_invokes_then_its_handler_is_annotated_
             [
                 "redrive.asl.json: PlanBatch/Hold: Parameters.ReceiptHandle.$: '$.receiptHandle': "
                 "no field 'receiptHandle' in PlanState",
-                "redrive.asl.json: DeliverBatch/Delete: Parameters.ReceiptHandle.$: '$.plan.receiptHandle': "
-                "no field 'receiptHandle' in PlanState",
                 "redrive.asl.json: DeliverBatch/DeleteIsolated: Parameters.ReceiptHandle.$: "
                 "'$.plan.receiptHandle': no field 'receiptHandle' in PlanState",
+                "redrive.asl.json: DeliverBatch/Delete: Parameters.ReceiptHandle.$: '$.plan.receiptHandle': "
+                "no field 'receiptHandle' in PlanState",
             ],
             id="Plan's answer, read in both Maps",
+        ),
+        pytest.param(
+            "redrive.asl.json",
+            PlanState,
+            "groupId",
+            "group",
+            [
+                "redrive.asl.json: DeliverBatch/WithGroup: Choices[0].Variable: '$.plan.groupId': "
+                "no field 'groupId' in PlanState",
+            ],
+            id="the group id, sent again",
         ),
         pytest.param(
             "redrive.asl.json",

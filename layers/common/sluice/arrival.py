@@ -12,6 +12,8 @@ state machine's Plan step). :class:`Arrival` reads either into the same parts:
   it came from as ``source`` (also beside an ``origin_id`` that came without one);
 - its trace context (:func:`sluice.tracing.first_hop`: the envelope's, else the ``AWSTraceHeader`` it
   arrived with and the producer's ``traceparent`` attribute, else one derived from its identity);
+- its group id (:func:`sluice.groups.group_of`: the ``MessageGroupId`` SQS delivered it with, else the
+  envelope's ``group`` if well-formed), written into the envelope's ``group`` so every hop sends it on;
 - SQS's receive count (:func:`receive_count`, the one parser) and its send time;
 - :attr:`Arrival.sourced_envelope`: the envelope a hop that gives up on the message (dead-letters or
   isolates it itself) sends it on with, its ``source`` the queue it failed on.
@@ -30,6 +32,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sluice.envelope import Envelope, Seal, SendAttributes, from_event_attributes, split, string_value
+from sluice.groups import group_of
 from sluice.tracing import (
     AWS_TRACE_HEADER,
     TRACEPARENT,
@@ -168,6 +171,10 @@ class Arrival:
                 envelope.traceparent or string_value(user, TRACEPARENT),
                 origin_id,
             )
+        group, group_problem = group_of(system, envelope.group)
+        if group != envelope.group:
+            update["group"] = group
+        problem = "; ".join(p for p in (problem, group_problem) if p) or None
         if update:
             envelope = envelope.model_copy(update=update)
         return cls(
@@ -194,6 +201,11 @@ class Arrival:
         if self.queue_arn is None:
             return self.envelope
         return self.envelope.model_copy(update={"source": self.queue_arn})
+
+    @property
+    def group(self) -> str | None:
+        """Its checked group id (the envelope's ``group``, filled in from what SQS delivered)."""
+        return self.envelope.group if isinstance(self.envelope.group, str) else None
 
     @property
     def receive_count(self) -> int:

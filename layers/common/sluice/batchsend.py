@@ -1,8 +1,8 @@
 """SendMessageBatch done right: ≤ 10 entries and ≤ 1 MiB per call, only failed entries retried.
 
 Used by every sluice function that forwards messages (direct delayed sends, rehydration, redrive).
-Each entry keeps its body, user attributes and envelope; entries that SQS keeps refusing after the
-retries are returned to the caller, never dropped silently.
+Each entry keeps its body, user attributes, envelope and ``MessageGroupId``; entries that SQS keeps
+refusing after the retries are returned to the caller, never dropped silently.
 
 One bad entry never takes its batch-mates down: every entry is checked against SQS's rules
 (:func:`sluice.sqs.check_message`) before the call, and one SQS would refuse is returned at once as a
@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sluice.envelope import utcnow
+from sluice.groups import group_param
 from sluice.limits import MAX_BATCH_BYTES, MAX_BATCH_ENTRIES, MAX_DELAY_SECONDS
 from sluice.sqs import check_message, message_bytes
 from sluice.tracing import system_attributes
@@ -65,6 +66,8 @@ class Outgoing:
     delay_seconds: int = 0
     trace: str | None = None
     """The message's X-Ray header (its envelope's ``trace``): sent as its ``AWSTraceHeader``."""
+    group: str | None = None
+    """Its ``MessageGroupId`` (checked, :mod:`sluice.groups`): the fair-queue tenant it keeps on this hop."""
     due: datetime | None = None
     """When it is due at its queue: its ``DelaySeconds`` is then the residual at the moment of each call
     (:func:`residual_seconds`), and ``delay_seconds`` is only what it was when prepared."""
@@ -200,6 +203,7 @@ def _send_once(sqs: SQSClient, queue_url: str, batch: list[Outgoing], now: datet
             entry["DelaySeconds"] = delay
         if system := system_attributes(message.trace):
             entry["MessageSystemAttributes"] = system
+        entry.update(group_param(message.group))
         entries.append(entry)
     try:
         response = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)

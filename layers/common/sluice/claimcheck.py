@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from sluice.errors import PermanentError, TransientError
+from sluice.groups import check_group_id, group_param
 from sluice.limits import MAX_ATTRIBUTES, MAX_MESSAGE_BYTES
 from sluice.sqs import message_bytes
 
@@ -215,12 +216,18 @@ def send(
     threshold: int = DEFAULT_THRESHOLD,
     attributes: SendAttributes | None = None,
     delay_seconds: int = 0,
+    group_id: str | None = None,
 ) -> str:
     """Send ``body``; when body + attributes exceed ``threshold`` bytes, offload the body to S3 first.
+
+    ``group_id`` is sent as the message's ``MessageGroupId`` (its tenant on a fair queue, whether the
+    body is offloaded or not); one SQS would refuse is a :class:`~sluice.groups.MalformedGroupId`
+    (a ``ValueError``), raised before anything is stored or sent.
 
     Returns the SQS message id. The pointer uses the AWS Extended Client format so Java and Python
     extended clients can read sluice's messages and vice versa.
     """
+    group = check_group_id(group_id)
     attrs: SendAttributes = dict(attributes or {})
     if message_bytes(body, attrs) > min(threshold, MAX_MESSAGE_BYTES):
         if len(attrs) >= MAX_ATTRIBUTES:
@@ -232,4 +239,5 @@ def send(
         kwargs["MessageAttributes"] = attrs
     if delay_seconds:
         kwargs["DelaySeconds"] = delay_seconds
+    kwargs.update(group_param(group))
     return sqs.send_message(**kwargs)["MessageId"]

@@ -12,7 +12,7 @@ sealed: ``sig`` is an HMAC-SHA256, with the stack's key (:class:`Seal`), over th
 SHA-256 of the message body they travel with. A sealed field whose seal is missing or wrong is
 treated as absent (the reason is returned for a warning and a metric), so a forged attempt count, a
 forged redrive time or a borrowed identity cannot steer sluice. Fields producers may set (``deliver_at``,
-``target``, ``trace``) are not sealed; they are validated where they are used.
+``target``, ``trace``, ``group``) are not sealed; they are validated where they are used.
 """
 
 from __future__ import annotations
@@ -110,6 +110,10 @@ class Envelope(BaseModel):
     """When a delayed message is due (UTC); set by :func:`sluice.delay.send_delayed`."""
     target: str | None = None
     """Queue URL a delayed message is delivered to (must be on the delay allowlist)."""
+    group: Any = None
+    """The message's ``MessageGroupId`` (its tenant on a fair queue), for the hops that cannot carry the
+    SQS attribute (a body parked in S3, a schedule's input). Untrusted: checked where it is read
+    (:func:`sluice.groups.group_of`), so a malformed one never makes the rest of the envelope unreadable."""
     source: str | None = None
     """The queue a redrive or a replay takes the message back to, if allowlisted (else it is refused):
     on the first hop, the ARN of the queue it was first consumed from; a consumer that dead-letters or

@@ -4,7 +4,8 @@ The poison message keeps the original body (or its claim-check pointer, or a new
 body no longer fits beside the envelope) and the user's attributes untouched (any SQS would refuse
 kept inside the envelope with the reason); the sluice envelope records attempts, first failure,
 last error (class, short message, time, receive count), source queue, trace context and the
-original message id, so an engineer can fix and replay it.
+original message id, so an engineer can fix and replay it. A message with a group id (its fair-queue
+tenant, the envelope's ``group``) keeps it as the poison message's ``MessageGroupId`` too.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from sluice.envelope import Envelope, Seal, SendAttributes
 from sluice.fit import Offload, fit
+from sluice.groups import group_param
 from sluice.tracing import system_attributes
 
 if TYPE_CHECKING:
@@ -42,5 +44,6 @@ def isolate(
         MessageBody=fitted.body,
         MessageAttributes=fitted.attributes,  # type: ignore[arg-type]
         MessageSystemAttributes=system_attributes(envelope.trace),  # type: ignore[arg-type]
+        **group_param(envelope.group),  # type: ignore[arg-type]
     )
     return response["MessageId"]

@@ -42,6 +42,7 @@ from sluice.consumer.stats import BatchStats
 from sluice.envelope import Envelope, ErrorInfo, Seal, SendAttributes, merge
 from sluice.errors import PermanentError, RetryAfter
 from sluice.fit import fit
+from sluice.groups import group_param
 from sluice.limits import MAX_VISIBILITY_SECONDS
 from sluice.logevents import EVENT, LogEvent
 from sluice.partial import SqsRecord, each_record
@@ -389,6 +390,7 @@ class Consumer:
                 MessageBody=fitted.body,
                 MessageAttributes=fitted.attributes,  # type: ignore[arg-type]
                 MessageSystemAttributes=system_attributes(recorded.trace),  # type: ignore[arg-type]
+                **group_param(recorded.group),  # type: ignore[arg-type]  # the fair-queue tenant
             )
         except Exception:  # noqa: BLE001 - the redrive policy still moves it, without the error
             self._log.warning(

@@ -24,9 +24,20 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.batchsend import Outgoing, residual_seconds
 from sluice.delay.contracts import DelayExecution
-from sluice.envelope import Envelope, Seal, SendAttributes, merge, split, utcnow
+from sluice.envelope import (
+    ATTRIBUTE,
+    Envelope,
+    Seal,
+    SendAttributes,
+    decode,
+    merge,
+    split,
+    string_value,
+    utcnow,
+)
 from sluice.errors import PermanentError
 from sluice.fit import Offload, fit
+from sluice.groups import check_group_id, group_of, group_param, sendable_group
 from sluice.limits import MAX_LONG_DELAY_SECONDS, MAX_MESSAGE_BYTES
 from sluice.sqs import allowlisted, message_bytes, queue_identity
 from sluice.tracing import system_attributes
@@ -68,6 +79,7 @@ def send_delayed(
     attributes: SendAttributes | None = None,
     keep_identity: bool = False,
     seal: Seal | None = None,
+    group_id: str | None = None,
     now: Callable[[], datetime] = utcnow,
 ) -> str:
     """Ask for ``body`` to be delivered to queue ``target`` at ``deliver_at`` (or after ``delay_seconds``),
@@ -79,7 +91,13 @@ def send_delayed(
     re-sending the SAME message later (a redrive, a replay): its envelope is kept and updated, and
     its bookkeeping survives only when ``seal`` holds the stack's key (:func:`sluice.sealing.load_seal`);
     a producer without it sends an unsealed envelope, whose bookkeeping sluice ignores.
+
+    ``group_id`` is the message's ``MessageGroupId`` (its tenant on a fair queue): it travels in the
+    envelope's ``group`` through the park and is sent with the message to ``target``; a re-send with
+    ``keep_identity`` keeps the group its envelope has when none is given. A group id SQS would refuse
+    is a :class:`~sluice.groups.MalformedGroupId` (a ``ValueError``), raised before anything is sent.
     """
+    group = check_group_id(group_id)
     due = requested_due(now(), deliver_at=deliver_at, delay_seconds=delay_seconds)
     user, envelope, _ = split(dict(attributes or {}), body=body, seal=seal)
     if not keep_identity or envelope is None:  # a new message, on the same trace as the one handled
@@ -87,12 +105,14 @@ def send_delayed(
             trace=envelope.trace if envelope is not None else None,
             traceparent=envelope.traceparent if envelope is not None else None,
         )
-    envelope = envelope.model_copy(update={"deliver_at": due, "target": target})
+    group = group or sendable_group(envelope.group)
+    envelope = envelope.model_copy(update={"deliver_at": due, "target": target, "group": group})
     response = sqs.send_message(
         QueueUrl=delay_queue_url,
         MessageBody=body,
         MessageAttributes=merge(user, envelope, body=body, seal=seal),  # type: ignore[arg-type]
         MessageSystemAttributes=system_attributes(envelope.trace),  # type: ignore[arg-type]
+        **group_param(group),  # type: ignore[arg-type]
     )
     return response["MessageId"]
 
@@ -182,8 +202,20 @@ class Parked:
     tries: int = 0  # rehydration cycles in which the target refused this message
 
     def outgoing(self, now: datetime) -> Outgoing:
+        """The message as sent at ``now``, with the ``MessageGroupId`` its envelope's ``group`` carried
+        through the park (an S3 object or a schedule's input has no SQS attribute to keep it)."""
         attributes = _decode_binary(self.attributes)
-        return Outgoing(self.key, self.body, attributes, residual_seconds(self.due, now), due=self.due)
+        group = sendable_group(self.group)
+        return Outgoing(
+            self.key, self.body, attributes, residual_seconds(self.due, now), group=group, due=self.due
+        )
+
+    @property
+    def group(self) -> object:
+        """Its envelope's ``group`` as parked (untrusted: :func:`sluice.groups.sendable_group` checks it)."""
+        raw = string_value(self.attributes, ATTRIBUTE)
+        envelope, _ = decode(raw)
+        return None if envelope is None else envelope.group
 
     def sendable(self, now: datetime, *, seal: Seal | None, offload: Offload) -> tuple[Outgoing, str | None]:
         """The message as it is sent now, and why its seal did not verify (None when it did: every
@@ -193,6 +225,9 @@ class Parked:
         out = self.outgoing(now)
         user, envelope, problem = split(out.attributes, body=out.body, seal=seal)
         out = replace(out, trace=envelope.trace if envelope is not None else None)  # one trace, end to end
+        if self.group is not None and out.group is None:  # parked by a producer-written envelope
+            _, why = group_of(None, self.group)
+            problem = "; ".join(p for p in (problem, why) if p)
         if message_bytes(out.body, out.attributes) <= MAX_MESSAGE_BYTES:
             return out, problem  # sent as parked: a seal that failed here fails at the consumer too
         base = envelope or Envelope(origin_id=self.key, target=self.target, deliver_at=self.due)

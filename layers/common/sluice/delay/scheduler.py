@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from sluice.delay.schedule import Parked, bucket_of, encode_object
 from sluice.delay.settings import DelaySettings
 from sluice.errors import ConfigurationError
+from sluice.groups import group_param
 from sluice.limits import MAX_DELAY_SECONDS, MAX_MESSAGE_BYTES
 from sluice.sqs import message_bytes
 
@@ -148,6 +149,7 @@ def _sqs_input(target: str, message: Parked, fire_at: int) -> str:
     params: dict[str, Any] = {"QueueUrl": target, "MessageBody": out.body, "DelaySeconds": out.delay_seconds}
     if out.attributes:
         params["MessageAttributes"] = _wire_attributes(out.attributes)
+    params.update(group_param(out.group))  # the fair-queue tenant, kept through the schedule
     return json.dumps(params, separators=(",", ":"))
 
 

@@ -116,6 +116,8 @@ class PlanState(TypedDict):
     messageAttributes: dict[str, AttributeValue]
     bouncing: bool
     reason: str
+    groupId: NotRequired[str]
+    """The message's ``MessageGroupId`` (its fair-queue tenant), when it has one: sent with it again."""
     service: NotRequired[str]
     """The workload's metric service (the Plan step's ``POWERTOOLS_SERVICE_NAME``): the isolator counts
     the pill under it, on the workload's own dashboard and alarms."""

@@ -37,6 +37,7 @@ from sluice.envelope import (
 )
 from sluice.errors import PermanentError
 from sluice.fit import Offload, UnfittableError, fit
+from sluice.groups import sendable_group
 from sluice.limits import MAX_DELAY_SECONDS, MAX_LONG_DELAY_SECONDS, MAX_VISIBILITY_SECONDS
 from sluice.redrive.breaker import as_utc
 from sluice.redrive.contracts import Action, AttributeValue, PlanState
@@ -252,7 +253,7 @@ class Decision:
         """
         send_delay = min(self.delay_seconds, MAX_DELAY_SECONDS) if self.action == "redrive" else 0
         wait = max(0, self.delay_seconds - send_delay) if self.action == "redrive" else 0
-        return {
+        state: PlanState = {
             "messageId": self.message_id,
             "receiptHandle": self.receipt_handle,
             "action": self.action,
@@ -267,6 +268,9 @@ class Decision:
             "bouncing": self.bouncing,
             "reason": self.reason,
         }
+        if (group := sendable_group(self.envelope.group)) is not None:
+            state["groupId"] = group  # the send keeps the message's fair-queue tenant
+        return state
 
 
 def _state_attribute(value: Mapping[str, Any]) -> AttributeValue:

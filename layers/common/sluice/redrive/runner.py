@@ -39,6 +39,7 @@ from sluice.batchsend import Outgoing, send_batch
 from sluice.envelope import Seal, utcnow
 from sluice.errors import ConfigurationError
 from sluice.fit import Offload
+from sluice.groups import sendable_group
 from sluice.limits import MAX_BATCH_ENTRIES
 from sluice.logevents import EVENT, LogEvent
 from sluice.redrive.breaker import Breaker, BreakerState, BreakerStatus, report
@@ -358,7 +359,14 @@ class Redriver:
                 self._sqs,
                 destination,
                 [
-                    Outgoing(d.message_id, d.body, d.attributes, d.send_delay_seconds, trace=d.envelope.trace)
+                    Outgoing(
+                        d.message_id,
+                        d.body,
+                        d.attributes,
+                        d.send_delay_seconds,
+                        trace=d.envelope.trace,
+                        group=sendable_group(d.envelope.group),
+                    )
                     for d in group
                 ],
                 sleep=self._sleep,
@@ -396,7 +404,13 @@ class Redriver:
                 self._sqs,
                 self._s.poison_queue_url,
                 [
-                    Outgoing(d.message_id, d.body, d.attributes, trace=d.envelope.trace)
+                    Outgoing(
+                        d.message_id,
+                        d.body,
+                        d.attributes,
+                        trace=d.envelope.trace,
+                        group=sendable_group(d.envelope.group),
+                    )
                     for d in retry_as_poison
                 ],
                 sleep=self._sleep,
