@@ -93,12 +93,14 @@ def resubmission(
         # it before failing, the parked copy is delivered under that id, and the consumer's idempotency
         # then absorbs whichever of the two comes second.
         update["origin_id"] = message.message_id
-    env = env.model_copy(update=update) if update else env
+    update["group"] = message.group  # its fair-queue tenant, kept through the delay (a malformed one dropped)
+    env = env.model_copy(update=update)
     try:
         fitted = fit(message.body, message.user_attributes, env, seal=seal, offload=offload)
     except UnfittableError as exc:
         raise PermanentError(str(exc)) from exc
-    outgoing = Outgoing(message.message_id, fitted.body, fitted.attributes, trace=env.trace)
+    group = message.group
+    outgoing = Outgoing(message.message_id, fitted.body, fitted.attributes, trace=env.trace, group=group)
     return Planned(message, delay_queue, outgoing, env.attempts)
 
 

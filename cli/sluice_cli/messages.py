@@ -59,6 +59,12 @@ class Received:
         return self.arrival.carried_envelope
 
     @property
+    def group(self) -> str | None:
+        """Its group id (a fair queue's tenant): the ``MessageGroupId`` SQS delivered it with, else its
+        envelope's well-formed ``group`` (:func:`sluice.groups.group_of`); a replay sends it again."""
+        return self.arrival.group
+
+    @property
     def envelope_problem(self) -> str | None:
         return self.arrival.problem
 

@@ -287,11 +287,13 @@ def _plan(
     )
     if reset:
         env = env.model_copy(update={"attempts": 0, "redriven_at": None})
+    env = env.model_copy(update={"group": message.group})  # a malformed carried one is not sent on
     outgoing = Outgoing(
         message.message_id,
         message.body,
         merge(message.user_attributes, env, body=message.body, seal=seal),
         trace=env.trace,  # the replay stays on the message's trace (AWSTraceHeader)
+        group=message.group,  # and on its fair-queue tenant (MessageGroupId)
     )
     return Planned(message, destination, outgoing, env.attempts)
 

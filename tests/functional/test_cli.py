@@ -576,6 +576,26 @@ def test_given_a_traced_poison_pill_when_replayed_then_it_goes_back_on_its_trace
     assert _envelope(sent)[1].trace == header
 
 
+def test_given_a_poison_pill_of_a_tenant_when_replayed_then_it_goes_back_with_its_group_id(stack):
+    # Given a pill isolated with its fair-queue tenant as its MessageGroupId (poison isolation keeps it)
+    attributes = stack.attributes('{"order_id": "o-7"}', source=stack.work_arn)
+    target = stack.sqs.send_message(
+        QueueUrl=stack.poison_url, MessageBody='{"order_id": "o-7"}', MessageAttributes=attributes,
+        MessageGroupId="tenant-7",
+    )["MessageId"]  # fmt: skip
+
+    # When replayed
+    result = stack.run("--json", "poison", "replay", target)
+
+    # Then its source queue gets it with the same group id, in the attribute and in its envelope
+    assert result.code == 0, result.stderr
+    (sent,) = stack.sqs.receive_message(
+        QueueUrl=stack.work_url, MessageSystemAttributeNames=["MessageGroupId"], MessageAttributeNames=["All"]
+    )["Messages"]
+    assert sent["Attributes"]["MessageGroupId"] == "tenant-7"
+    assert _envelope(sent)[1].group == "tenant-7"
+
+
 def _lose_the_key(stack: Stack) -> None:
     boto3.client("secretsmanager", region_name=REGION).delete_secret(
         SecretId=stack.env["SLUICE_ENVELOPE_KEY_SECRET"], ForceDeleteWithoutRecovery=True
