@@ -69,7 +69,7 @@ from sluice_local.emulation.language_extensions import with_nested
 from sluice_local.emulation.moto_adapter import install_aws_sdk_casing
 from tests.conftest import create_task_role, envelope_key_secret
 from tests.doubles import RecordingMetrics, envelope_of, sealed
-from tests.waiting import finished_execution
+from tests.waiting import finished_execution, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFINITION = ROOT / "statemachines" / "redrive.asl.json"
@@ -351,7 +351,9 @@ class RedriveMachine:
         )["Datapoints"]
         return sum(p["Sum"] for p in points)
 
-    def dead_letter(self, body: Any, envelope: Envelope | None = None, **attributes: str) -> str:
+    def dead_letter(
+        self, body: Any, envelope: Envelope | None = None, *, group: str | None = None, **attributes: str
+    ) -> str:
         """A message as it sits in the DLQ. With an ``envelope``: as the consumer forwards it itself
         (SendMessage: no ``DeadLetterQueueSourceArn``; the envelope records its source). Without one:
         dead-lettered on its first hop, received from the work queue as often as its redrive policy
@@ -364,8 +366,9 @@ class RedriveMachine:
                 QueueUrl=self.dlq_url, MessageBody=text, MessageAttributes=message_attributes
             )["MessageId"]
         assert self.counts(self.work_url) == (0, 0), "a first hop is moved through an empty work queue"
+        grouped = {"MessageGroupId": group} if group else {}  # a fair queue's tenant
         message_id = self.sqs.send_message(
-            QueueUrl=self.work_url, MessageBody=text, MessageAttributes=message_attributes
+            QueueUrl=self.work_url, MessageBody=text, MessageAttributes=message_attributes, **grouped
         )["MessageId"]
         self.sqs.receive_message(QueueUrl=self.work_url, VisibilityTimeout=0, WaitTimeSeconds=0)
         moved = self.sqs.receive_message(QueueUrl=self.work_url, WaitTimeSeconds=0).get("Messages", [])
@@ -798,6 +801,27 @@ def test_given_a_backoff_within_900_seconds_when_redriven_then_it_is_sent_at_onc
     # ... and it is on its source queue, delayed: not visible before its backoff is over
     assert machine.counts(machine.work_url) == (0, 0)
     assert machine.delayed(machine.work_url) == 1
+
+
+def test_given_a_tenant_s_dead_letter_when_redriven_then_it_is_sent_back_with_its_group_id(machine):
+    # Given a message of tenant-a (its MessageGroupId on a fair queue) moved to the DLQ
+    machine.dead_letter({"order_id": "ord-g"}, group="tenant-a")
+    machine.backoff(1)
+    # When the execution runs
+    result = machine.run()
+    # Then the plan named its group, the grouped send task sent it with it, and its source has it again
+    assert result["status"] == "SUCCEEDED"
+    execution = result["executionArn"]
+    assert "RedriveInGroup" in machine.path(execution)
+    assert "Redrive" not in machine.path(execution)
+    [sent] = machine.sends(execution)
+    assert sent["MessageGroupId"] == "tenant-a"
+    assert [o["outcome"] for o in outcomes(result)] == ["redriven"]
+    arrived = wait_for(
+        lambda: machine.drain(machine.work_url), "the redriven message on its source", timeout=30
+    )
+    assert [m["Attributes"]["MessageGroupId"] for m in arrived] == ["tenant-a"]
+    assert envelope_of(arrived[0]).group == "tenant-a"
 
 
 def test_given_a_backoff_beyond_900_seconds_when_redriven_then_it_is_held_waited_and_sent_with_900(machine):

@@ -213,6 +213,7 @@ class Stack:
         attributes: dict[str, dict[str, Any]] | None = None,
         envelope: Envelope | None = None,
         trace: str | None = None,
+        group: str | None = None,
     ) -> list[str]:
         """Send ``count`` messages to the work queue and fail them until moto moves them to the DLQ."""
         before = self.depth(self.dlq_url)
@@ -225,6 +226,8 @@ class Stack:
                 attrs[ATTRIBUTE] = {"DataType": "String", "StringValue": sealed(envelope, body)}
             if attrs:
                 kwargs["MessageAttributes"] = attrs
+            if group:
+                kwargs["MessageGroupId"] = group  # a fair queue's tenant
             if trace:
                 kwargs["MessageSystemAttributes"] = {
                     "AWSTraceHeader": {"DataType": "String", "StringValue": trace}
@@ -360,6 +363,42 @@ def test_given_25_dead_lettered_messages_when_run_then_each_goes_back_to_its_sou
     assert {line["message_id"] for line in redriven} == set(ids)
     assert {line["attempt"] for line in redriven} == {1}
     assert all(line["origin_id"] == line["message_id"] for line in redriven)
+
+
+def test_given_dead_lettered_messages_of_a_tenant_when_run_then_every_way_out_keeps_their_group_id(stack):
+    # Given two of tenant-a's messages dead-lettered, one at the maximum, and one without a group
+    at_max = Envelope(origin_id="origin-max", attempts=5, source=stack.work_arn)
+    [pill] = stack.dead_letter(1, prefix="max", envelope=at_max, group="tenant-a")
+    [grouped] = stack.dead_letter(1, prefix="grp", group="tenant-a")
+    [plain] = stack.dead_letter(1, prefix="plain")
+    # When the redriver runs
+    report = stack.redriver().run()
+    # Then the redriven one goes back with its group id, the pill goes to poison with it, the other without
+    assert (report.redriven, report.isolated) == (2, 1)
+    entries = {envelope_of(e).origin_id: e for e in stack.sent_entries(stack.work_url)}
+    assert entries[grouped]["MessageGroupId"] == "tenant-a"
+    assert envelope_of(entries[grouped]).group == "tenant-a"
+    assert "MessageGroupId" not in entries[plain]
+    assert envelope_of(entries[plain]).group is None
+    [poisoned] = stack.raw.receive_message(
+        QueueUrl=stack.poison_url,
+        MessageSystemAttributeNames=["MessageGroupId"],
+        MessageAttributeNames=["All"],
+    )["Messages"]
+    assert poisoned["Attributes"]["MessageGroupId"] == "tenant-a"
+    assert envelope_of(poisoned).origin_id == "origin-max"
+    assert envelope_of(poisoned).group == "tenant-a"
+    assert pill != grouped
+
+
+def test_given_a_tenant_s_backoff_beyond_the_threshold_when_run_then_the_delay_queue_gets_its_group(stack):
+    now = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+    stack.dead_letter(1, group="tenant-b")
+    report = stack.redriver(clock=lambda: now, uniform=highest, redrive_base_seconds=600).run()
+    assert report.delayed == 1
+    [entry] = stack.sent_entries(stack.delay_url)
+    assert entry["MessageGroupId"] == "tenant-b"
+    assert envelope_of(entry).group == "tenant-b"  # what the park keeps when it has no SQS attribute
 
 
 def test_given_25_messages_when_run_then_it_takes_3_sqs_requests_per_10_and_one_empty_receive(stack):
