@@ -102,7 +102,14 @@ class Delays:
             seal=TEST_SEAL,
         )  # fmt: skip
 
-    def request(self, body: str, seconds: float, target: str | None = None, **attributes: Any) -> str:
+    def request(
+        self,
+        body: str,
+        seconds: float,
+        target: str | None = None,
+        group: str | None = None,
+        **attributes: Any,
+    ) -> str:
         return send_delayed(
             self.sqs,
             delay_queue_url=self.delay_url,
@@ -110,6 +117,7 @@ class Delays:
             body=body,
             deliver_at=NOW + timedelta(seconds=seconds),
             attributes={k: {"DataType": "String", "StringValue": v} for k, v in attributes.items()},
+            group_id=group,
         )
 
     def batch(self, count: int) -> dict[str, Any]:
@@ -135,6 +143,51 @@ def test_messages_due_within_the_threshold_go_straight_to_the_target_with_the_re
     delivered = {m["Body"]: m for m in drain(delays.sqs, delays.target)}
     assert "now" in delivered  # the delayed one becomes visible in 120 s
     assert delivered["now"]["MessageAttributes"][ATTRIBUTE]
+
+
+def test_given_a_tenant_s_requests_when_sent_direct_or_parked_and_rehydrated_then_they_keep_their_group(
+    delays,
+):
+    # Given tenant-a's request due now (sent direct) and one due in an hour (parked in S3), and one without
+    delays.request("direct", 0, group="tenant-a")
+    delays.request("parked", 3600, group="tenant-a")
+    delays.request("plain", 0)
+    # When batch-delay handles them, and the rehydrator once the parked one's bucket opened
+    assert delays.delayer().handle(delays.batch(3), LambdaContext()) == {"batchItemFailures": []}
+    [key] = delays.parked_keys()
+    delays.clock.now = NOW + timedelta(seconds=3600)
+    delays.rehydrator().handle({"bucket": 0, "prefix": key.rsplit("/", 1)[0] + "/"}, LambdaContext())
+    # Then each grouped one reaches its target with its MessageGroupId, the other without one
+    delivered = {m["Body"]: m for m in drain(delays.sqs, delays.target)}
+    assert set(delivered) == {"direct", "parked", "plain"}
+    for body in ("direct", "parked"):
+        assert delivered[body]["Attributes"]["MessageGroupId"] == "tenant-a"
+        assert envelope_of(delivered[body]).group == "tenant-a"
+    assert "MessageGroupId" not in delivered["plain"]["Attributes"]
+
+
+def test_given_a_parked_request_with_a_malformed_group_when_rehydrated_then_it_is_sent_without_and_logged(
+    delays,
+):
+    # Given a request whose envelope a producer wrote with a group id SQS would refuse, parked in S3
+    body = "forged-group"
+    envelope = Envelope(target=delays.target, deliver_at=NOW + timedelta(seconds=3600), group="tenant a")
+    attributes = {ATTRIBUTE: {"DataType": "String", "StringValue": envelope.to_json()}}
+    delays.sqs.send_message(QueueUrl=delays.delay_url, MessageBody=body, MessageAttributes=attributes)
+    # When batch-delay parks it and the rehydrator sends it
+    assert delays.delayer().handle(delays.batch(1), LambdaContext()) == {"batchItemFailures": []}
+    [key] = delays.parked_keys()
+    delays.clock.now = NOW + timedelta(seconds=3600)
+    delays.rehydrator().handle({"bucket": 0, "prefix": key.rsplit("/", 1)[0] + "/"}, LambdaContext())
+    # Then it is delivered, without a group (never refused by SQS for it), and the problem was logged
+    # with its message id and counted
+    [message] = drain(delays.sqs, delays.target)
+    assert message["Body"] == body
+    assert "MessageGroupId" not in message["Attributes"]
+    [corrupt] = [line for line in delays.logged(LogEvent.ENVELOPE_CORRUPT) if "group id" in line["message"]]
+    assert corrupt["message_id"]
+    assert "only letters, digits and ASCII punctuation" in corrupt["message"]
+    assert delays.metrics.values["EnvelopesCorrupt"] >= 1
 
 
 def test_given_an_entry_the_target_refuses_beside_healthy_ones_then_it_alone_is_isolated_and_counted(delays):

@@ -91,11 +91,12 @@ class World:
             clock=self.clock, seal=TEST_SEAL,
         )  # fmt: skip
 
-    def request(self, body: str, seconds: float, **attributes: str) -> str:
+    def request(self, body: str, seconds: float, group: str | None = None, **attributes: str) -> str:
         return send_delayed(
             self.sqs, delay_queue_url=self.delay_url, target=self.target, body=body,
             deliver_at=NOW + timedelta(seconds=seconds),
             attributes={k: {"DataType": "String", "StringValue": v} for k, v in attributes.items()},
+            group_id=group,
         )  # fmt: skip
 
     def batch(self, count: int) -> dict[str, Any]:
@@ -157,6 +158,25 @@ def test_one_message_is_an_sqs_send_message_schedule_with_its_message_inline(wor
     assert json.loads(got["Body"]) == {"n": 1}
     assert ATTRIBUTE in got["MessageAttributes"]  # the envelope and the user's attribute travel with it
     assert got["MessageAttributes"]["tenant"]["StringValue"] == "acme"
+
+
+def test_a_tenant_s_scheduled_messages_keep_their_group_through_both_kinds_of_schedule(world):
+    # Given tenant-a's request alone in one bucket (an SQS-target schedule) and two in another (rehydrator)
+    world.request("alone", HOURS_3, group="tenant-a")
+    world.request("pair-1", 2 * HOURS_3, group="tenant-a")
+    world.request("pair-2", 2 * HOURS_3 + 1, group="tenant-a")
+    assert world.delayer().handle(world.batch(3)) == {"batchItemFailures": []}
+    schedules = world.schedules()
+    [sqs_target] = [s for s in schedules if s["Target"]["Arn"] == SQS_SEND_TARGET]
+    assert json.loads(sqs_target["Target"]["Input"])["MessageGroupId"] == "tenant-a"
+    # When both fire, once every message is due
+    world.clock.now = NOW + timedelta(seconds=2 * HOURS_3 + 1)
+    for schedule in schedules:
+        world.fire(schedule, delays=False)
+    # Then every message reaches its target with its group id
+    delivered = drain(world.sqs, world.target)
+    assert sorted(m["Body"] for m in delivered) == ["alone", "pair-1", "pair-2"]
+    assert {m["Attributes"]["MessageGroupId"] for m in delivered} == {"tenant-a"}
 
 
 def test_two_messages_or_more_go_to_the_rehydrator_never_to_a_batch_sqs_target(world):
