@@ -230,6 +230,7 @@ class LocalCloud:
         self._unpatch.append(moto_adapter.install_sqs_rules())  # moto accepts what SQS refuses
         self._unpatch.append(moto_adapter.install_dead_letter_sources())  # moto's moves don't say from where
         self._unpatch.append(moto_adapter.install_sqs_locks())  # no message lost or resurrected
+        self._unpatch.append(moto_adapter.install_message_groups()[1])  # dedup window, fair-queue order
         self._unpatch.append(moto_adapter.install_execution_names())
         self._unpatch.append(moto_adapter.install_cloudformation_secrets())
         self._unpatch.append(moto_adapter.install_cloudformation_policies())  # moto skips the three types

@@ -9,15 +9,16 @@
   carries ``DeadLetterQueueSourceArn``, as in SQS; a delete holds the queue's lock (no message lost or
   resurrected by concurrent calls); an unnamed execution gets a name;
   CloudFormation creates ``AWS::SecretsManager::Secret`` (with ``GenerateSecretString``) and queue,
-  bucket and topic policies.
+  bucket and topic policies; FIFO deduplication keeps an id 5 minutes after its first send, deleted or
+  not, and a standard queue's messages are delivered in the fair-queue order (:mod:`.message_groups`).
 - **Backend access**: switch off moto's own SQS→Lambda invoke-on-send, hand state machines created
   through CloudFormation to the executing backend, read queue metrics and what ``PutMetricData`` put
   for alarms, list EventBridge rules for schedules, reset every backend.
 
 Modules: :mod:`.attributes` (what it relies on, and the check), :mod:`.delivery` (invocations and
 event delivery), :mod:`.sqs_rules`, :mod:`.dead_letter`, :mod:`.sqs_lock`, :mod:`.cfn_secrets`,
-:mod:`.cfn_policies`, :mod:`.backends` (server, settings, backend reads and writes), :mod:`.speed` (work
-moto repeats, done once).
+:mod:`.cfn_policies`, :mod:`.message_groups`, :mod:`.backends` (server, settings, backend reads and
+writes), :mod:`.speed` (work moto repeats, done once).
 
 ``tests/unit/test_moto_adapter.py`` checks each assumption against the installed moto (its version,
 every attribute used or replaced, with its signature), so a moto upgrade fails there, naming what
@@ -83,6 +84,7 @@ from sluice_local.emulation.moto_adapter.delivery import (
     install_execution_names,
     install_invoke,
 )  # fmt: skip
+from sluice_local.emulation.moto_adapter.message_groups import MessageGroups, install_message_groups
 from sluice_local.emulation.moto_adapter.quiet import install_layer_version_refs, install_quiet, not_created
 from sluice_local.emulation.moto_adapter.speed import install_parse_once
 from sluice_local.emulation.moto_adapter.sqs_lock import install_sqs_locks
@@ -117,6 +119,7 @@ __all__ = [
     "WRITTEN_FOR",
     "Attribute",
     "InvokeFn",
+    "MessageGroups",
     "Undo",
     "attribute_problem",
     "configure",
@@ -131,6 +134,7 @@ __all__ = [
     "install_execution_names",
     "install_invoke",
     "install_layer_version_refs",
+    "install_message_groups",
     "install_module_list_once",
     "install_parse_once",
     "install_quiet",
