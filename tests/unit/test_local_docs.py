@@ -55,3 +55,21 @@ def test_the_idle_lifetime_the_docs_state_is_the_one_the_runtime_uses():
     # Then it is the constant FunctionHost's environments default to
     assert match, "docs/local.md no longer states the idle lifetime"
     assert float(match[1]) == IDLE_LIFETIME_SECONDS
+
+
+def test_the_message_group_figures_the_docs_state_are_the_ones_the_emulation_uses():
+    from sluice_local.emulation.moto_adapter import message_groups  # noqa: PLC0415
+
+    # Given the emulated column of docs/local.md's message-group table
+    text = " ".join(DOC.read_text().split())
+    dedup = re.search(r"every id is kept (\d+) s from its first send", text)
+    noisy = re.search(
+        r"over the last (\d+) s, it got more than (\d+)% of the queue's deliveries and at least (\d+)", text
+    )
+    # Then they are the module's constants
+    assert dedup, "docs/local.md no longer states the deduplication window"
+    assert float(dedup[1]) == message_groups.DEDUPLICATION_WINDOW_SECONDS
+    assert noisy, "docs/local.md no longer states the noisy-tenant rule"
+    assert float(noisy[1]) == message_groups.NOISY_WINDOW_SECONDS
+    assert int(noisy[2]) / 100 == message_groups.NOISY_SHARE
+    assert int(noisy[3]) == message_groups.NOISY_MIN_DELIVERIES
