@@ -62,3 +62,23 @@ def test_given_a_tenant_s_large_body_when_sent_through_the_claim_check_then_it_k
     [sent] = drain(aws.sqs, aws.work_url)
     assert sent["Attributes"]["MessageGroupId"] == "tenant-a"
     assert "ExtendedPayloadSize" in sent["MessageAttributes"]
+
+
+def test_given_a_tenant_s_record_asking_for_a_follow_up_then_the_request_carries_its_group(
+    aws, build_consumer, context
+):
+    # Given a processor asking for a follow-up of each record, and tenant-a's record
+    delay_url = aws.sqs.create_queue(QueueName="delay")["QueueUrl"]
+    consumer = build_consumer(
+        lambda record: record.later(json.dumps({"check": record.data["order_id"]}), delay_seconds=3600),
+        delay_queue_url=delay_url,
+    )
+    aws.send(order("o-1"), MessageGroupId="tenant-a")
+    # When handled
+    assert consumer.handle(receive_event(aws.sqs, aws.work_url, aws.work_arn, 1), context) == {
+        "batchItemFailures": []
+    }
+    # Then the delay request keeps the tenant: as its MessageGroupId and in its envelope for the park
+    [request] = drain(aws.sqs, delay_url)
+    assert request["Attributes"]["MessageGroupId"] == "tenant-a"
+    assert envelope_of(request).group == "tenant-a"

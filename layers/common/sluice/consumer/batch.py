@@ -473,6 +473,7 @@ class Consumer:
             delay_seconds=delay_seconds,
             deliver_at=deliver_at,
             attributes=traced,
+            group_id=arrival.group,  # the follow-up stays with the record's tenant (fair queues)
         )
 
     def _queue_url(self, arn: str) -> str:
