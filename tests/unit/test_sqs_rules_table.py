@@ -22,6 +22,7 @@ import sluice.sqs
 import sluice.tracing
 from sluice import batchsend
 from sluice.batchsend import Outgoing, chunks, send_batch
+from sluice.groups import MalformedGroupId, check_group_id
 from sluice_local.emulation import sqs_checker
 from sluice_local.emulation.sqs_rules_table import RULE, RULES
 from tests.unit.sqs_rule_cases import CASES, GENERATORS, Case, number
@@ -211,9 +212,25 @@ def test_the_layer_names_a_full_calls_entries_as_the_table_allows():
     assert [sqs_checker.check_batch(call) for call in calls] == [None, None]
 
 
-def test_the_layer_sets_no_fifo_field():
+def test_the_layer_sends_a_group_id_only_as_the_table_allows_and_sets_no_deduplication_id():
+    # A standard queue's MessageGroupId (a fair queue's tenant) is sent on every hop, only once
+    # sluice.groups took it: it must give the table's verdict on every group-id case
+    group_cases = [
+        c
+        for c in CASES
+        if c.rule in ("fifo.ids.max-length", "fifo.ids.characters") and c.request.get("group_id") != "g"
+    ]
+    assert len(group_cases) >= 4
+    for case in group_cases:
+        try:
+            check_group_id(case.request["group_id"])
+        except MalformedGroupId:
+            refused = True
+        else:
+            refused = False
+        assert refused == case.refused, case
     sources = "\n".join(p.read_text() for p in (ROOT / "layers" / "common" / "sluice").rglob("*.py"))
-    assert not re.search("MessageGroupId|MessageDeduplicationId", sources)
+    assert not re.search("MessageDeduplicationId", sources)
 
 
 # --- a wrong rule on either side is caught ------------------------------------------------------------
