@@ -60,6 +60,9 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     stats.set_defaults(func=stats_command)
     peek = commands.add_parser("peek", help="look at DLQ messages without delaying them", parents=[common])
     peek.add_argument("-n", type=positive_int, default=10, dest="count", help="how many (default 10)")
+    peek.add_argument(
+        "--tenant", default=None, metavar="GROUP_ID", help="only this MessageGroupId's messages"
+    )
     peek.set_defaults(func=peek_command)
     redrive = commands.add_parser("redrive", help="send DLQ messages back to their sources", parents=[common])
     redrive.add_argument("--max-per-second", type=positive_float, default=None, metavar="N")
@@ -134,10 +137,18 @@ def queue_stats(ctx: Context, name: str, url: str, sample: int) -> dict[str, Any
 def peek_command(ctx: Context, args: argparse.Namespace) -> int:
     url = ctx.resources.require("dead_letter_queue_url")
     with ctx.scan(url, visibility_seconds=PEEK_VISIBILITY_SECONDS, limit=args.count) as scan:
-        messages = list(scan.messages())
+        messages = of_tenant(list(scan.messages()), args.tenant)
     ctx.released(scan)
-    show_messages(ctx, f"Dead-letter queue: {len(messages)} message(s)", url, messages)
+    title = f"Dead-letter queue: {len(messages)} message(s)" + (
+        f" of tenant {args.tenant}" if args.tenant else ""
+    )
+    show_messages(ctx, title, url, messages)
     return OK
+
+
+def of_tenant(messages: list[Received], tenant: str | None) -> list[Received]:
+    """``messages`` of one tenant (their group id: a fair queue's ``MessageGroupId``), or all of them."""
+    return messages if tenant is None else [m for m in messages if m.group == tenant]
 
 
 def show_messages(ctx: Context, title: str, url: str, messages: list[Received]) -> None:

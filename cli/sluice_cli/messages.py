@@ -106,6 +106,7 @@ class Received:
                 "receives": error.receives,
             },
             "source": env.source if env else None,
+            "tenant": self.group,
             "redrivenAt": _iso(env.redriven_at) if env else None,
             "sentAt": _iso(self.sent_at),
             "receives": self.receives,

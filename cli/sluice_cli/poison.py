@@ -21,7 +21,7 @@ from sluice.redrive.settings import RedriveSettings
 from sluice.sqs import allowlisted, queue_url_from_arn
 from sluice_cli import OK, PARTIAL_FAILURE, USAGE_ERROR, CliError
 from sluice_cli.context import Context
-from sluice_cli.dlq import positive_int, show_messages
+from sluice_cli.dlq import of_tenant, positive_int, show_messages
 from sluice_cli.messages import QueueScan, Received
 from sluice_cli.output import to_json
 
@@ -42,6 +42,9 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     commands = poison.add_subparsers(dest="action", required=True, metavar="ACTION")
     listing = commands.add_parser("list", help="every poison pill, one line each", parents=[common])
     listing.add_argument("--max", type=positive_int, default=1000, dest="limit", metavar="N")
+    listing.add_argument(
+        "--tenant", default=None, metavar="GROUP_ID", help="only this MessageGroupId's pills"
+    )
     listing.set_defaults(func=list_command)
     show = commands.add_parser("show", help="one message: envelope, attributes, body", parents=[common])
     show.add_argument("id", metavar="ID", help="SQS message id or the envelope's origin_id")
@@ -66,10 +69,11 @@ def _scan(ctx: Context, visibility: int, limit: int | None = None, *, writes: bo
 
 def list_command(ctx: Context, args: argparse.Namespace) -> int:
     with _scan(ctx, LIST_VISIBILITY_SECONDS, args.limit) as scan:
-        messages = list(scan.messages())
+        messages = of_tenant(list(scan.messages()), args.tenant)
     ctx.released(scan)
     url = ctx.resources.require("poison_queue_url")
-    show_messages(ctx, f"Poison queue: {len(messages)} message(s)", url, messages)
+    title = f"Poison queue: {len(messages)} message(s)" + (f" of tenant {args.tenant}" if args.tenant else "")
+    show_messages(ctx, title, url, messages)
     return OK
 
 

@@ -596,6 +596,28 @@ def test_given_a_poison_pill_of_a_tenant_when_replayed_then_it_goes_back_with_it
     assert _envelope(sent)[1].group == "tenant-7"
 
 
+def test_given_pills_of_two_tenants_when_listed_for_one_then_only_its_pills_are_shown_and_all_stay(stack):
+    # Given pills of tenant-a and tenant-b (their MessageGroupId) and one without a tenant
+    for body, group in (("a1", "tenant-a"), ("b1", "tenant-b"), ("a2", "tenant-a")):
+        stack.sqs.send_message(
+            QueueUrl=stack.poison_url, MessageBody=body, MessageGroupId=group,
+            MessageAttributes=stack.attributes(body, source=stack.work_arn),
+        )  # fmt: skip
+    stack.put(stack.poison_url, "none", source=stack.work_arn)
+
+    # When listed for tenant-a, and the DLQ peeked for it
+    result = stack.run("--json", "poison", "list", "--tenant", "tenant-a")
+    peeked = stack.run("--json", "dlq", "peek", "--tenant", "tenant-a")
+
+    # Then only tenant-a's pills are listed, each naming its tenant, and every pill stays
+    assert result.code == 0, result.stderr
+    assert sorted(m["bodyPreview"] for m in result.json["messages"]) == ["a1", "a2"]
+    assert {m["tenant"] for m in result.json["messages"]} == {"tenant-a"}
+    assert peeked.code == 0, peeked.stderr
+    assert peeked.json["count"] == 0
+    assert stack.depth(stack.poison_url) == {"visible": 4, "inFlight": 0}
+
+
 def _lose_the_key(stack: Stack) -> None:
     boto3.client("secretsmanager", region_name=REGION).delete_secret(
         SecretId=stack.env["SLUICE_ENVELOPE_KEY_SECRET"], ForceDeleteWithoutRecovery=True
