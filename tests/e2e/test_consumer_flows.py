@@ -101,3 +101,28 @@ def test_a_default_stack_reads_what_the_python_extended_client_writes_in_both_fo
     while stack.charges("e2e-extended-") != wanted and time.monotonic() < deadline:
         time.sleep(0.2)
     assert stack.charges("e2e-extended-") == wanted
+
+
+def test_a_tenant_s_poison_pill_keeps_its_group_id_through_the_local_runtime(stack):
+    # Given an order of tenant-e2e (its MessageGroupId: a fair queue's tenant) that fails permanently
+    sqs = stack.client("sqs")
+    mid = sqs.send_message(
+        QueueUrl=stack.outputs[ORDERS + "QueueUrl"],
+        MessageBody=json.dumps(messages.order("e2e-tenant", amount_cents=99_000_000)),
+        MessageGroupId="tenant-e2e",
+    )["MessageId"]
+    # When the deployed consumer isolates it (polled with a deadline)
+    found = None
+    deadline = time.monotonic() + 60
+    while found is None and time.monotonic() < deadline:
+        for message in stack.every_message("PoisonPillQueueUrl"):
+            env = Envelope.model_validate_json(message["MessageAttributes"][ATTRIBUTE]["StringValue"])
+            if env.origin_id == mid:
+                found = (message, env)
+        if found is None:
+            time.sleep(0.1)
+    # Then the poison message has the group id, as SQS's attribute and in its envelope
+    assert found, "the tenant's over-limit order never reached the poison queue"
+    message, env = found
+    assert message["Attributes"]["MessageGroupId"] == "tenant-e2e"
+    assert env.group == "tenant-e2e"
