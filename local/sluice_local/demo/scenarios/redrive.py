@@ -72,6 +72,7 @@ class _ClaimCheckMissing(Scenario):
             stack,
             claim_check(stack.outputs["ClaimCheckBucketName"], self.key),
             MessageAttributes={self.tenant_attribute: {"DataType": "String", "StringValue": self.tenant}},
+            MessageGroupId=self.tenant,  # its tenant on a fair queue: kept by every hop
         )
 
     def consumer_failures(self, stack: Stack) -> list[dict[str, Any]]:
@@ -119,6 +120,7 @@ class KeepsFailing(_ClaimCheckMissing):
         self.problems: list[str] = []
         self.envelope: Envelope | None = None
         self.attributes: dict[str, Any] = {}
+        self.group: str | None = None
 
     def observe(self, stack: Stack) -> tuple[bool, str]:
         p = self.params
@@ -145,6 +147,7 @@ class KeepsFailing(_ClaimCheckMissing):
             return False, shown + "; not in PoisonPillQueue yet" + self.redrive_broken(stack)
         message, env = found
         self.envelope, self.attributes = env, message.get("MessageAttributes") or {}
+        self.group = (message.get("Attributes") or {}).get("MessageGroupId")
         self.problems = self._check(stack, env, dead)
         verdict = "; ".join(self.problems) if self.problems else "envelope complete"
         error = env.last_error
@@ -202,6 +205,10 @@ class KeepsFailing(_ClaimCheckMissing):
         if env.source != stack.outputs[ORDERS + "QueueArn"]:
             problems.append(
                 f"source {env.source}, expected the work queue {stack.outputs[ORDERS + 'QueueArn']}"
+            )
+        if self.group != self.tenant or env.group != self.tenant:
+            problems.append(
+                f"MessageGroupId {self.group!r}, envelope group {env.group!r}: sent {self.tenant!r}"
             )
         if self._tenant() != self.tenant:
             problems.append(
