@@ -34,6 +34,7 @@ from sluice import claimcheck, metrics
 from sluice.arrival import Arrival, fallback_ids
 from sluice.backoff import full_jitter
 from sluice.consumer.deadline import Deadline
+from sluice.consumer.fifo import hand_back_unrun, partial_response
 from sluice.consumer.heartbeat import Heartbeat, InFlight
 from sluice.consumer.idempotency import Idempotency, InProgressElsewhere
 from sluice.consumer.record import Processor, SluiceRecord, business_key, identity_key
@@ -45,7 +46,7 @@ from sluice.fit import fit
 from sluice.groups import group_param
 from sluice.limits import MAX_VISIBILITY_SECONDS
 from sluice.logevents import EVENT, LogEvent
-from sluice.partial import SqsRecord, each_record
+from sluice.partial import SqsRecord
 from sluice.poison import isolate
 from sluice.queuecheck import SourceQueueNeeds, check_source_queue
 from sluice.sealing import load_seal
@@ -191,8 +192,12 @@ class Consumer:
                 )
             deadline.timed(lambda: self._handle_record(record, heartbeat, stats, correlations))
 
+        def skipped(record: SqsRecord) -> None:  # FIFO: after a failure of its batch or group
+            heartbeat.settle(record.message_id)
+            hand_back_unrun(self._sqs, self._queue_url(record.event_source_arn), record, log=self._log)
+
         with heartbeat:
-            response = each_record(event, record_handler, context=context, workers=self._settings.concurrency)
+            response = partial_response(event, record_handler, context, self._settings, on_skipped=skipped)
         for name in metrics.CONSUMER_COUNTERS:
             self._metrics.add_metric(name=name, unit="Count", value=stats.counts[name])
         self._log.info(

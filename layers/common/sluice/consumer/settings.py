@@ -40,6 +40,9 @@ class ConsumerSettings(SealSettings, ClaimCheckSettings):
     batch_window_seconds: Seconds = 0
     heartbeat_fraction: float = Field(default=0.5, gt=0, lt=1)
     concurrency: int = Field(default=1, ge=1, le=64)
+    fifo_skip_group_on_error: bool = False
+    """On a FIFO queue, a failure holds back only its own group's later records of the batch; the other
+    groups' go on (False: the first failure holds back every later record, Lambda's default rule)."""
     idempotency_key_jmespath: str = ""
     idempotency_key_missing: KeyMissing = "poison"
     """A body where the key path yields nothing is logged and counted, then isolated to the poison queue
@@ -74,5 +77,10 @@ class ConsumerSettings(SealSettings, ClaimCheckSettings):
             raise ValueError(
                 f"SLUICE_BACKOFF_FLOOR_SECONDS ({self.backoff_floor_seconds}) exceeds "
                 f"SLUICE_BACKOFF_CAP_SECONDS ({self.backoff_cap_seconds})"
+            )
+        if self.source_queue_url.endswith(".fifo") and self.concurrency > 1:
+            raise ValueError(
+                f"SLUICE_CONCURRENCY is {self.concurrency}, but the source queue is FIFO: its records are "
+                "processed in order, one at a time (set InBatchConcurrency to 1 for this workload)"
             )
         return self

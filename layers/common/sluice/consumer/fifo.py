@@ -1,0 +1,59 @@
+"""The consumer's FIFO mode: on when the records come from a FIFO queue (its name ends in ``.fifo``).
+
+A FIFO queue's batch runs in order, one record at a time (:func:`sluice.partial.each_record_in_order`):
+the first failure stops the batch, or with ``SLUICE_FIFO_SKIP_GROUP_ON_ERROR`` only its group's later
+records. A record reported unrun is handed back at once (visibility 0): its group stays blocked while
+the failed record is in flight (SQS returns no later message of a group while one of it is in flight),
+and the other groups' records come back without waiting for the queue's visibility timeout. A failed
+record's backoff is its visibility, as on a standard queue: nothing here sends with ``DelaySeconds``,
+which SQS refuses per message on a FIFO queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from sluice.partial import SqsRecord, each_record, each_record_in_order, is_fifo
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools import Logger
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+    from mypy_boto3_sqs import SQSClient
+
+    from sluice.consumer.settings import ConsumerSettings
+
+__all__ = ["hand_back_unrun", "partial_response"]
+
+
+def partial_response(
+    event: Mapping[str, Any],
+    handler: Callable[[SqsRecord], None],
+    context: LambdaContext | None,
+    settings: ConsumerSettings,
+    *,
+    on_skipped: Callable[[SqsRecord], None],
+) -> dict[str, Any]:
+    """The batch's ``batchItemFailures``: in order for a FIFO queue's records (``on_skipped`` gets each
+    reported unrun), else on ``settings.concurrency`` threads."""
+    records = event.get("Records")
+    first = records[0] if isinstance(records, list) and records else None
+    if isinstance(first, Mapping) and is_fifo(str(first.get("eventSourceARN", ""))):
+        return each_record_in_order(
+            event, handler, skip_group_on_error=settings.fifo_skip_group_on_error, on_skipped=on_skipped
+        )
+    return each_record(event, handler, context=context, workers=settings.concurrency)
+
+
+def hand_back_unrun(sqs: SQSClient, queue_url: str, record: SqsRecord, *, log: Logger) -> None:
+    """Make a record the FIFO rule left unrun visible again now (its receive still counts)."""
+    log.info(
+        "record not run: an earlier record of its batch or group failed; handed back",
+        extra={"message_id": record.message_id, "message_group_id": record.message_group_id},
+    )
+    try:
+        sqs.change_message_visibility(
+            QueueUrl=queue_url, ReceiptHandle=record.receipt_handle, VisibilityTimeout=0
+        )
+    except Exception:
+        log.warning("could not hand the record back; the queue's timeout applies", exc_info=True)
