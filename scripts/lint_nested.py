@@ -70,8 +70,10 @@ def with_defaults(text: str, values: dict[str, str]) -> str:
 
 
 def with_every_workload_setting(text: str) -> str:
-    """workloads.yaml's ``text`` with the workload EVERY_WORKLOAD_SETTING added to its list and mapping."""
-    listed, found = re.subn(r"&workloads \[([^\]]*)\]", r"&workloads [\1, Scanned]", text, count=1)
+    """workloads.yaml's ``text`` with EVERY_WORKLOAD_SETTING's workloads added to its list and mapping."""
+    listed, found = re.subn(
+        r"&workloads \[([^\]]*)\]", r"&workloads [\1, Scanned, ScannedFifo]", text, count=1
+    )
     if found != 1 or "\n  Workloads:\n" not in listed:
         raise SystemExit("workloads.yaml no longer lists its workloads as expected")
     return listed.replace("\n  Workloads:\n", "\n  Workloads:\n" + EVERY_WORKLOAD_SETTING, 1)

@@ -49,7 +49,8 @@ VARIANTS: dict[str, dict[str, str]] = {
     "stepfunctions, job store, every option": EVERYTHING_ELSE,
 }
 # In the every-option variant, a workload that sets every consumer setting of its own (docs/workloads.md):
-# the resources only such a block creates (its VPC's network policy, ...) are scanned too.
+# the resources only such a block creates (its VPC's network policy, ...) are scanned too; and a FIFO
+# workload (its .fifo queue and DLQ, its event source without a batching window).
 EVERY_WORKLOAD_SETTING = f"""    Scanned:
       Code: examples/orders/
       Queue: existing
@@ -59,6 +60,11 @@ EVERY_WORKLOAD_SETTING = f"""    Scanned:
       SecurityGroupIds: sg-0123456789abcdef0
       Layers: ["arn:aws:lambda:us-east-1:{ACCOUNT}:layer:extra:1"]
       Environment: ["GREETING=hello"]
+    ScannedFifo:
+      Code: examples/orders/
+      QueueType: fifo
+      ContentBasedDeduplication: "true"
+      SkipGroupOnError: "true"
 """
 
 
@@ -82,7 +88,9 @@ def with_every_workload_setting(template: str, n: int) -> str:
     """``template`` whose workloads are a copy of workloads.yaml with the workload EVERY_WORKLOAD_SETTING
     added, written beside it as ``.checkov-workloads-<n>.yaml`` (removed by the caller)."""
     workloads = (ROOT / "workloads.yaml").read_text(encoding="utf-8")
-    listed, found = re.subn(r"&workloads \[([^\]]*)\]", r"&workloads [\1, Scanned]", workloads, count=1)
+    listed, found = re.subn(
+        r"&workloads \[([^\]]*)\]", r"&workloads [\1, Scanned, ScannedFifo]", workloads, count=1
+    )
     if found != 1 or "\n  Workloads:\n" not in listed or "\n      Location: workloads.yaml\n" not in template:
         raise SystemExit(
             "workloads.yaml no longer lists its workloads, or template.yaml its Location, as expected"

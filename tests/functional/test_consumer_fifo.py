@@ -115,3 +115,27 @@ def test_given_a_fifo_source_queue_with_in_batch_concurrency_then_the_cold_start
 ):
     with pytest.raises(ConfigurationError, match=r"SLUICE_CONCURRENCY.*FIFO"):
         build_consumer(lambda r: None, source_queue_url=fifo.work_arn, concurrency=4)
+
+
+def test_given_a_processor_asking_for_a_delay_on_a_fifo_queue_then_it_is_refused_and_nothing_is_sent(
+    fifo, build_consumer, context, api_calls
+):
+    # Given a FIFO workload's processor that asks for a follow-up later (the delay pipeline would
+    # deliver it with DelaySeconds and without its group: SQS refuses both on a FIFO queue)
+    delay_url = fifo.sqs.create_queue(QueueName="delay")["QueueUrl"]
+    errors: list[Exception] = []
+
+    def asks_later(record) -> None:
+        try:
+            record.later("follow-up", delay_seconds=60)
+        except ConfigurationError as exc:
+            errors.append(exc)
+            raise
+
+    consumer = build_consumer(asks_later, source_queue_url=fifo.work_arn, delay_queue_url=delay_url)
+    ids = send_in_groups(fifo, ("a", "o-1", "ok"))
+    response = consumer.handle(receive_event(fifo.sqs, fifo.work_url, fifo.work_arn, 1), context)
+    # Then the record fails with the reason (retried, dead-lettered with it), and nothing was sent
+    assert failed(response) == [ids["o-1"]]
+    assert "FIFO" in str(errors[0])
+    assert api_calls.count("SendMessage") == 0

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -490,18 +491,9 @@ def check_redrive(raw: Template, cfn: Template) -> list[str]:
     allow = _properties(cfn, DEAD_LETTER_QUEUE).get("RedriveAllowPolicy", {})
     if allow.get("redrivePermission") != "byQueue":
         problems.append(f"{DEAD_LETTER_QUEUE} RedriveAllowPolicy must be byQueue")
-    work_name = _properties(cfn, WORK_QUEUE).get("QueueName", {}).get("Fn::Sub")
     sources = allow.get("sourceQueueArns", [])
     names_work = [  # the workload's queue: its ARN given (an existing queue), else the one it creates
-        s
-        for s in map(_default, sources)
-        if s == _arn(WORK_QUEUE)
-        or (
-            isinstance(s, dict)
-            and isinstance(work_name, str)
-            and s.get("Fn::Sub")
-            == f"arn:${{AWS::Partition}}:sqs:${{AWS::Region}}:${{AWS::AccountId}}:{work_name}"
-        )
+        s for s in map(_default, sources) if s == _arn(WORK_QUEUE) or s == _created_queue_arn(cfn)
     ]
     if len(sources) != 1 or not names_work:
         problems.append(
@@ -548,6 +540,18 @@ def check_common_layer(raw: Template, cfn: Template) -> list[str]:
     return problems
 
 
+def _created_queue_arn(cfn: Template) -> object:
+    """The ARN of the queue the workload creates, written as the template writes it from its QueueName
+    (``Fn::Sub`` of a text, or of a text and its variables: the name's ending, by QueueType)."""
+    name = _properties(cfn, WORK_QUEUE).get("QueueName", {}).get("Fn::Sub")
+    prefix = "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:"
+    if isinstance(name, str):
+        return {"Fn::Sub": prefix + name}
+    if isinstance(name, list) and len(name) == 2 and isinstance(name[0], str):
+        return {"Fn::Sub": [prefix + name[0], name[1]]}
+    return None
+
+
 def check_outputs(raw: Template, cfn: Template) -> list[str]:
     """Every queue (URL and ARN), table, bucket and function (name and ARN) is an output."""
     values = [output.get("Value") for output in raw.get("Outputs", {}).values()]
@@ -555,17 +559,21 @@ def check_outputs(raw: Template, cfn: Template) -> list[str]:
     for name in _of_type(raw, "AWS::SQS::Queue"):
         required += [_ref(name), _arn(name)]
     # a workload's queue ARN is given (an existing queue) or the one it creates: the output says either
+    # (a name is an Fn::Sub of a text, or of a text and its variables: compared as JSON)
     queue_names = {
-        _properties(raw, name).get("QueueName", {}).get("Fn::Sub"): name
+        json.dumps(_properties(raw, name).get("QueueName", {}).get("Fn::Sub")): name
         for name in _of_type(raw, "AWS::SQS::Queue")
     }
+    prefix = "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:"
     for value in map(_default, values):
-        text = value.get("Fn::Sub", "") if isinstance(value, dict) else ""
-        if not isinstance(text, str):  # an existing queue's URL: a Sub of its ARN's parts
+        sub = value.get("Fn::Sub", "") if isinstance(value, dict) else ""
+        text = sub[0] if isinstance(sub, list) and sub and isinstance(sub[0], str) else sub
+        if not isinstance(text, str) or not text.startswith(prefix):  # e.g. an existing queue's URL
             continue
-        prefix = "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:"
-        if text.startswith(prefix) and text.removeprefix(prefix) in queue_names:
-            values.append(_arn(queue_names[text.removeprefix(prefix)]))
+        name = text.removeprefix(prefix)
+        key = json.dumps([name, sub[1]] if isinstance(sub, list) and len(sub) == 2 else name)
+        if key in queue_names:
+            values.append(_arn(queue_names[key]))
     for name in _of_type(raw, "AWS::Serverless::Function"):
         required += [_ref(name), _arn(name)]
     for resource_type in ("AWS::DynamoDB::Table", "AWS::S3::Bucket", "AWS::Serverless::LayerVersion"):

@@ -198,6 +198,39 @@ def _code_problems(name: str, block: dict[str, Any]) -> list[str]:
     return problems
 
 
+def _queue_type_problems(name: str, block: dict[str, Any]) -> list[str]:
+    """A fifo workload (docs/workloads.md "FIFO workloads"): what SQS and Lambda allow a FIFO queue."""
+    kind = block.get("QueueType", "standard")
+    if kind not in ("standard", "fifo"):
+        return [f"{name}: QueueType must be standard or fifo, is {kind!r}"]
+    problems = [
+        f'{name}: {key} must be "true" or "false" (quoted), is {block[key]!r}'
+        for key in ("ContentBasedDeduplication", "SkipGroupOnError")
+        if key in block and block[key] not in ("true", "false")
+    ]
+    if kind == "standard":
+        problems += [
+            f"{name}: {key} is a fifo workload's setting (QueueType: fifo)"
+            for key in ("ContentBasedDeduplication", "SkipGroupOnError")
+            if key in block
+        ]
+    arn = block.get("QueueArn")
+    if isinstance(arn, str) and arn.endswith(".fifo") != (kind == "fifo"):
+        problems.append(f"{name}: QueueArn {arn} is {'' if arn.endswith('.fifo') else 'not '}a FIFO queue")
+    if kind == "fifo":
+        if int(block.get("BatchSize", 10)) > 10:
+            problems.append(
+                f"{name}: BatchSize {block['BatchSize']} is above 10, Lambda's most for a FIFO queue"
+            )
+        if "BatchingWindow" in block:
+            problems.append(f"{name}: BatchingWindow: Lambda supports no batching window on a FIFO queue")
+        if int(block.get("InBatchConcurrency", 1)) != 1:
+            problems.append(
+                f"{name}: InBatchConcurrency must be 1 on a FIFO queue (its records run in order)"
+            )
+    return problems
+
+
 def _consumer_variables() -> set[str]:
     """The names the consumer's environment already has: its own and the Globals'."""
     raw = yaml_parse(WORKLOADS.read_text(encoding="utf-8"))
@@ -216,6 +249,7 @@ def check_workload_settings(workloads: dict[str, dict[str, Any]], stack_maximum:
             *_concurrency_problems(name, block, stack_maximum),
             *_network_problems(name, block),
             *_code_problems(name, block),
+            *_queue_type_problems(name, block),
         )
     ]
 
@@ -250,6 +284,24 @@ def test_given_workloads_yaml_then_every_workloads_settings_hold() -> None:
         (
             {"SubnetIds": ["subnet-0123456789abcdef0"], "SecurityGroupIds": "sg-0123456789abcdef0"},
             "SubnetIds must be comma-separated subnet ids",
+        ),
+        ({"QueueType": "FIFO"}, "QueueType must be standard or fifo"),
+        ({"ContentBasedDeduplication": "true"}, "is a fifo workload's setting"),
+        ({"QueueType": "fifo", "SkipGroupOnError": True}, 'SkipGroupOnError must be "true" or "false"'),
+        ({"QueueType": "fifo", "BatchSize": 20}, "BatchSize 20 is above 10"),
+        ({"QueueType": "fifo", "BatchingWindow": "5"}, "no batching window on a FIFO queue"),
+        ({"QueueType": "fifo", "InBatchConcurrency": 4}, "InBatchConcurrency must be 1 on a FIFO queue"),
+        (
+            {"Queue": "existing", "QueueArn": "arn:aws:sqs:us-east-1:123456789012:orders.fifo"},
+            "is a FIFO queue",
+        ),
+        (
+            {
+                "QueueType": "fifo",
+                "Queue": "existing",
+                "QueueArn": "arn:aws:sqs:us-east-1:123456789012:orders",
+            },
+            "is not a FIFO queue",
         ),
         (
             {"Layers": "arn:aws:lambda:us-east-1:123456789012:layer:x:1"},

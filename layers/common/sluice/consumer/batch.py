@@ -41,12 +41,12 @@ from sluice.consumer.record import Processor, SluiceRecord, business_key, identi
 from sluice.consumer.settings import ConsumerSettings
 from sluice.consumer.stats import BatchStats
 from sluice.envelope import Envelope, ErrorInfo, Seal, SendAttributes, merge
-from sluice.errors import PermanentError, RetryAfter
+from sluice.errors import ConfigurationError, PermanentError, RetryAfter
 from sluice.fit import fit
 from sluice.groups import group_param
 from sluice.limits import MAX_VISIBILITY_SECONDS
 from sluice.logevents import EVENT, LogEvent
-from sluice.partial import SqsRecord
+from sluice.partial import SqsRecord, is_fifo
 from sluice.poison import isolate
 from sluice.queuecheck import SourceQueueNeeds, check_source_queue
 from sluice.sealing import load_seal
@@ -468,12 +468,15 @@ class Consumer:
         """``record.later``: ``body`` to the queue ``arrival`` came from, through the delay queue."""
         from sluice.delay.schedule import send_delayed  # noqa: PLC0415 - only a processor asking loads it
 
+        if is_fifo(target := self._queue_url(arrival.queue_arn or self._settings.source_queue_url)):
+            raise ConfigurationError(f"record.later cannot deliver to a FIFO queue yet ({target}): issue 27")
+
         envelope = Envelope(trace=arrival.envelope.trace, traceparent=arrival.envelope.traceparent)
         traced = merge(dict(attributes or {}), envelope, body=body, seal=None)  # the record's trace goes on
         return send_delayed(
             self._sqs,
             delay_queue_url=self._settings.delay_queue_url,
-            target=self._queue_url(arrival.queue_arn or self._settings.source_queue_url),
+            target=target,
             body=body,
             delay_seconds=delay_seconds,
             deliver_at=deliver_at,
