@@ -11,6 +11,7 @@ import pytest
 from sluice.errors import ConfigurationError
 from sluice_local.emulation.sqs_events import receive_event
 from sluice_local.testing.direct import queue_arn_of
+from tests.doubles import envelope_of
 
 FIFO = {"FifoQueue": "true", "ContentBasedDeduplication": "true"}
 
@@ -139,3 +140,22 @@ def test_given_a_processor_asking_for_a_delay_on_a_fifo_queue_then_it_is_refused
     assert failed(response) == [ids["o-1"]]
     assert "FIFO" in str(errors[0])
     assert api_calls.count("SendMessage") == 0
+
+
+def test_given_the_last_receive_on_a_fifo_queue_then_the_consumer_dead_letters_it_with_its_group_and_error(
+    fifo, processor, build_consumer, context
+):
+    # Given a FIFO workload's record failing on its last receive
+    consumer = build_consumer(processor, max_receive_count=1, dead_letter_queue_url=fifo.dlq_url)
+    ids = send_in_groups(fifo, ("tenant-7", "o-dl", "transient"))
+    response = consumer.handle(receive_event(fifo.sqs, fifo.work_url, fifo.work_arn, 1), context)
+    # Then the consumer sent it to the FIFO DLQ itself, in its group, with its error in its envelope
+    assert failed(response) == []
+    dead = fifo.sqs.receive_message(
+        QueueUrl=fifo.dlq_url, MessageAttributeNames=["All"], MessageSystemAttributeNames=["All"]
+    )["Messages"]
+    assert [m["Attributes"]["MessageGroupId"] for m in dead] == ["tenant-7"]
+    envelope = envelope_of(dead[0])
+    assert envelope.origin_id == ids["o-dl"]
+    assert envelope.last_error is not None
+    assert envelope.last_error.type == "TransientError"

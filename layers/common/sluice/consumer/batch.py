@@ -34,7 +34,7 @@ from sluice import claimcheck, metrics
 from sluice.arrival import Arrival, fallback_ids
 from sluice.backoff import full_jitter
 from sluice.consumer.deadline import Deadline
-from sluice.consumer.fifo import hand_back_unrun, partial_response
+from sluice.consumer.fifo import dead_letter_fields, hand_back_unrun, partial_response
 from sluice.consumer.heartbeat import Heartbeat, InFlight
 from sluice.consumer.idempotency import Idempotency, InProgressElsewhere
 from sluice.consumer.record import Processor, SluiceRecord, business_key, identity_key
@@ -395,7 +395,8 @@ class Consumer:
                 MessageBody=fitted.body,
                 MessageAttributes=fitted.attributes,  # type: ignore[arg-type]
                 MessageSystemAttributes=system_attributes(recorded.trace),  # type: ignore[arg-type]
-                **group_param(recorded.group),  # type: ignore[arg-type]  # the fair-queue tenant
+                **group_param(recorded.group),  # type: ignore[arg-type]  # the fair-queue tenant, a FIFO group
+                **dead_letter_fields(s.dead_letter_queue_url, arrival),  # a FIFO DLQ's deduplication id
             )
         except Exception:  # noqa: BLE001 - the redrive policy still moves it, without the error
             self._log.warning(

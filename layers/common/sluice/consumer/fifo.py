@@ -21,9 +21,10 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
     from mypy_boto3_sqs import SQSClient
 
+    from sluice.arrival import Arrival
     from sluice.consumer.settings import ConsumerSettings
 
-__all__ = ["hand_back_unrun", "partial_response"]
+__all__ = ["dead_letter_fields", "hand_back_unrun", "partial_response"]
 
 
 def partial_response(
@@ -57,3 +58,13 @@ def hand_back_unrun(sqs: SQSClient, queue_url: str, record: SqsRecord, *, log: L
         )
     except Exception:
         log.warning("could not hand the record back; the queue's timeout applies", exc_info=True)
+
+
+def dead_letter_fields(queue_url: str, arrival: Arrival) -> dict[str, Any]:
+    """What a send of ``arrival`` to the dead-letter queue ``queue_url`` adds when that queue is FIFO: a
+    deduplication id, its message id (a repeat of this send within SQS's five-minute window is dropped;
+    the DLQ need not deduplicate by content). Nothing otherwise. The group it was received in is sent as
+    every hop sends it (:func:`sluice.groups.group_param`)."""
+    if not is_fifo(queue_url):
+        return {}
+    return {"MessageDeduplicationId": arrival.message_id}
