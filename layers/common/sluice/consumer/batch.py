@@ -34,7 +34,7 @@ from sluice import claimcheck, metrics
 from sluice.arrival import Arrival, fallback_ids
 from sluice.backoff import full_jitter
 from sluice.consumer.deadline import Deadline
-from sluice.consumer.fifo import dead_letter_fields, hand_back_unrun, partial_response
+from sluice.consumer.fifo import dead_letter_fields, handing_back, partial_response
 from sluice.consumer.heartbeat import Heartbeat, InFlight
 from sluice.consumer.idempotency import Idempotency, InProgressElsewhere
 from sluice.consumer.record import Processor, SluiceRecord, business_key, identity_key
@@ -192,10 +192,7 @@ class Consumer:
                 )
             deadline.timed(lambda: self._handle_record(record, heartbeat, stats, correlations))
 
-        def skipped(record: SqsRecord) -> None:  # FIFO: after a failure of its batch or group
-            heartbeat.settle(record.message_id)
-            hand_back_unrun(self._sqs, self._queue_url(record.event_source_arn), record, log=self._log)
-
+        skipped = handing_back(self._sqs, self._queue_url, heartbeat.settle, log=self._log)  # FIFO's unrun
         with heartbeat:
             response = partial_response(event, record_handler, context, self._settings, on_skipped=skipped)
         for name in metrics.CONSUMER_COUNTERS:

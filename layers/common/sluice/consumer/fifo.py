@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from sluice.arrival import Arrival
     from sluice.consumer.settings import ConsumerSettings
 
-__all__ = ["dead_letter_fields", "hand_back_unrun", "partial_response"]
+__all__ = ["dead_letter_fields", "hand_back_unrun", "handing_back", "partial_response"]
 
 
 def partial_response(
@@ -44,6 +44,19 @@ def partial_response(
             event, handler, skip_group_on_error=settings.fifo_skip_group_on_error, on_skipped=on_skipped
         )
     return each_record(event, handler, context=context, workers=settings.concurrency)
+
+
+def handing_back(
+    sqs: SQSClient, queue_url: Callable[[str], str], settle: Callable[[str], None], *, log: Logger
+) -> Callable[[SqsRecord], None]:
+    """The batch's ``on_skipped``: stop extending the record (``settle``, the heartbeat's), then hand it
+    back (:func:`hand_back_unrun`) to the queue ``queue_url`` gives for its ``eventSourceARN``."""
+
+    def skipped(record: SqsRecord) -> None:
+        settle(record.message_id)
+        hand_back_unrun(sqs, queue_url(record.event_source_arn), record, log=log)
+
+    return skipped
 
 
 def hand_back_unrun(sqs: SQSClient, queue_url: str, record: SqsRecord, *, log: Logger) -> None:
