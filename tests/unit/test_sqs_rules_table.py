@@ -72,11 +72,11 @@ NOT_THE_LAYERS = {
     "batch.id.max-length": "the layer names a call's entries itself (0-9)",
     "batch.id.characters": "the layer names a call's entries itself (0-9)",
     "batch.id.distinct": "the layer names a call's entries itself (0-9)",
-    "fifo.delay-seconds": "the layer sends to standard queues: it sets no FIFO field",
-    "fifo.group-id.required": "the layer sends to standard queues: it sets no FIFO field",
-    "fifo.deduplication-id.required": "the layer sends to standard queues: it sets no FIFO field",
-    "fifo.ids.max-length": "the layer sends to standard queues: it sets no FIFO field",
-    "fifo.ids.characters": "the layer sends to standard queues: it sets no FIFO field",
+    "fifo.delay-seconds": "the layer's one FIFO send: the consumer's dead-lettering (below)",
+    "fifo.group-id.required": "the layer's one FIFO send: the consumer's dead-lettering (below)",
+    "fifo.deduplication-id.required": "the layer's one FIFO send: the consumer's dead-lettering (below)",
+    "fifo.ids.max-length": "the layer's one FIFO send: the consumer's dead-lettering (below)",
+    "fifo.ids.characters": "the layer's one FIFO send: the consumer's dead-lettering (below)",
 }
 
 
@@ -212,7 +212,7 @@ def test_the_layer_names_a_full_calls_entries_as_the_table_allows():
     assert [sqs_checker.check_batch(call) for call in calls] == [None, None]
 
 
-def test_the_layer_sends_a_group_id_only_as_the_table_allows_and_sets_no_deduplication_id():
+def test_the_layer_sends_a_group_id_only_as_the_table_allows_and_a_deduplication_id_in_one_place():
     # A standard queue's MessageGroupId (a fair queue's tenant) is sent on every hop, only once
     # sluice.groups took it: it must give the table's verdict on every group-id case
     group_cases = [
@@ -229,8 +229,15 @@ def test_the_layer_sends_a_group_id_only_as_the_table_allows_and_sets_no_dedupli
         else:
             refused = False
         assert refused == case.refused, case
-    sources = "\n".join(p.read_text() for p in (ROOT / "layers" / "common" / "sluice").rglob("*.py"))
-    assert not re.search("MessageDeduplicationId", sources)
+    # the one deduplication id of this layer: a FIFO workload's consumer dead-lettering a record into its
+    # FIFO DLQ, its message id (a UUID: 36 characters of the allowed set); never with DelaySeconds
+    layer_root = ROOT / "layers" / "common" / "sluice"
+    setting = {
+        p.relative_to(layer_root).as_posix()
+        for p in layer_root.rglob("*.py")
+        if re.search(r'"MessageDeduplicationId":|MessageDeduplicationId=', p.read_text())
+    }
+    assert setting == {"consumer/fifo.py"}
 
 
 # --- a wrong rule on either side is caught ------------------------------------------------------------
