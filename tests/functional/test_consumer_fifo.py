@@ -44,7 +44,7 @@ def visibility_changes(api_calls) -> dict[str, int]:
 
 
 def test_given_a_failure_then_it_and_every_later_record_are_failed_unrun_and_handed_back(
-    fifo, processor, build_consumer, context, api_calls
+    fifo, processor, build_consumer, context, api_calls, metrics
 ):
     # Given a batch of two groups whose second record fails transiently
     consumer = build_consumer(processor, source_queue_url=fifo.work_arn)
@@ -62,6 +62,8 @@ def test_given_a_failure_then_it_and_every_later_record_are_failed_unrun_and_han
     changes = visibility_changes(api_calls)
     assert changes[handles[ids["o-2"]]] >= 1
     assert changes[handles[ids["o-3"]]] == changes[handles[ids["o-4"]]] == 0
+    assert metrics.values["RecordsHeldBack"] == 2
+    assert metrics.values["RecordsFailed"] == 1
     # and nothing was sent with DelaySeconds (SQS refuses it per message on a FIFO queue)
     assert not [p for p in api_calls.params("SendMessage") if "DelaySeconds" in p]
 

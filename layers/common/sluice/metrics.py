@@ -7,6 +7,7 @@ from typing import Protocol
 RECORDS_PROCESSED = "RecordsProcessed"
 RECORDS_FAILED = "RecordsFailed"
 RECORDS_DEFERRED = "RecordsDeferred"
+RECORDS_HELD_BACK = "RecordsHeldBack"
 RECORDS_ISOLATED = "RecordsIsolated"
 DUPLICATES_SKIPPED = "DuplicatesSkipped"
 CLAIM_CHECKS_RESOLVED = "ClaimChecksResolved"
@@ -48,6 +49,7 @@ CONSUMER_COUNTERS = (
     RECORDS_PROCESSED,
     RECORDS_FAILED,
     RECORDS_DEFERRED,
+    RECORDS_HELD_BACK,
     RECORDS_ISOLATED,
     DUPLICATES_SKIPPED,
     CLAIM_CHECKS_RESOLVED,

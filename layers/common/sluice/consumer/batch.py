@@ -192,7 +192,7 @@ class Consumer:
                 )
             deadline.timed(lambda: self._handle_record(record, heartbeat, stats, correlations))
 
-        skipped = handing_back(self._sqs, self._queue_url, heartbeat.settle, log=self._log)  # FIFO's unrun
+        skipped = handing_back(self._sqs, self._queue_url, heartbeat.settle, stats, log=self._log)  # FIFO
         with heartbeat:
             response = partial_response(event, record_handler, context, self._settings, on_skipped=skipped)
         for name in metrics.CONSUMER_COUNTERS:

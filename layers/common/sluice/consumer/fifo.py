@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from sluice import metrics
 from sluice.partial import SqsRecord, each_record, each_record_in_order, is_fifo
 
 if TYPE_CHECKING:
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 
     from sluice.arrival import Arrival
     from sluice.consumer.settings import ConsumerSettings
+    from sluice.consumer.stats import BatchStats
 
 __all__ = ["dead_letter_fields", "hand_back_unrun", "handing_back", "partial_response"]
 
@@ -47,13 +49,20 @@ def partial_response(
 
 
 def handing_back(
-    sqs: SQSClient, queue_url: Callable[[str], str], settle: Callable[[str], None], *, log: Logger
+    sqs: SQSClient,
+    queue_url: Callable[[str], str],
+    settle: Callable[[str], None],
+    stats: BatchStats,
+    *,
+    log: Logger,
 ) -> Callable[[SqsRecord], None]:
-    """The batch's ``on_skipped``: stop extending the record (``settle``, the heartbeat's), then hand it
-    back (:func:`hand_back_unrun`) to the queue ``queue_url`` gives for its ``eventSourceARN``."""
+    """The batch's ``on_skipped``: stop extending the record (``settle``, the heartbeat's), count it
+    (``RecordsHeldBack``), then hand it back (:func:`hand_back_unrun`) to the queue ``queue_url`` gives
+    for its ``eventSourceARN``."""
 
     def skipped(record: SqsRecord) -> None:
         settle(record.message_id)
+        stats.add(metrics.RECORDS_HELD_BACK)
         hand_back_unrun(sqs, queue_url(record.event_source_arn), record, log=log)
 
     return skipped
