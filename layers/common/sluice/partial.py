@@ -12,6 +12,9 @@ Powertools' pydantic event models (Kafka, Kinesis, DynamoDB streams...), about 1
 start for a loop of a few lines. A handler gets an :class:`SqsRecord`, which reads the fields of Powertools'
 ``SQSRecord`` sluice reads (and ``raw_event``, the record as Lambda sent it).
 
+A FIFO queue's batch follows Lambda's rule for it instead (:func:`each_record_in_order`, Powertools'
+``SqsFifoPartialProcessor``'s semantics): in order, one record at a time, nothing after a failure run.
+
 The batch-delay function is not one of them: its records are grouped (by target, by due-time bucket)
 and sent or parked together, so a record's outcome is only known after its group's send.
 """
