@@ -925,3 +925,23 @@ def test_given_the_redriver_dies_between_its_send_and_its_delete_then_nothing_is
     entries = stack.sent_entries(stack.work_url)
     assert sorted(envelope_of(e).origin_id or "" for e in entries) == sorted(ids)
     assert stack.counts(stack.dlq_url)["NotVisible"] == 3
+
+
+def test_given_a_fifo_workload_s_dlq_when_run_then_nothing_leaves_it_and_the_log_says_why(stack):
+    # Given a FIFO workload's dead-letter queue holding three messages of one group
+    fifo = {"FifoQueue": "true", "ContentBasedDeduplication": "true"}
+    dlq = stack.raw.create_queue(QueueName="work-dlq.fifo", Attributes=fifo)["QueueUrl"]
+    for i in range(3):
+        stack.raw.send_message(
+            QueueUrl=dlq, MessageBody=json.dumps({"order_id": f"o-{i}"}), MessageGroupId="g"
+        )
+    stack.calls.calls.clear()
+    # When a redrive runs on it (a FIFO queue takes no DelaySeconds, and the sends need deduplication ids)
+    report = stack.redriver(dead_letter_queue_url=dlq).run()
+    # Then it moves nothing (no message is isolated as malformed), makes no SQS request, and says why
+    assert report.stopped == "fifo_not_redriven"
+    assert report.received == report.isolated == 0
+    assert stack.sqs_requests() == []
+    assert stack.depth(dlq) == 3
+    assert stack.depth(stack.poison_url) == 0
+    assert "not re-driven yet" in stack.log.getvalue()

@@ -18,7 +18,7 @@ import pytest
 from aws_lambda_powertools import Logger
 
 from sluice.envelope import ATTRIBUTE, Envelope, ErrorInfo
-from sluice.errors import InvalidEventError, PermanentError
+from sluice.errors import ConfigurationError, InvalidEventError, PermanentError
 from sluice.limits import MAX_DELAY_SECONDS, MAX_VISIBILITY_SECONDS
 from sluice.logevents import EVENT, LogEvent
 from sluice.redrive import steps as redrive_sfn
@@ -559,3 +559,12 @@ def test_given_a_poison_plan_when_refused_then_the_step_fails_rather_than_isolat
     # Then the step fails: the state machine leaves the message in the DLQ
     with pytest.raises(PermanentError, match="only a refused redrive"):
         refused(plan)
+
+
+def test_given_a_fifo_workload_s_dlq_when_planned_then_the_step_fails_and_the_message_stays():
+    # Given the Plan step of a FIFO workload's redrive state machine (its DLQ ends in .fifo)
+    fifo = settings(dead_letter_queue_url=DLQ_URL + ".fifo")
+    # When a message is planned, Then the step fails (the state machine leaves the message in the DLQ):
+    # no plan sends it with DelaySeconds a FIFO queue refuses, and none isolates it as malformed
+    with pytest.raises(ConfigurationError, match="not re-driven yet"):
+        run(item(message()), config=fifo)

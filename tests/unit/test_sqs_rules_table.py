@@ -235,7 +235,7 @@ def test_the_layer_sends_a_group_id_only_as_the_table_allows_and_a_deduplication
     setting = {
         p.relative_to(layer_root).as_posix()
         for p in layer_root.rglob("*.py")
-        if re.search(r'"MessageDeduplicationId":|MessageDeduplicationId=', p.read_text())
+        if re.search(r'"MessageDeduplicationId"\]? ?[:=]|MessageDeduplicationId=', p.read_text())
     }
     assert setting == {"consumer/fifo.py"}
 

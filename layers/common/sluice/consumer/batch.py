@@ -43,7 +43,6 @@ from sluice.consumer.stats import BatchStats
 from sluice.envelope import Envelope, ErrorInfo, Seal, SendAttributes, merge
 from sluice.errors import ConfigurationError, PermanentError, RetryAfter
 from sluice.fit import fit
-from sluice.groups import group_param
 from sluice.limits import MAX_VISIBILITY_SECONDS
 from sluice.logevents import EVENT, LogEvent
 from sluice.partial import SqsRecord, is_fifo
@@ -392,8 +391,7 @@ class Consumer:
                 MessageBody=fitted.body,
                 MessageAttributes=fitted.attributes,  # type: ignore[arg-type]
                 MessageSystemAttributes=system_attributes(recorded.trace),  # type: ignore[arg-type]
-                **group_param(recorded.group),  # type: ignore[arg-type]  # the fair-queue tenant, a FIFO group
-                **dead_letter_fields(s.dead_letter_queue_url, arrival),  # a FIFO DLQ's deduplication id
+                **dead_letter_fields(s.dead_letter_queue_url, arrival, recorded.group),
             )
         except Exception:  # noqa: BLE001 - the redrive policy still moves it, without the error
             self._log.warning(

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sluice import metrics
+from sluice.groups import group_param
 from sluice.partial import SqsRecord, each_record, each_record_in_order, is_fifo
 
 if TYPE_CHECKING:
@@ -82,11 +83,12 @@ def hand_back_unrun(sqs: SQSClient, queue_url: str, record: SqsRecord, *, log: L
         log.warning("could not hand the record back; the queue's timeout applies", exc_info=True)
 
 
-def dead_letter_fields(queue_url: str, arrival: Arrival) -> dict[str, Any]:
-    """What a send of ``arrival`` to the dead-letter queue ``queue_url`` adds when that queue is FIFO: a
-    deduplication id, its message id (a repeat of this send within SQS's five-minute window is dropped;
-    the DLQ need not deduplicate by content). Nothing otherwise. The group it was received in is sent as
-    every hop sends it (:func:`sluice.groups.group_param`)."""
-    if not is_fifo(queue_url):
-        return {}
-    return {"MessageDeduplicationId": arrival.message_id}
+def dead_letter_fields(queue_url: str, arrival: Arrival, group: str | None) -> dict[str, Any]:
+    """What a send of ``arrival`` to the dead-letter queue ``queue_url`` adds: the group it was received
+    in, as every hop sends it (:func:`sluice.groups.group_param`: a fair queue's tenant, a FIFO group),
+    and when the queue is FIFO a deduplication id, its message id (a repeat of this send within SQS's
+    five-minute window is dropped; the DLQ need not deduplicate by content)."""
+    fields: dict[str, Any] = dict(group_param(group))
+    if is_fifo(queue_url):
+        fields["MessageDeduplicationId"] = arrival.message_id
+    return fields

@@ -42,11 +42,12 @@ from sluice.fit import Offload
 from sluice.groups import sendable_group
 from sluice.limits import MAX_BATCH_ENTRIES
 from sluice.logevents import EVENT, LogEvent
+from sluice.partial import is_fifo
 from sluice.redrive.breaker import Breaker, BreakerState, BreakerStatus, report
 from sluice.redrive.contracts import BreakerAnswer, OtherRun, RunReport
 from sluice.redrive.lease import HeldLease, Refusal, RunLease
 from sluice.redrive.plan import TRACE_ATTRIBUTE, Decision, DlqMessage, decide
-from sluice.redrive.settings import RedriveSettings
+from sluice.redrive.settings import FIFO_NOT_REDRIVEN, RedriveSettings
 from sluice.sqs import queue_url_from_arn
 from sluice.tracing import correlation_id
 
@@ -155,6 +156,10 @@ class Redriver:
             raise ValueError(f"max_per_second must be positive, got {rate}")
         report_ = RedriveReport()
         start = self._monotonic()
+        if is_fifo(self._s.dead_letter_queue_url):  # not yet: DelaySeconds and no deduplication id (issue 27)
+            self._log.error(FIFO_NOT_REDRIVEN, extra={"dead_letter_queue": self._s.dead_letter_queue_url})
+            report_.stopped = "fifo_not_redriven"
+            return report_
         lease = None
         if self._lease is not None:
             taken = self._lease.acquire(holder, seconds=self._s.receive_wait_seconds)

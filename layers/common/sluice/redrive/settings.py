@@ -12,7 +12,13 @@ from sluice.sealing import SealSettings
 from sluice.settings import ClaimCheckSettings, EnvSettings, split_csv
 from sluice.sqs import queue_identity
 
-__all__ = ["BreakerSettings", "RedriveSettings"]
+__all__ = ["FIFO_NOT_REDRIVEN", "BreakerSettings", "RedriveSettings"]
+
+FIFO_NOT_REDRIVEN = (
+    "a FIFO workload's dead-letter queue is not re-driven yet (a FIFO queue takes no DelaySeconds and needs "
+    "a deduplication id): its messages stay in it, the DLQ alarms say so (docs/workloads.md)"
+)
+"""Why a redrive of a FIFO dead-letter queue leaves every message where it is (issue 27's next step)."""
 
 
 class BreakerSettings(EnvSettings):

@@ -34,13 +34,14 @@ from typing import TYPE_CHECKING, Any
 
 from sluice import metrics
 from sluice.envelope import Envelope, ErrorInfo, Seal, from_event_attributes, split
-from sluice.errors import InvalidEventError, PermanentError
+from sluice.errors import ConfigurationError, InvalidEventError, PermanentError
 from sluice.fit import Offload
 from sluice.limits import MAX_VISIBILITY_SECONDS
 from sluice.logevents import EVENT, LogEvent
+from sluice.partial import is_fifo
 from sluice.redrive.contracts import PlanState
 from sluice.redrive.plan import Decision, DlqMessage, decide, sendable
-from sluice.redrive.settings import RedriveSettings
+from sluice.redrive.settings import FIFO_NOT_REDRIVEN, RedriveSettings
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Logger
@@ -91,6 +92,8 @@ def plan_step(
     The item is ``{"message": <ReceiveMessage message>, "probeAt": <epoch seconds or null>}``; any
     other shape raises :class:`~sluice.errors.InvalidEventError` naming it.
     """
+    if is_fifo(settings.dead_letter_queue_url):  # the step fails: the state machine leaves it in the DLQ
+        raise ConfigurationError(FIFO_NOT_REDRIVEN)
     raw, probe_at = _item(event)
     message = DlqMessage.from_api(raw)
     failed_after = None if probe_at is None else datetime.fromtimestamp(probe_at, UTC)
