@@ -32,6 +32,18 @@ def test_consumer_scenario(stack, make):
     assert outcome.ok, f"{outcome.name}: expected {outcome.expected}; observed {outcome.observed}"
 
 
+def poisoned(stack, mid: str) -> tuple[dict, Envelope] | None:
+    """The poison queue's message whose envelope names ``mid`` as its origin (polled for 60 s), or None."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for message in stack.every_message("PoisonPillQueueUrl"):
+            env = Envelope.model_validate_json(message["MessageAttributes"][ATTRIBUTE]["StringValue"])
+            if env.origin_id == mid:
+                return message, env
+        time.sleep(0.1)  # the next poll of the queue
+    return None
+
+
 def test_poison_message_carries_a_complete_envelope(stack):
     sqs = stack.client("sqs")
     mid = sqs.send_message(
@@ -39,15 +51,7 @@ def test_poison_message_carries_a_complete_envelope(stack):
         MessageBody=json.dumps(messages.order("e2e-envelope", amount_cents=99_000_000)),
         MessageAttributes={"tenant": {"DataType": "String", "StringValue": "acme"}},
     )["MessageId"]
-    found = None
-    deadline = time.monotonic() + 60
-    while found is None and time.monotonic() < deadline:
-        for message in stack.every_message("PoisonPillQueueUrl"):
-            env = Envelope.model_validate_json(message["MessageAttributes"][ATTRIBUTE]["StringValue"])
-            if env.origin_id == mid:
-                found = (message, env)
-        if found is None:
-            time.sleep(0.1)
+    found = poisoned(stack, mid)
     assert found, "the over-limit order never reached the poison queue"
     message, env = found
     assert message["MessageAttributes"]["tenant"]["StringValue"] == "acme"
@@ -112,15 +116,7 @@ def test_a_tenant_s_poison_pill_keeps_its_group_id_through_the_local_runtime(sta
         MessageGroupId="tenant-e2e",
     )["MessageId"]
     # When the deployed consumer isolates it (polled with a deadline)
-    found = None
-    deadline = time.monotonic() + 60
-    while found is None and time.monotonic() < deadline:
-        for message in stack.every_message("PoisonPillQueueUrl"):
-            env = Envelope.model_validate_json(message["MessageAttributes"][ATTRIBUTE]["StringValue"])
-            if env.origin_id == mid:
-                found = (message, env)
-        if found is None:
-            time.sleep(0.1)
+    found = poisoned(stack, mid)
     # Then the poison message has the group id, as SQS's attribute and in its envelope
     assert found, "the tenant's over-limit order never reached the poison queue"
     message, env = found
