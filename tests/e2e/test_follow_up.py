@@ -44,9 +44,9 @@ from sluice.consumer import Consumer, SluiceRecord
 ledger, table = boto3.client("dynamodb"), os.environ["LEDGER_TABLE_NAME"]
 
 
-def note(record: SluiceRecord, step: str) -> None:
+def note(record: SluiceRecord, step: str, at: float | None = None) -> None:
     item = {"effect_key": f"{record.data['shipment_id']}#{step}", "execution_id": record.message_id,
-            "traceparent": record.envelope.traceparent or "", "at": repr(time.time())}
+            "traceparent": record.envelope.traceparent or "", "at": repr(time.time() if at is None else at)}
     ledger.put_item(TableName=table, Item={key: {"S": value} for key, value in item.items()})
 
 
@@ -55,8 +55,9 @@ def process(record: SluiceRecord) -> None:
         note(record, "checked")
         return
     check = json.dumps({"shipment_id": record.data["shipment_id"], "step": "check-delivery"})
+    asked = time.time()  # when the follow-up is asked for (its bookkeeping and this note take a while)
     record.once("schedule-check", record.later, check, delay_seconds=record.data["check_after_seconds"])
-    note(record, "dispatched")
+    note(record, "dispatched", asked)
 
 
 consumer = Consumer.from_env(process, logger=Logger(), metrics_sink=Metrics())
