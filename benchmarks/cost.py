@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench_env import ROOT, default_prices, read_price_table
+from bench_env import ROOT, default_prices, unit_prices
 
 BENCH = Path(__file__).resolve().parent
 MILLION = 1_000_000
@@ -79,27 +79,8 @@ class Prices:
         return self.usd[name]
 
 
-def unit_price(text: str) -> float:
-    """'0.40 per million' → 4e-07; '0.625 per million' → 6.25e-07; '0.0000133334' → as is."""
-    match = re.match(r"\s*([0-9][0-9,]*(?:\.[0-9]+)?)\s*(?:per\s+(million|[0-9][0-9,]*))?", text)
-    if not match:
-        raise SystemExit(f"cannot read a price from {text!r}")
-    value, per = float(match.group(1).replace(",", "")), match.group(2)
-    return value / MILLION if per == "million" else value / float(per.replace(",", "")) if per else value
-
-
 def load_prices(path: Path) -> Prices:
-    rows = []
-    for line in read_price_table(path).splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if line.lstrip().startswith("|") and len(cells) == 3:
-            rows.append(cells)
-    usd = {}
-    for name, (service, unit) in PRICE_ROWS.items():
-        found = [price for s, u, price in rows if s == service and u.startswith(unit)]
-        if len(found) != 1:
-            raise SystemExit(f"{path}: expected one '{service} | {unit}…' row, found {len(found)}")
-        usd[name] = unit_price(found[0])
+    usd = unit_prices(path, PRICE_ROWS)
     return Prices(path.resolve(), usd)
 
 

@@ -40,7 +40,6 @@ import math
 import multiprocessing
 import os
 import random
-import re
 import sys
 import time
 import uuid
@@ -57,7 +56,7 @@ from aws_lambda_powertools import Logger
 
 # The editable install maps these packages with an import hook that mypy cannot follow; without
 # mypy_path = layers/common:local in the mypy config they are unresolved (then typed as Any).
-from bench_env import OFFLINE_ENV, REGION, default_prices, read_price_table
+from bench_env import OFFLINE_ENV, REGION, default_prices, unit_prices
 from moto import mock_aws
 
 from sluice.delay.parker import BatchDelay
@@ -135,32 +134,8 @@ PRICE_ROWS = {  # field: (service column, start of the unit column), as the tabl
 }
 
 
-def unit_price(text: str) -> float:
-    """'0.40 per million' → 4e-07; '0.005 per 1,000' → 5e-06; '0.023 per GB-month', '0.0000133334' → as is."""
-    match = re.match(r"\s*([0-9][0-9,]*(?:\.[0-9]+)?)\s*(?:per\s+(million|[0-9][0-9,]*))?", text)
-    if not match:
-        raise ValueError(f"cannot read a price from {text!r}")
-    value = float(match.group(1).replace(",", ""))
-    per = match.group(2)
-    if per == "million":
-        return value / MILLION
-    if per:
-        return value / float(per.replace(",", ""))
-    return value
-
-
 def load_prices(path: Path) -> Prices:
-    rows: list[tuple[str, str, str]] = []
-    for line in read_price_table(path).splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if line.lstrip().startswith("|") and len(cells) == 3 and not set(cells[0]) <= set("-: "):
-            rows.append((cells[0], cells[1], cells[2]))
-    found: dict[str, float] = {}
-    for name, (service, unit) in PRICE_ROWS.items():
-        matches = [p for s, u, p in rows if s == service and u.startswith(unit)]
-        if len(matches) != 1:
-            raise SystemExit(f"{path}: expected one row '{service} | {unit}…', found {len(matches)}")
-        found[name] = unit_price(matches[0])
+    found = unit_prices(path, PRICE_ROWS)
     return Prices(source=path.resolve(), **found)
 
 
